@@ -1,0 +1,47 @@
+# shardtrain — the README's two commands:
+#
+#   make demo   create the environment, install, run the main job end to end on local storage
+#   make test   create the environment, install, build/start MinIO, lint, run the whole suite
+#
+# Everything the project needs is installed from here; nothing by hand. The Python
+# environment lives in .venv (re-created when pyproject.toml or constraints.txt change);
+# MinIO is built once per machine with `go install` into ~/.cache/shardtrain (scripts/).
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint env minio clean help
+
+help:
+	@echo "make demo   run the end-to-end demo on local storage (no server needed)"
+	@echo "make test   lint and run the whole test suite against a live MinIO"
+
+env: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version.split()[0]'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=24,<27"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	@touch $(STAMP)
+
+minio:
+	@scripts/install-minio >/dev/null
+
+PY_DIRS := $(wildcard src tests components pipelines benchmarks)
+
+lint: env
+	$(BIN)/ruff check $(PY_DIRS)
+	$(BIN)/ruff format --check $(PY_DIRS)
+
+test: env minio lint
+	$(BIN)/python -m pytest -v --durations=15 $(PYTEST_ARGS)
+
+demo: env
+	$(BIN)/shardtrain demo
+
+clean:
+	rm -rf $(VENV) .pytest_cache build src/*.egg-info

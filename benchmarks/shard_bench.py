@@ -1,0 +1,238 @@
+"""Sharding speed and memory: CSV MB/s per core, rows/s, peak RSS, and the speed-up over the
+plain-Python ``tf.train.Example``-per-row baseline.
+
+Usage (from the repository root, in the project environment)::
+
+    .venv/bin/python benchmarks/shard_bench.py                 # 1 GB, local disk + MinIO
+    .venv/bin/python benchmarks/shard_bench.py --gb 0.1 --no-minio
+    .venv/bin/python benchmarks/shard_bench.py --rss-scaling   # 0.1 GB vs 1 GB peak RSS
+
+Each sharding run is a separate ``shardtrain shard`` process, sampled every 50 ms for the RSS
+of its whole process tree (the parent plus its worker processes). Figures go to stdout; record
+them in benchmarks/RESULTS.md with the machine they ran on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+NUMERIC, CATEGORICAL = 30, 5
+
+
+def _shardtrain(*args: str) -> list[str]:
+    return [sys.executable, "-m", "shardtrain.cli", *args]
+
+
+def generate(path: Path, gb: float) -> tuple[int, int]:
+    """A quest-log CSV of about ``gb`` GB with 30 numeric + 5 categorical columns + label."""
+    from shardtrain import datagen
+
+    probe = path.with_suffix(".probe.csv")
+    s = datagen.generate_quest_logs(str(probe), 20_000, numeric=NUMERIC, categorical=CATEGORICAL)
+    rows = int(gb * 1e9 / (s.bytes_written / s.rows))
+    probe.unlink()
+    if not path.exists() or path.stat().st_size < 0.95 * gb * 1e9:
+        datagen.generate_quest_logs(str(path), rows, numeric=NUMERIC, categorical=CATEGORICAL)
+    return rows, path.stat().st_size
+
+
+def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
+    """Run a command; return wall seconds and the peak RSS of its process tree."""
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        cmd,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    root = psutil.Process(proc.pid)
+    peak_tree = peak_single = 0
+    while proc.poll() is None:
+        try:
+            procs = [root, *root.children(recursive=True)]
+            rss = []
+            for p in procs:
+                with contextlib.suppress(psutil.Error):
+                    rss.append(p.memory_info().rss)
+            # The multiprocessing resource tracker / manager are tiny; count everything.
+            peak_tree = max(peak_tree, sum(rss))
+            peak_single = max(peak_single, max(rss, default=0))
+        except psutil.Error:
+            pass
+        time.sleep(0.05)
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        raise SystemExit(f"{shlex.join(cmd)} failed:\n{err}")
+    return {
+        "seconds": time.monotonic() - started,
+        "peak_rss_tree_mb": peak_tree / 1e6,
+        "peak_rss_process_mb": peak_single / 1e6,
+        "stdout": out.strip(),
+    }
+
+
+def shard_run(
+    src: Path, output: str, processes: int, compression: str, env: dict[str, str] | None = None
+) -> dict[str, float]:
+    cmd = _shardtrain(
+        "shard",
+        str(src),
+        "--output",
+        output,
+        "--label",
+        "cleared",
+        "--key",
+        "attempt_id",
+        "--compression",
+        compression,
+        "--processes",
+        str(processes),
+        "--overwrite",
+    )
+    return run_measured(cmd, env)
+
+
+def baseline_rows_per_second(src: Path, sample_rows: int = 20_000) -> float:
+    """The plain-Python way: csv.DictReader → tf.train.Example per row → TFRecordWriter."""
+    import tensorflow as tf
+
+    from shardtrain.schema import infer_schema
+
+    with open(src, "rb") as f:
+        sample = f.read(4 * 1024 * 1024)
+    sample = sample[: sample.rfind(b"\n") + 1]
+    schema = infer_schema(sample, str(src), label="cleared")
+    types = {c.name: c.type for c in schema.columns}
+    out = Path(tempfile.mkdtemp()) / "baseline.tfrecord"
+    started = time.monotonic()
+    n = 0
+    with open(src, newline="") as f, tf.io.TFRecordWriter(str(out)) as writer:
+        for row in csv.DictReader(f):
+            feats = {}
+            for name, value in row.items():
+                if value == "":
+                    continue
+                t = types[name]
+                if t == "float":
+                    feats[name] = tf.train.Feature(
+                        float_list=tf.train.FloatList(value=[float(value)])
+                    )
+                elif t in ("int", "bool"):
+                    v = int(value) if t == "int" else int(value == "true")
+                    feats[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[v]))
+                else:
+                    feats[name] = tf.train.Feature(
+                        bytes_list=tf.train.BytesList(value=[value.encode()])
+                    )
+            ex = tf.train.Example(features=tf.train.Features(feature=feats))
+            writer.write(ex.SerializeToString())
+            n += 1
+            if n >= sample_rows:
+                break
+    return n / (time.monotonic() - started)
+
+
+def _minio_env(state: Path) -> dict[str, str]:
+    env = {**os.environ, "SHARDTRAIN_MINIO_STATE": str(state), "MINIO_BUCKET": "bench"}
+    out = subprocess.run(
+        [str(REPO / "scripts" / "minio-up")], env=env, check=True, capture_output=True, text=True
+    ).stdout
+    parsed = {}
+    for line in out.splitlines():
+        name, _, value = line.removeprefix("export ").partition("=")
+        parsed[name] = shlex.split(value)[0]
+    return parsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gb", type=float, default=1.0, help="CSV size in GB")
+    parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "shard-bench"))
+    parser.add_argument("--processes", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--no-minio", action="store_true")
+    parser.add_argument(
+        "--rss-scaling",
+        action="store_true",
+        help="also shard a 10x smaller file and compare peak RSS",
+    )
+    args = parser.parse_args()
+
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    src = work / f"quest-{args.gb:g}gb.csv"
+    rows, size = generate(src, args.gb)
+    cores = min(args.processes, os.cpu_count() or 1)
+    results: dict[str, dict] = {}
+    print(
+        f"input: {src} {size / 1e6:,.0f} MB, {rows:,} rows; {cores} core(s), "
+        f"{args.processes} process(es); machine: {os.cpu_count()} CPUs, "
+        f"{psutil.virtual_memory().total / 2**30:.0f} GiB"
+    )
+
+    for compression in ("none", "gzip"):
+        r = shard_run(src, str(work / f"out-{compression}"), args.processes, compression)
+        results[f"local-{compression}"] = r
+    if not args.no_minio:
+        state = work / "minio-state"
+        env = _minio_env(state)
+        try:
+            for compression in ("none", "gzip"):
+                results[f"minio-{compression}"] = shard_run(
+                    src, f"s3://bench/out-{compression}", args.processes, compression, env
+                )
+        finally:
+            subprocess.run(
+                [str(REPO / "scripts" / "minio-down")],
+                env={**os.environ, "SHARDTRAIN_MINIO_STATE": str(state)},
+                check=False,
+            )
+
+    baseline = baseline_rows_per_second(src)
+    print(f"\nplain-Python baseline (csv + tf.train.Example per row): {baseline:,.0f} rows/s")
+    print(
+        f"{'run':<14}{'seconds':>9}{'MB/s':>9}{'MB/s/core':>11}{'rows/s/core':>13}"
+        f"{'x baseline':>12}{'peak RSS tree':>15}{'per process':>13}"
+    )
+    for name, r in results.items():
+        mbps = size / 1e6 / r["seconds"]
+        rows_core = rows / r["seconds"] / cores
+        print(
+            f"{name:<14}{r['seconds']:>9.1f}{mbps:>9.1f}{mbps / cores:>11.1f}"
+            f"{rows_core:>13,.0f}{rows_core / baseline:>12.1f}"
+            f"{r['peak_rss_tree_mb']:>12,.0f} MB{r['peak_rss_process_mb']:>10,.0f} MB"
+        )
+
+    if args.rss_scaling:
+        small = work / f"quest-{args.gb / 10:g}gb.csv"
+        generate(small, args.gb / 10)
+        r_small = shard_run(small, str(work / "out-small"), args.processes, "none")
+        big = results["local-none"]
+        print(
+            f"\npeak RSS (tree): {args.gb / 10:g} GB input {r_small['peak_rss_tree_mb']:,.0f} MB"
+            f" vs {args.gb:g} GB input {big['peak_rss_tree_mb']:,.0f} MB → "
+            f"ratio {big['peak_rss_tree_mb'] / r_small['peak_rss_tree_mb']:.2f}"
+        )
+    print(
+        json.dumps(
+            {k: {kk: vv for kk, vv in v.items() if kk != "stdout"} for k, v in results.items()},
+            indent=1,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,363 @@
+"""The ``shardtrain`` command line: a thin layer that parses arguments and calls the library.
+
+Every command translates its options into one library call; no logic lives here. User
+mistakes surface as :class:`~shardtrain.errors.ShardtrainError` and are printed as one line on
+stderr with the error's exit code (see :mod:`shardtrain.errors`), never as a traceback. Set
+``SHARDTRAIN_DEBUG=1`` to see the traceback anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import click
+
+from shardtrain import __version__
+from shardtrain.errors import ShardtrainError
+
+_NOISY_LOGGERS = ("botocore", "aiobotocore", "s3fs", "fsspec", "urllib3", "google", "numba")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="shardtrain")
+@click.option("-v", "--verbose", is_flag=True, help="Log debug details.")
+def cli(verbose: bool) -> None:
+    """Shard data far larger than memory into TFRecords in object storage and train
+    TensorFlow models on it with tf.distribute on Kubeflow."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+        stream=sys.stderr,
+    )
+    # The storage stack's own chatter is noise at INFO level.
+    for name in _NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+# --------------------------------------------------------------------------------------------
+# Data: generate, shard, finalize, inspect
+# --------------------------------------------------------------------------------------------
+
+
+@cli.group("gen-data")
+def gen_data() -> None:
+    """Generate synthetic datasets for demos, tests and benchmarks."""
+
+
+@gen_data.command("quest")
+@click.option("--rows", type=click.IntRange(min=1), required=True, help="Data rows to write.")
+@click.option("--output", "-o", required=True, help="CSV path or URI ('.gz' → gzip).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@click.option(
+    "--bad-fraction",
+    type=click.FloatRange(0, 0.5),
+    default=0.0,
+    show_default=True,
+    help="Fraction of malformed rows (wrong field count, unparsable numbers).",
+)
+@click.option(
+    "--numeric",
+    type=click.IntRange(min=1),
+    default=12,
+    show_default=True,
+    help="Numeric feature columns.",
+)
+@click.option(
+    "--categorical",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Categorical feature columns.",
+)
+def gen_data_quest(
+    rows: int, output: str, seed: int, bad_fraction: float, numeric: int, categorical: int
+) -> None:
+    """Synthetic game quest logs: one row per quest attempt, label `cleared` (0/1)."""
+    from shardtrain import datagen
+    from shardtrain.progress import RateProgress
+
+    with RateProgress(f"writing {output}", None) as bar:
+        last = [0, 0]
+
+        def progress(rows_done: int, bytes_done: int) -> None:
+            bar.advance(rows_done - last[0], bytes_done - last[1])
+            last[:] = [rows_done, bytes_done]
+
+        summary = datagen.generate_quest_logs(
+            output,
+            rows,
+            seed=seed,
+            bad_fraction=bad_fraction,
+            numeric=numeric,
+            categorical=categorical,
+            progress=progress,
+        )
+    bad = sum(summary.bad_rows_by_kind.values())
+    click.echo(
+        f"wrote {summary.rows:,} rows ({summary.bytes_written / 1e6:,.1f} MB, {bad:,} malformed) "
+        f"to {output}; label 'cleared' positive rate {summary.positive_rate:.3f}"
+    )
+
+
+@cli.command("shard")
+@click.argument("sources", nargs=-1, required=True)
+@click.option("--output", "-o", required=True, help="Dataset URI (local path, s3://, gs://).")
+@click.option("--label", required=True, help="Label column.")
+@click.option("--key", default=None, help="Column hashed for the split [default: whole row].")
+@click.option(
+    "--split",
+    "splits",
+    default="train=0.9,eval=0.1",
+    show_default=True,
+    help="Named splits and fractions.",
+)
+@click.option(
+    "--schema",
+    "schema_file",
+    default=None,
+    help="YAML/JSON file overriding inferred types and dropping columns.",
+)
+@click.option(
+    "--compression",
+    type=click.Choice(["gzip", "none"]),
+    default="gzip",
+    show_default=True,
+    help="Shard compression.",
+)
+@click.option(
+    "--compression-level",
+    type=click.IntRange(1, 9),
+    default=1,
+    show_default=True,
+    help="gzip level (1 is fastest).",
+)
+@click.option(
+    "--num-shards",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Shards per split [default: from the data size].",
+)
+@click.option(
+    "--target-shard-mb",
+    type=click.FloatRange(min=1),
+    default=128,
+    show_default=True,
+    help="Aimed-at shard size when --num-shards is not given.",
+)
+@click.option(
+    "--min-shards",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Never fewer shards per split.",
+)
+@click.option(
+    "--task-mb",
+    type=click.FloatRange(min=0.01),
+    default=256,
+    show_default=True,
+    help="Input MB per task (unit of parallelism and resume).",
+)
+@click.option(
+    "--max-bad-fraction",
+    type=click.FloatRange(0, 1),
+    default=0.001,
+    show_default=True,
+    help="Fail when more rows than this are rejected.",
+)
+@click.option(
+    "--top-k",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Vocabulary entries kept per categorical column in the statistics.",
+)
+@click.option(
+    "--worker-index",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    envvar="SHARDTRAIN_WORKER_INDEX",
+    help="This worker's index.",
+)
+@click.option(
+    "--num-workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    envvar="SHARDTRAIN_NUM_WORKERS",
+    help="Workers sharing the job.",
+)
+@click.option(
+    "--processes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Local processes [default: CPU count].",
+)
+@click.option("--overwrite", is_flag=True, help="Replace a different dataset at --output.")
+def shard_cmd(
+    sources: tuple[str, ...],
+    output: str,
+    label: str,
+    key: str | None,
+    splits: str,
+    schema_file: str | None,
+    compression: str,
+    compression_level: int,
+    num_shards: int | None,
+    target_shard_mb: float,
+    min_shards: int,
+    task_mb: float,
+    max_bad_fraction: float,
+    top_k: int,
+    worker_index: int,
+    num_workers: int,
+    processes: int | None,
+    overwrite: bool,
+) -> None:
+    """Shard CSV SOURCES (files or globs) into TFRecord shards at --output.
+
+    With --num-workers N, run N copies with --worker-index 0..N-1 (on any machines), then
+    `shardtrain finalize OUTPUT`. Re-running after a crash resumes; after success it does
+    nothing.
+    """
+    from shardtrain import sharding
+    from shardtrain.progress import RateProgress
+
+    config = sharding.ShardConfig(
+        sources=sources,
+        output=output,
+        label=label,
+        key=key,
+        splits=sharding.parse_splits(splits),
+        schema_file=schema_file,
+        compression=compression,
+        compression_level=compression_level,
+        num_shards=num_shards,
+        target_shard_bytes=int(target_shard_mb * 1024 * 1024),
+        min_shards=min_shards,
+        task_bytes=int(task_mb * 1024 * 1024),
+        max_bad_fraction=max_bad_fraction,
+        top_k=top_k,
+        worker_index=worker_index,
+        num_workers=num_workers,
+        processes=processes,
+        overwrite=overwrite,
+    )
+    outcome = sharding.shard(config, lambda total: RateProgress("sharding", total))
+    if outcome.status == "already-complete":
+        click.echo(f"{output} is already complete (metadata.json present); nothing to do")
+    elif outcome.status == "worker-done":
+        click.echo(
+            f"worker {worker_index}/{num_workers}: {outcome.tasks_run} task(s) committed "
+            f"({outcome.tasks_skipped} done earlier); run `shardtrain finalize {output}` "
+            "when every worker has finished"
+        )
+    else:
+        _echo_result(output, outcome.metadata or {}, outcome.seconds, outcome.bytes_read)
+
+
+def _echo_result(output: str, meta: dict, seconds: float | None = None, nbytes: int = 0) -> None:
+    splits = ", ".join(
+        f"{n}: {s['num_records']:,} in {s['num_shards']} shards" for n, s in meta["splits"].items()
+    )
+    rate = f" in {seconds:.1f}s ({nbytes / 1e6 / seconds:,.1f} MB/s)" if seconds and nbytes else ""
+    click.echo(
+        f"sharded {meta['rows_read']:,} rows{rate} → {splits}; {meta['rows_rejected']:,} "
+        f"rejected; committed {output}/metadata.json"
+    )
+
+
+@cli.command("finalize")
+@click.argument("output")
+@click.option(
+    "--max-bad-fraction",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Fail when more rows than this were rejected [default: what the workers used].",
+)
+@click.option(
+    "--top-k",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Vocabulary entries kept per categorical column [default: what the workers used].",
+)
+def finalize_cmd(output: str, max_bad_fraction: float | None, top_k: int | None) -> None:
+    """Merge the workers' committed tasks at OUTPUT into metadata.json."""
+    from shardtrain import sharding
+
+    meta = sharding.finalize(output, max_bad_fraction=max_bad_fraction, top_k=top_k)
+    _echo_result(output, meta)
+
+
+@cli.command("inspect")
+@click.argument("uri")
+@click.option(
+    "--rejects",
+    "show_rejects",
+    type=click.IntRange(min=0),
+    default=5,
+    show_default=True,
+    help="Rejected rows to show.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print metadata.json as is.")
+def inspect_cmd(uri: str, show_rejects: int, as_json: bool) -> None:
+    """Summarise the sharded dataset at URI: splits, schema, statistics, rejects."""
+    import json
+
+    from shardtrain import sharding
+    from shardtrain.report import render_dataset
+
+    meta = sharding.load_metadata(uri)
+    if as_json:
+        click.echo(json.dumps(meta, indent=2))
+        return
+    rejects = list(sharding.iter_rejects(uri, meta, limit=show_rejects))
+    render_dataset(uri, meta, rejects)
+
+
+@cli.command("demo")
+@click.option(
+    "--workdir",
+    default="demo-output",
+    show_default=True,
+    help="Local directory for everything the demo writes.",
+)
+@click.option(
+    "--rows",
+    type=click.IntRange(min=1000),
+    default=200_000,
+    show_default=True,
+    help="Quest attempts to generate.",
+)
+def demo_cmd(workdir: str, rows: int) -> None:
+    """Run the main job end to end on local storage (no server needed)."""
+    from shardtrain import sharding
+    from shardtrain.demo import run_demo
+    from shardtrain.report import render_dataset
+
+    result = run_demo(workdir, rows=rows)
+    rejects = list(sharding.iter_rejects(result.dataset, result.metadata, limit=3))
+    render_dataset(result.dataset, result.metadata, rejects)
+    click.echo(
+        f"\ninput CSV: {result.csv}\ndataset:   {result.dataset} "
+        f"(inspect it with `shardtrain inspect {result.dataset}`)"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: user errors become one line on stderr and an exit code."""
+    try:
+        cli.main(args=argv, prog_name="shardtrain", standalone_mode=True)
+    except ShardtrainError as exc:
+        if os.environ.get("SHARDTRAIN_DEBUG"):
+            raise
+        click.secho(f"error: {exc}", err=True, fg="red")
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

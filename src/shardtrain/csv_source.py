@@ -1,0 +1,463 @@
+"""Reading CSV sources for the sharder: byte-range pieces, bounded blocks, typed batches, rejects.
+
+The sharder (:mod:`shardtrain.sharding`) is source-agnostic; this module supplies its CSV hook:
+
+* :func:`plan_pieces` cuts plain CSV files into byte ranges so that many tasks (on one machine
+  or many pods) read one large file in parallel. A line belongs to the range holding its first
+  byte: a reader starting mid-file skips the partial line it lands in, and a reader finishes
+  the line that straddles its end. Gzip files cannot be cut and form one piece each.
+* :func:`read_piece` streams one piece in blocks of about ``block_bytes`` (never the whole
+  file), parses each block with Arrow's CSV reader into typed columns and yields
+  :class:`Batch` es: the accepted rows, a 64-bit hash per row for the split, and the
+  rejected rows with their reason and line number.
+
+Rejected rows never vanish: a row with the wrong number of fields, a value that does not parse
+as its column's type, or a missing label is reported with its line (counted from the start of
+the piece; the sharder turns that into the file's line number) and the raw text.
+
+Assumptions, checked where cheap: UTF-8 (or ASCII) text, ``\\n`` or ``\\r\\n`` line ends, a
+header on the first line of every file, and no line breaks inside quoted fields (multi-line
+fields make the affected lines fail the field count and land in the rejects).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from shardtrain import storage, tfrecord
+from shardtrain.errors import DataError
+from shardtrain.schema import (
+    FALSE_VALUES,
+    FLOAT_PATTERN,
+    INT_PATTERN,
+    TRUE_VALUES,
+    Schema,
+    parse_header,
+)
+
+#: Longest raw text kept for one rejected row.
+MAX_REJECT_TEXT = 1000
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One input file and what identifies its content."""
+
+    uri: str
+    size: int
+    version: str
+
+    @property
+    def gzip(self) -> bool:
+        return self.uri.endswith(".gz")
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A byte range ``[start, end)`` of one source file, read by one task."""
+
+    uri: str
+    start: int
+    end: int
+    gzip: bool = False
+
+    def to_dict(self) -> dict:
+        return {"uri": self.uri, "start": self.start, "end": self.end, "gzip": self.gzip}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Piece:
+        return cls(uri=d["uri"], start=d["start"], end=d["end"], gzip=d.get("gzip", False))
+
+
+@dataclass
+class Reject:
+    """One rejected row."""
+
+    line: int  # 1-based line number counted from the start of the piece
+    reason: str  # wrong_field_count | bad_value | missing_label
+    detail: str
+    text: str
+
+
+@dataclass
+class Batch:
+    """The rows of one block: accepted rows as typed Arrow columns, plus the rejects."""
+
+    table: pa.Table  # accepted rows, columns in schema order
+    row_hash: np.ndarray  # uint64 per accepted row: xxh64 of the key (or of the whole row)
+    rejects: list[Reject] = field(default_factory=list)
+    rows_read: int = 0  # non-blank data lines seen in this block
+    blank_lines: int = 0
+    lines: int = 0  # physical lines in the block
+    bytes_read: int = 0
+
+
+# --------------------------------------------------------------------------------------------
+# Listing sources
+# --------------------------------------------------------------------------------------------
+
+
+def list_sources(patterns: list[str]) -> list[SourceFile]:
+    """Expand files and globs into source files with their size and version tag.
+
+    Raises:
+        DataError: a pattern matches nothing, or no source is given.
+        StorageError: a named file is missing or unreadable.
+    """
+    if not patterns:
+        raise DataError("no source given")
+    seen: dict[str, SourceFile] = {}
+    for pattern in patterns:
+        uris = storage.glob(pattern) if storage.has_magic(pattern) else [pattern]
+        if not uris:
+            raise DataError(f"{pattern}: no file matches this pattern")
+        for uri in uris:
+            if uri in seen:
+                continue
+            meta = storage.info(uri)
+            seen[uri] = SourceFile(uri=uri, size=meta.size, version=meta.version)
+    return list(seen.values())
+
+
+def read_sample(source: SourceFile, max_bytes: int) -> bytes:
+    """The first ``max_bytes`` of a source (decompressed), cut after the last full line."""
+    with storage.open(source.uri, "rb", compression="gzip" if source.gzip else None) as f:
+        try:
+            data = f.read(max_bytes)
+        except (OSError, EOFError) as exc:
+            raise DataError(f"{source.uri}: cannot read ({exc})") from exc
+    if not data:
+        raise DataError(f"{source.uri}: the file is empty")
+    if b"\x00" in data[:65536]:
+        raise DataError(f"{source.uri}: not a text CSV file (binary content)")
+    if len(data) == max_bytes:
+        cut = data.rfind(b"\n")
+        if cut > 0:
+            data = data[: cut + 1]
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(data) - 4:  # a multi-byte character cut at the end is fine
+            raise DataError(f"{source.uri}: not UTF-8 text (byte {exc.start})") from exc
+    return data
+
+
+def plan_pieces(sources: list[SourceFile], piece_bytes: int) -> list[Piece]:
+    """Cut plain files into byte ranges of at most ``piece_bytes``; one piece per gzip file."""
+    pieces = []
+    for src in sources:
+        if src.gzip or src.size <= piece_bytes:
+            pieces.append(Piece(src.uri, 0, src.size, src.gzip))
+            continue
+        n = math.ceil(src.size / piece_bytes)
+        bounds = [src.size * i // n for i in range(n + 1)]
+        pieces.extend(Piece(src.uri, a, b) for a, b in itertools.pairwise(bounds))
+    return pieces
+
+
+# --------------------------------------------------------------------------------------------
+# Reading one piece in blocks of whole lines
+# --------------------------------------------------------------------------------------------
+
+
+def _iter_line_blocks(
+    piece: Piece, schema: Schema, block_bytes: int
+) -> Iterator[tuple[bytes, int]]:
+    """Yield ``(block, lines_before)``: blocks of whole data lines owned by the piece.
+
+    ``lines_before`` is the number of the piece's lines before the block (the header counts
+    as the first line of a piece that starts its file).
+    """
+    compression = "gzip" if piece.gzip else None
+    with storage.open(piece.uri, "rb", compression=compression, block_size=block_bytes) as f:
+        if piece.start == 0:
+            header = f.readline()
+            pos, lines = len(header), 1
+            names = parse_header(header.rstrip(b"\r\n"), piece.uri) if header.strip() else []
+            if names != schema.names:
+                raise DataError(
+                    f"{piece.uri}: the header differs from the first source's "
+                    f"({', '.join(names[:6])}, ... vs {', '.join(schema.names[:6])}, ...)"
+                )
+        else:
+            # Land one byte early: if that byte is a line end, our first line starts exactly
+            # at `start`; otherwise skip the rest of the line begun in the previous piece.
+            f.seek(piece.start - 1)
+            pos, lines = piece.start - 1 + len(f.readline()), 0
+        end = math.inf if piece.gzip else piece.end
+        if pos >= end:
+            return  # one long line spans the whole piece; it belongs to the previous one
+        carry = b""  # the start of a line that begins at `pos` but is not complete yet
+        while True:
+            chunk = f.read(block_bytes)
+            buf = carry + chunk if carry else chunk
+            if not chunk:
+                if buf:  # the file's last line, without a trailing newline
+                    yield buf, lines
+                return
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                carry = buf
+                continue
+            complete, carry = buf[: cut + 1], buf[cut + 1 :]
+            if pos + len(complete) >= end:
+                # Lines starting at or after `end` belong to the next piece. The last line we
+                # own holds byte `end - 1`: it runs to the first newline from there.
+                last_nl = complete.find(b"\n", int(end - pos) - 1)
+                yield complete[: last_nl + 1], lines
+                return
+            yield complete, lines
+            lines += complete.count(b"\n")
+            pos += len(complete)
+
+
+def read_piece(
+    piece: Piece, schema: Schema, *, block_bytes: int = 16 * 1024 * 1024
+) -> Iterator[Batch]:
+    """Stream one piece as typed batches with rejects; see the module docstring."""
+    key_index = schema.names.index(schema.key) if schema.key else None
+    for block, lines_before in _iter_line_blocks(piece, schema, block_bytes):
+        yield parse_block(block, schema, lines_before=lines_before, key_index=key_index)
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing one block
+# --------------------------------------------------------------------------------------------
+
+
+def _line_bounds(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (exclusive, without '\\r\\n') of every line of a block of whole lines."""
+    newlines = np.flatnonzero(arr == 10)
+    starts = np.concatenate(([0], newlines + 1)).astype(np.int64)
+    ends = np.concatenate((newlines, [arr.size])).astype(np.int64)
+    if starts[-1] == arr.size:  # block ends with '\n': no trailing partial line
+        starts, ends = starts[:-1], ends[:-1]
+    cr = (ends > starts) & (arr[np.maximum(ends - 1, 0)] == 13)
+    ends = ends - cr
+    return starts, ends
+
+
+def _convert_options(schema: Schema, types: dict[str, pa.DataType]) -> pacsv.ConvertOptions:
+    return pacsv.ConvertOptions(
+        column_types=types,
+        null_values=list(schema.null_values),
+        strings_can_be_null=True,
+        quoted_strings_can_be_null=False,
+        true_values=list(TRUE_VALUES),
+        false_values=list(FALSE_VALUES),
+    )
+
+
+def _read(block: bytes, schema: Schema, types: dict[str, pa.DataType], invalid: list) -> pa.Table:
+    def on_invalid(row: pacsv.InvalidRow) -> str:
+        invalid.append((row.number, row.actual_columns, row.text))
+        return "skip"
+
+    return pacsv.read_csv(
+        pa.py_buffer(block),
+        read_options=pacsv.ReadOptions(
+            column_names=schema.names, use_threads=False, block_size=len(block) + 1
+        ),
+        parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=False),
+        convert_options=_convert_options(schema, types),
+    )
+
+
+def _safe_convert(strings: pa.Array, column_type: str) -> tuple[pa.Array, np.ndarray]:
+    """Convert strings to ``column_type``; return the values and a mask of unparsable rows."""
+    target = {"int": pa.int64(), "float": pa.float32(), "bool": pa.bool_()}[column_type]
+    try:
+        if column_type == "bool":
+            raise pa.ArrowInvalid("booleans are matched explicitly")
+        return pc.cast(strings, target), np.zeros(len(strings), dtype=bool)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    if column_type == "bool":
+        ok = pc.is_in(strings, value_set=pa.array(TRUE_VALUES + FALSE_VALUES))
+    else:
+        ok = pc.match_substring_regex(
+            strings, INT_PATTERN if column_type == "int" else FLOAT_PATTERN
+        )
+    ok = pc.fill_null(ok, True)
+    bad = ~np.asarray(ok.to_numpy(zero_copy_only=False), dtype=bool)
+    cleaned = pc.if_else(ok, strings, pa.scalar(None, pa.string()))
+    if column_type == "bool":
+        values = pc.is_in(cleaned, value_set=pa.array(TRUE_VALUES))
+        values = pc.if_else(pc.is_null(cleaned), pa.scalar(None, pa.bool_()), values)
+    else:
+        try:
+            values = pc.cast(cleaned, target)
+        except pa.ArrowInvalid:  # e.g. an int too large for int64: reject value by value
+            out, more_bad = [], bad.copy()
+            for i, s in enumerate(cleaned.to_pylist()):
+                try:
+                    out.append(
+                        None if s is None else (int(s) if column_type == "int" else float(s))
+                    )
+                except (ValueError, OverflowError):
+                    out.append(None)
+                    more_bad[i] = True
+                if column_type == "int" and out[-1] is not None and not -(2**63) <= out[-1] < 2**63:
+                    out[-1] = None
+                    more_bad[i] = True
+            return pa.array(out, type=target), more_bad
+    return values, bad
+
+
+def parse_block(
+    block: bytes, schema: Schema, *, lines_before: int, key_index: int | None = None
+) -> Batch:
+    """Parse a block of whole CSV lines (no header) into a :class:`Batch`."""
+    arr = np.frombuffer(block, dtype=np.uint8)
+    starts, ends = _line_bounds(arr)
+    nonblank = np.flatnonzero(ends > starts)  # line indices (0-based) of rows
+    batch = Batch(
+        table=None,  # type: ignore[arg-type]
+        row_hash=np.empty(0, np.uint64),
+        rows_read=int(nonblank.size),
+        blank_lines=int(starts.size - nonblank.size),
+        lines=int(starts.size),
+        bytes_read=len(block),
+    )
+    typed = {c.name: c.arrow_type for c in schema.columns}
+    if schema.key:
+        typed[schema.key] = pa.string()  # hashed as text; converted below
+    invalid: list = []
+    try:
+        table = _read(block, schema, typed, invalid)
+        converted = False
+    except pa.ArrowInvalid as exc:
+        if "conversion error" not in str(exc).lower() and "invalid value" not in str(exc).lower():
+            raise DataError(f"cannot parse CSV block ({exc})") from exc
+        invalid = []
+        table = _read(block, schema, {n: pa.string() for n in schema.names}, invalid)
+        converted = True
+
+    # Row i of the parser (valid or invalid, 1-based `number`) is the i-th non-blank line.
+    invalid_rows = np.array([number - 1 for number, _, _ in invalid], dtype=np.int64)
+    if table.num_rows + len(invalid) != nonblank.size:
+        raise DataError(
+            "CSV rows and lines disagree (a quoted field contains a line break?) near line "
+            f"{lines_before + 1} of the piece; multi-line fields are not supported"
+        )
+    keep = np.ones(nonblank.size, dtype=bool)
+    keep[invalid_rows] = False
+    row_lines = nonblank[keep]  # line index of each parsed row
+
+    for number, actual, text in invalid:
+        line_idx = int(nonblank[number - 1])
+        batch.rejects.append(
+            Reject(
+                line=lines_before + line_idx + 1,
+                reason="wrong_field_count",
+                detail=f"{actual} fields, expected {len(schema.names)}",
+                text=(text or "")[:MAX_REJECT_TEXT],
+            )
+        )
+
+    bad = np.zeros(table.num_rows, dtype=bool)
+    bad_detail: dict[int, str] = {}
+    columns = []
+    for col, arr_col in zip(schema.columns, table.columns, strict=True):
+        values = arr_col.combine_chunks() if isinstance(arr_col, pa.ChunkedArray) else arr_col
+        want_string = col.type == "string" or col.name == schema.key
+        if converted and not want_string:
+            values, col_bad = _safe_convert(values, col.type)
+            for i in np.flatnonzero(col_bad & ~bad):
+                bad_detail[int(i)] = f"column '{col.name}' is not {col.type}"
+            bad |= col_bad
+        columns.append(values)
+
+    key_hash = None
+    if key_index is not None:
+        key_strings = columns[key_index]
+        if schema.column(schema.key).type != "string":  # type: ignore[arg-type]
+            converted_key, key_bad = _safe_convert(key_strings, schema.column(schema.key).type)  # type: ignore[arg-type]
+            for i in np.flatnonzero(key_bad & ~bad):
+                bad_detail[int(i)] = (
+                    f"column '{schema.key}' is not {schema.column(schema.key).type}"  # type: ignore[arg-type]
+                )
+            bad |= key_bad
+            columns[key_index] = converted_key
+        key_hash = _hash_string_array(key_strings)
+
+    label_col = columns[schema.names.index(schema.label)]
+    missing_label = (
+        np.asarray(label_col.is_null().to_numpy(zero_copy_only=False), dtype=bool) & ~bad
+    )
+
+    for i in np.flatnonzero(bad):
+        line_idx = int(row_lines[i])
+        batch.rejects.append(
+            Reject(
+                line=lines_before + line_idx + 1,
+                reason="bad_value",
+                detail=bad_detail.get(int(i), "unparsable value"),
+                text=block[starts[line_idx] : ends[line_idx]].decode("utf-8", "replace")[
+                    :MAX_REJECT_TEXT
+                ],
+            )
+        )
+    for i in np.flatnonzero(missing_label):
+        line_idx = int(row_lines[i])
+        batch.rejects.append(
+            Reject(
+                line=lines_before + line_idx + 1,
+                reason="missing_label",
+                detail=f"label '{schema.label}' is empty",
+                text=block[starts[line_idx] : ends[line_idx]].decode("utf-8", "replace")[
+                    :MAX_REJECT_TEXT
+                ],
+            )
+        )
+    batch.rejects.sort(key=lambda r: r.line)
+
+    accept = ~(bad | missing_label)
+    table = pa.Table.from_arrays(columns, names=schema.names)
+    if not accept.all():
+        mask = pa.array(accept)
+        table = table.filter(mask)
+        if key_hash is not None:
+            key_hash = key_hash[accept]
+    batch.table = table
+    if key_hash is None:
+        lines = row_lines[accept]
+        key_hash = tfrecord.hash_slices(arr, starts[lines], ends[lines])
+    batch.row_hash = key_hash
+    return batch
+
+
+def _hash_string_array(values: pa.Array) -> np.ndarray:
+    """xxh64 of each string's UTF-8 bytes (nulls hash like the empty string)."""
+    values = pc.fill_null(values, "")
+    if values.type != pa.string():
+        values = pc.cast(values, pa.string())
+    offsets_buf, data_buf = values.buffers()[1], values.buffers()[2]
+    offsets = np.frombuffer(offsets_buf, dtype=np.int32)[
+        values.offset : values.offset + len(values) + 1
+    ]
+    data = (
+        np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
+    )
+    return tfrecord.hash_slices(data, offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64))
+
+
+__all__ = [
+    "Batch",
+    "Piece",
+    "Reject",
+    "SourceFile",
+    "list_sources",
+    "parse_block",
+    "plan_pieces",
+    "read_piece",
+    "read_sample",
+]

@@ -1,0 +1,49 @@
+"""Errors that shardtrain reports to its users, and the exit codes they map to.
+
+Every failure a user can cause or fix — a missing object, wrong credentials, a malformed CSV,
+a configuration that makes no sense — is raised as a :class:`ShardtrainError` (or a subclass)
+whose message is one line naming the file/URI and what is wrong. The CLI prints that line and
+exits with the error's ``exit_code``; it never shows a traceback for these.
+
+Exit codes follow the convention a Kubeflow TFJob with ``restartPolicy: ExitCode`` relies on:
+
+====  ====================================================================================
+code  meaning
+====  ====================================================================================
+0     success (or nothing to do)
+1     permanent failure: bad input, bad configuration, data that fails validation
+2     command-line usage error (unknown option, missing argument; reported by Click)
+3     storage unreachable after retries (transient cause, but the bound was exhausted)
+130+  retryable interruption (SIGINT/SIGTERM after a checkpoint): the pod should be restarted
+====  ====================================================================================
+"""
+
+from __future__ import annotations
+
+
+class ShardtrainError(Exception):
+    """A user-facing error: one clear line, a non-zero exit code, no traceback."""
+
+    exit_code: int = 1
+
+
+class StorageError(ShardtrainError):
+    """An object-storage operation failed; the message names the URI."""
+
+
+class StorageUnavailableError(StorageError):
+    """Storage could not be reached even after the bounded retries (network, 5xx, throttling)."""
+
+    exit_code = 3
+
+
+class NotCommittedError(StorageError):
+    """A reader found output that was never published (its manifest/marker is missing)."""
+
+
+class DataError(ShardtrainError):
+    """Input data is unusable: empty, missing a column, too many malformed rows."""
+
+
+class ConfigError(ShardtrainError):
+    """A configuration or argument value makes no sense."""

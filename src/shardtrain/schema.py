@@ -1,0 +1,347 @@
+"""The schema of a tabular dataset: column types, the label, the key, dropped columns.
+
+A schema is inferred from a sample of the first source and can be overridden with a YAML or
+JSON file. It is stored in ``metadata.json`` beside the shards, so the trainer builds its
+input parsing and preprocessing from exactly what the sharder wrote.
+
+Column types and how they are stored in each ``tf.train.Example``:
+
+==========  ===========================  =================================================
+type        CSV values                   Example feature
+==========  ===========================  =================================================
+``int``     ``-3``, ``42``               ``int64_list`` with one value
+``float``   ``0.5``, ``1e-3``, ``nan``   ``float_list`` with one value (float32)
+``bool``    ``true``/``false``           ``int64_list`` with 0 or 1
+``string``  anything                     ``bytes_list`` with the UTF-8 bytes (categorical)
+==========  ===========================  =================================================
+
+A missing value (an empty field, or one of ``null_values``) is stored as an *absent* feature,
+the standard encoding: parse it with a default value or as a ragged/var-len feature.
+
+A schema override file::
+
+    # quest.schema.yaml
+    columns:            # types to force; unlisted columns keep their inferred type
+      player_level: float
+      region: string
+    drop: [attempt_id]  # columns not written to the Examples
+    null_values: ["", "NA", "null"]
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from shardtrain import storage
+from shardtrain.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
+
+ColumnType = Literal["int", "float", "bool", "string"]
+COLUMN_TYPES: tuple[str, ...] = ("int", "float", "bool", "string")
+
+#: Values read as "missing" unless the schema says otherwise. "nan" is deliberately not one of
+#: them: in a float column it is the float NaN and is stored as such (the statistics count
+#: NaNs separately, and the trainer treats them like missing values).
+DEFAULT_NULL_VALUES: tuple[str, ...] = ("", "NA", "N/A", "NULL", "null")
+TRUE_VALUES = ("true", "True", "TRUE")
+FALSE_VALUES = ("false", "False", "FALSE")
+
+#: How much of the first source is read to infer column types.
+SAMPLE_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Column:
+    """One CSV column.
+
+    Attributes:
+        name: the header name.
+        type: one of ``int``, ``float``, ``bool``, ``string``.
+        drop: True when the column is read and validated but not written to the Examples.
+    """
+
+    name: str
+    type: ColumnType
+    drop: bool = False
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        """The Arrow type the CSV reader converts this column to."""
+        return {
+            "int": pa.int64(),
+            "float": pa.float32(),  # what a float_list holds; parsed without double rounding
+            "bool": pa.bool_(),
+            "string": pa.string(),
+        }[self.type]
+
+    @property
+    def example_kind(self) -> str:
+        """How the value is stored in a tf.train.Example: 'int', 'float' or 'bytes'."""
+        return {"int": "int", "bool": "int", "float": "float", "string": "bytes"}[self.type]
+
+    @property
+    def tf_dtype(self) -> str:
+        """The TensorFlow dtype name to parse this feature with."""
+        return {"int": "int64", "bool": "int64", "float": "float32", "string": "string"}[self.type]
+
+
+@dataclass(frozen=True)
+class Schema:
+    """The columns of a CSV dataset, in file order, plus the roles of label and key.
+
+    Attributes:
+        columns: every column of the CSV header, in order (dropped ones included).
+        label: name of the label column.
+        key: name of the column hashed to pick each row's split; None hashes the whole row.
+        null_values: field values read as missing.
+    """
+
+    columns: tuple[Column, ...]
+    label: str
+    key: str | None = None
+    null_values: tuple[str, ...] = DEFAULT_NULL_VALUES
+
+    def __post_init__(self) -> None:
+        names = [c.name for c in self.columns]
+        if len(set(names)) != len(names):
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            raise DataError(f"duplicate column names in the CSV header: {', '.join(dupes)}")
+        if self.label not in names:
+            raise DataError(f"label column '{self.label}' not found (columns: {_preview(names)})")
+        if self.key is not None and self.key not in names:
+            raise DataError(f"key column '{self.key}' not found (columns: {_preview(names)})")
+        if self.column(self.label).drop:
+            raise ConfigError(f"the label column '{self.label}' cannot be dropped")
+
+    @property
+    def names(self) -> list[str]:
+        """All column names in CSV order."""
+        return [c.name for c in self.columns]
+
+    @property
+    def written(self) -> list[Column]:
+        """Columns written to the Examples (not dropped), label included, in CSV order."""
+        return [c for c in self.columns if not c.drop]
+
+    @property
+    def features(self) -> list[Column]:
+        """Written columns other than the label and the key: the model's inputs."""
+        return [c for c in self.written if c.name not in (self.label, self.key)]
+
+    def column(self, name: str) -> Column:
+        """The column called ``name``."""
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable form (stored in metadata.json)."""
+        return {
+            "columns": [asdict(c) for c in self.columns],
+            "label": self.label,
+            "key": self.key,
+            "null_values": list(self.null_values),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Schema:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            columns=tuple(Column(**c) for c in data["columns"]),
+            label=data["label"],
+            key=data.get("key"),
+            null_values=tuple(data.get("null_values", DEFAULT_NULL_VALUES)),
+        )
+
+
+@dataclass(frozen=True)
+class SchemaOverrides:
+    """What a schema file may say: forced types, dropped columns, null values."""
+
+    types: dict[str, ColumnType] = field(default_factory=dict)
+    drop: tuple[str, ...] = ()
+    null_values: tuple[str, ...] | None = None
+
+    @classmethod
+    def load(cls, uri: str) -> SchemaOverrides:
+        """Read a YAML or JSON schema file (see the module docstring for its format)."""
+        import yaml
+
+        text = storage.read_text(uri)
+        try:
+            data = json.loads(text) if uri.endswith(".json") else yaml.safe_load(text)
+        except (ValueError, yaml.YAMLError) as exc:
+            raise ConfigError(f"{uri}: not a valid schema file ({_first_line(exc)})") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"{uri}: a schema file must be a mapping with 'columns'/'drop'")
+        unknown = set(data) - {"columns", "drop", "null_values"}
+        if unknown:
+            raise ConfigError(f"{uri}: unknown schema keys: {', '.join(sorted(unknown))}")
+        types = data.get("columns") or {}
+        if not isinstance(types, dict):
+            raise ConfigError(f"{uri}: 'columns' must map column names to types")
+        for name, typ in types.items():
+            if typ not in COLUMN_TYPES:
+                raise ConfigError(
+                    f"{uri}: column '{name}' has type '{typ}'; "
+                    f"expected one of {', '.join(COLUMN_TYPES)}"
+                )
+        drop = data.get("drop") or []
+        if not isinstance(drop, list):
+            raise ConfigError(f"{uri}: 'drop' must be a list of column names")
+        nulls = data.get("null_values")
+        return cls(
+            types={str(k): v for k, v in types.items()},
+            drop=tuple(str(d) for d in drop),
+            null_values=tuple(str(v) for v in nulls) if nulls is not None else None,
+        )
+
+
+def _preview(names: list[str], limit: int = 12) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+#: Patterns of the values each type accepts (the CSV reader's own rules, written out).
+INT_PATTERN = r"^[+-]?[0-9]+$"
+FLOAT_PATTERN = (
+    r"^[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?"
+    r"|[iI]nf(inity)?|INF(INITY)?|[nN]a[nN]|NAN)$"
+)
+
+#: A column gets a type when at least this fraction of its sampled values parse as it; the
+#: few that do not are rejected as bad values rather than turning the column into strings.
+TYPE_AGREEMENT = 0.99
+
+
+def _infer_type(values: pa.Array) -> ColumnType | None:
+    """The narrowest type (bool, int, float, else string) that nearly all values parse as."""
+    import pyarrow.compute as pc
+
+    present = values.drop_null()
+    if len(present) == 0:
+        return None
+    need = TYPE_AGREEMENT * len(present)
+    checks: list[tuple[ColumnType, pa.Array]] = [
+        ("bool", pc.is_in(present, value_set=pa.array(TRUE_VALUES + FALSE_VALUES))),
+        ("int", pc.match_substring_regex(present, INT_PATTERN)),
+        ("float", pc.match_substring_regex(present, FLOAT_PATTERN)),
+    ]
+    for typ, ok in checks:
+        if (pc.sum(ok).as_py() or 0) >= need:
+            if typ == "int" and not _fits_int64(present, ok):
+                return "float"
+            return typ
+    return "string"
+
+
+def _fits_int64(values: pa.Array, ok: pa.Array) -> bool:
+    import pyarrow.compute as pc
+
+    try:
+        pc.cast(pc.filter(values, ok), pa.int64())
+    except (pa.ArrowInvalid, OverflowError):
+        return False
+    return True
+
+
+def parse_header(line: bytes, source: str) -> list[str]:
+    """The column names of a CSV header line (quotes handled by the CSV parser)."""
+    try:
+        table = pacsv.read_csv(
+            io.BytesIO(line + b"\n"),
+            read_options=pacsv.ReadOptions(autogenerate_column_names=True, use_threads=False),
+            convert_options=pacsv.ConvertOptions(column_types={}, strings_can_be_null=False),
+        )
+    except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
+        raise DataError(f"{source}: cannot read the CSV header ({_first_line(exc)})") from exc
+    names = [str(v[0].as_py()) if len(v) else "" for v in table.columns]
+    if not names or any(n.strip() == "" for n in names):
+        raise DataError(f"{source}: the CSV header has an empty column name: {line[:200]!r}")
+    return [n.strip() for n in names]
+
+
+def infer_schema(
+    sample: bytes,
+    source: str,
+    *,
+    label: str,
+    key: str | None = None,
+    overrides: SchemaOverrides | None = None,
+) -> Schema:
+    """Infer column types from the first bytes of a CSV (header included).
+
+    Args:
+        sample: the beginning of the first source, cut at a line end.
+        source: its URI, for messages.
+        label: the label column.
+        key: the split key column, or None.
+        overrides: types / drops / null values from a schema file.
+
+    Returns:
+        The schema.
+
+    Raises:
+        DataError: the sample has no header, no data row, or lacks the label/key column.
+        ConfigError: the overrides name columns that do not exist.
+    """
+    overrides = overrides or SchemaOverrides()
+    null_values = overrides.null_values or DEFAULT_NULL_VALUES
+    header_end = sample.find(b"\n")
+    header_line = sample if header_end < 0 else sample[:header_end]
+    names = parse_header(header_line.rstrip(b"\r"), source)
+    body = b"" if header_end < 0 else sample[header_end + 1 :]
+    if not body.strip():
+        raise DataError(f"{source}: no data rows after the header")
+    try:
+        table = pacsv.read_csv(
+            io.BytesIO(body),
+            read_options=pacsv.ReadOptions(column_names=names, use_threads=False),
+            parse_options=pacsv.ParseOptions(invalid_row_handler=lambda row: "skip"),
+            convert_options=pacsv.ConvertOptions(
+                column_types={n: pa.string() for n in names},
+                null_values=list(null_values),
+                strings_can_be_null=True,
+            ),
+        )
+    except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
+        raise DataError(f"{source}: not a readable CSV file ({_first_line(exc)})") from exc
+    if table.num_rows == 0:
+        # Types cannot be inferred, but the run must still account for every row: the
+        # sharder will reject them (wrong field count) and report it.
+        log.warning("%s: no well-formed row in the first %d bytes", source, len(sample))
+    if label not in names:
+        raise DataError(f"{source}: label column '{label}' not found (columns: {_preview(names)})")
+    unknown = (set(overrides.types) | set(overrides.drop)) - set(names)
+    if unknown:
+        raise ConfigError(
+            f"schema file names columns that {source} does not have: {', '.join(sorted(unknown))}"
+        )
+    columns = []
+    for name, values in zip(names, table.columns, strict=True):
+        typ = overrides.types.get(name)
+        if typ is None:
+            typ = _infer_type(values.combine_chunks())
+            if typ is None and table.num_rows:
+                log.warning(
+                    "column '%s' is empty in the sample of %s: treated as string "
+                    "(set its type in a schema file)",
+                    name,
+                    source,
+                )
+            typ = typ or "string"
+        columns.append(Column(name=name, type=typ, drop=name in overrides.drop))
+    return Schema(columns=tuple(columns), label=label, key=key, null_values=tuple(null_values))

@@ -1,0 +1,218 @@
+"""Column statistics computed in the same pass as sharding, mergeable across tasks and workers.
+
+Each sharding task accumulates statistics over the rows it accepts; ``finalize`` merges the
+tasks' partial statistics into the dataset's ``stats`` in ``metadata.json``. Merging is exact
+and order-independent for counts, missing values, min and max; means and standard deviations
+use Chan et al.'s pairwise update (numerically stable, no sum-of-squares cancellation).
+
+Vocabularies of categorical columns are exact while a column has at most ``max_tracked``
+distinct values per task; beyond that the rarest values are pruned and the column is marked
+``approximate`` (its top values and their counts are then lower bounds). The trainer uses the
+top-K vocabulary and the numeric means/standard deviations to build its preprocessing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: Distinct values tracked per categorical column and task before pruning.
+MAX_TRACKED = 50_000
+
+
+@dataclass
+class NumericStats:
+    """Count, missing, min, max, mean and standard deviation of a numeric (or bool) column."""
+
+    count: int = 0
+    missing: int = 0
+    min: float = math.inf
+    max: float = -math.inf
+    mean: float = 0.0
+    m2: float = 0.0  # sum of squared deviations from the mean
+    nan: int = 0  # NaN values present in the data (not counted as missing)
+
+    def update(self, values: pa.Array) -> None:
+        """Add one batch of values (nulls count as missing)."""
+        self.missing += values.null_count
+        present = values.drop_null()
+        if len(present) == 0:
+            return
+        arr = np.asarray(present.to_numpy(zero_copy_only=False), dtype=np.float64)
+        finite = arr[~np.isnan(arr)]
+        self.nan += int(arr.size - finite.size)
+        if finite.size == 0:
+            return
+        batch = NumericStats(
+            count=int(finite.size),
+            min=float(finite.min()),
+            max=float(finite.max()),
+            mean=float(finite.mean()),
+            m2=float(((finite - finite.mean()) ** 2).sum()),
+        )
+        self.merge(batch, missing=False)
+
+    def merge(self, other: NumericStats, missing: bool = True) -> None:
+        """Fold ``other`` into this one (Chan et al.'s parallel variance)."""
+        if missing:
+            self.missing += other.missing
+            self.nan += other.nan
+        if other.count == 0:
+            return
+        n = self.count + other.count
+        delta = other.mean - self.mean
+        self.mean += delta * other.count / n
+        self.m2 += other.m2 + delta * delta * self.count * other.count / n
+        self.count = n
+        self.min = min(self.min, other.min)
+        self.max = max(self.max, other.max)
+
+    @property
+    def std(self) -> float:
+        """Population standard deviation (0 for fewer than two values)."""
+        return math.sqrt(self.m2 / self.count) if self.count > 1 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        empty = self.count == 0
+        return {
+            "kind": "numeric",
+            "count": self.count,
+            "missing": self.missing,
+            "nan": self.nan,
+            "min": None if empty else self.min,
+            "max": None if empty else self.max,
+            "mean": None if empty else self.mean,
+            "std": None if empty else self.std,
+            "m2": self.m2,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> NumericStats:
+        empty = d["count"] == 0
+        return cls(
+            count=d["count"],
+            missing=d["missing"],
+            nan=d.get("nan", 0),
+            min=math.inf if empty else d["min"],
+            max=-math.inf if empty else d["max"],
+            mean=0.0 if empty else d["mean"],
+            m2=d["m2"],
+        )
+
+
+@dataclass
+class CategoricalStats:
+    """Count, missing and value frequencies of a categorical (string) column."""
+
+    count: int = 0
+    missing: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    approximate: bool = False
+
+    def update(self, values: pa.Array) -> None:
+        """Add one batch of values (nulls count as missing)."""
+        self.missing += values.null_count
+        present = values.drop_null()
+        self.count += len(present)
+        if len(present) == 0:
+            return
+        vc = pc.value_counts(present)
+        for value, n in zip(
+            vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True
+        ):
+            key = str(value)
+            self.counts[key] = self.counts.get(key, 0) + n
+        self._prune()
+
+    def merge(self, other: CategoricalStats) -> None:
+        """Fold ``other`` into this one."""
+        self.count += other.count
+        self.missing += other.missing
+        self.approximate |= other.approximate
+        for key, n in other.counts.items():
+            self.counts[key] = self.counts.get(key, 0) + n
+        self._prune()
+
+    def _prune(self) -> None:
+        if len(self.counts) > MAX_TRACKED:
+            keep = sorted(self.counts.items(), key=lambda kv: (-kv[1], kv[0]))[: MAX_TRACKED // 2]
+            self.counts = dict(keep)
+            self.approximate = True
+
+    def top(self, k: int) -> list[tuple[str, int]]:
+        """The ``k`` most frequent values with their counts (ties broken by value)."""
+        return sorted(self.counts.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+    def to_dict(self, top_k: int | None = None) -> dict[str, Any]:
+        items = self.top(top_k) if top_k else self.top(len(self.counts))
+        return {
+            "kind": "categorical",
+            "count": self.count,
+            "missing": self.missing,
+            "distinct": len(self.counts),
+            "approximate": self.approximate,
+            "top": [{"value": v, "count": n} for v, n in items],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CategoricalStats:
+        return cls(
+            count=d["count"],
+            missing=d["missing"],
+            counts={item["value"]: item["count"] for item in d["top"]},
+            approximate=d.get("approximate", False) or d.get("distinct", 0) > len(d["top"]),
+        )
+
+
+ColumnStats = NumericStats | CategoricalStats
+
+
+def new_stats(column_type: str) -> ColumnStats:
+    """Empty statistics for a column of the given schema type."""
+    return CategoricalStats() if column_type == "string" else NumericStats()
+
+
+def stats_from_dict(d: dict[str, Any]) -> ColumnStats:
+    """Inverse of ``to_dict`` for either kind."""
+    return (
+        CategoricalStats.from_dict(d) if d["kind"] == "categorical" else NumericStats.from_dict(d)
+    )
+
+
+@dataclass
+class LabelStats:
+    """The exact distribution of label values (as strings: '0'/'1', 'true', class names)."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    missing: int = 0
+
+    def update(self, values: pa.Array) -> None:
+        self.missing += values.null_count
+        present = values.drop_null()
+        if len(present) == 0:
+            return
+        if pa.types.is_boolean(present.type):
+            present = pc.cast(present, pa.int64())  # store bools as 0/1, as in the Examples
+        vc = pc.value_counts(present)
+        for value, n in zip(
+            vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True
+        ):
+            key = str(value)
+            self.counts[key] = self.counts.get(key, 0) + n
+
+    def merge(self, other: LabelStats) -> None:
+        self.missing += other.missing
+        for key, n in other.counts.items():
+            self.counts[key] = self.counts.get(key, 0) + n
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"missing": self.missing, "counts": dict(sorted(self.counts.items()))}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LabelStats:
+        return cls(counts=dict(d["counts"]), missing=d["missing"])

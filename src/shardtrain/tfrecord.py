@@ -1,0 +1,1089 @@
+"""``tf.train.Example`` encoding and TFRecord framing in compiled code, without TensorFlow.
+
+The sharder's hot loop turns column batches (NumPy arrays, usually zero-copy views of Arrow
+arrays) into TFRecord files of ``tf.train.Example`` protos. Doing that with the protobuf API
+costs microseconds per feature in Python; here it is done column-wise by numba kernels that
+write the protobuf wire format directly, at C speed, with the GIL released (``nogil``) so
+threads can encode in parallel. Nothing here imports TensorFlow or protobuf, and importing the
+module has no side effects: kernels compile on first use and are cached on disk
+(``cache=True``), the CRC table is built on first use.
+
+Protobuf wire format, as far as ``tf.train.Example`` needs it
+------------------------------------------------------------
+A message is a sequence of *fields*. Each field starts with a *tag*, the varint
+``(field_number << 3) | wire_type``; every field used here has wire type 2 (*length-delimited*:
+a varint byte count, then that many bytes), so tags are ``0x0A`` (field 1), ``0x12`` (field 2)
+and ``0x1A`` (field 3). A *varint* is base 128, least significant group first, with the high
+bit of each byte set on all bytes but the last: ``300 -> AC 02``. ``int64`` values are written
+as their 64-bit two's complement, so every negative number takes 10 bytes. The messages are
+(``tensorflow/core/example/{example,feature}.proto``)::
+
+    Example   { Features features = 1; }
+    Features  { map<string, Feature> feature = 1; }     # a map is a repeated entry message:
+    MapEntry  { string key = 1; Feature value = 2; }   #   one field 1 per map entry
+    Feature   { oneof kind { BytesList bytes_list = 1; FloatList float_list = 2;
+                             Int64List int64_list = 3; } }
+    BytesList { repeated bytes value = 1; }
+    FloatList { repeated float value = 1 [packed = true]; }   # packed: one length-delimited
+    Int64List { repeated int64 value = 1 [packed = true]; }   #   field holding all values
+
+So the Example ``{"age": 42.0}`` (float) serialises to::
+
+    0A 11                          Example.features, 17 bytes
+       0A 0F                       Features.feature: one map entry, 15 bytes
+          0A 03 61 67 65           MapEntry.key = "age"
+          12 08                    MapEntry.value: Feature, 8 bytes
+             12 06                 Feature.float_list, 6 bytes
+                0A 04 00 00 28 42  FloatList.value, packed: 4 bytes, float32 42.0 little-endian
+
+Every feature written here holds exactly one value. A missing value is expressed by omitting
+the feature (``tf.io.parse_example`` then substitutes the ``FixedLenFeature`` default); a row
+with no feature at all is the Example ``0A 00`` (an empty ``Features``). Map entries are written
+in the order of the columns, so the output is deterministic; parsers accept any order.
+
+TFRecord framing
+----------------
+A TFRecord file is a sequence of records, each::
+
+    uint64 length           little-endian
+    uint32 masked_crc32c(length bytes)
+    byte   data[length]
+    uint32 masked_crc32c(data)
+
+where ``masked_crc32c(x) = rotate_right(crc32c(x), 15) + 0xA282EAD8 (mod 2**32)``
+(masking keeps a CRC stored inside CRC'd data from being degenerate). A GZIP-compressed
+TFRecord file is this byte stream gzipped as a whole, so framed buffers produced here can be
+fed straight to a gzip compressor.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import struct
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import IO, Literal, NamedTuple, TypeAlias
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
+
+__all__ = [
+    "ColumnData",
+    "FeatureColumn",
+    "crc32c",
+    "encode_examples",
+    "frame_records",
+    "hash_slices",
+    "hash_strings",
+    "masked_crc32c",
+    "read_tfrecords",
+    "write_tfrecords",
+    "xxh64",
+]
+
+FeatureKind: TypeAlias = Literal["float", "int", "bytes"]
+
+#: Per-column input of :func:`encode_examples`: ``(values, valid)`` for ``"float"`` and
+#: ``"int"`` columns, ``(data, offsets, valid)`` for ``"bytes"`` columns.
+ColumnData: TypeAlias = (
+    tuple[np.ndarray, np.ndarray | None] | tuple[np.ndarray, np.ndarray, np.ndarray | None]
+)
+
+_FLOAT, _INT, _BYTES = 0, 1, 2  # kind codes inside the kernels
+_KIND_CODES = {"float": _FLOAT, "int": _INT, "bytes": _BYTES}
+
+_FRAME_OVERHEAD = 16  # 8-byte length + 4-byte length CRC + 4-byte data CRC
+_MASK_DELTA = 0xA282EAD8
+_U32 = 0xFFFFFFFF
+_CRC32C_POLY = 0x82F63B78  # Castagnoli polynomial 0x1EDC6F41, bit-reversed
+_READ_CHUNK = 1 << 24  # bound single reads so a corrupt length cannot trigger a huge alloc
+
+# xxHash64 primes (https://github.com/Cyan4973/xxHash/blob/dev/doc/xxhash_spec.md).
+_P1 = np.uint64(0x9E3779B185EBCA87)
+_P2 = np.uint64(0xC2B2AE3D27D4EB4F)
+_P3 = np.uint64(0x165667B19E3779F9)
+_P4 = np.uint64(0x85EBCA77C2B2AE63)
+_P5 = np.uint64(0x27D4EB2F165667C5)
+
+
+# --------------------------------------------------------------------------------------------
+# Argument normalisation
+# --------------------------------------------------------------------------------------------
+
+
+def _kernel_input(array: np.ndarray, dtype: type) -> np.ndarray:
+    """A C-contiguous, read-only view of ``array`` as ``dtype`` (copies only when it must).
+
+    numba compiles one specialisation per argument *type*, and dtype, layout and
+    writeability are all part of an array's type. Normalising every externally supplied
+    array here keeps each kernel at exactly one specialisation: one compile, one cache entry,
+    whatever mix of Arrow views (read-only), fresh arrays and slices callers pass.
+    """
+    out = np.ascontiguousarray(array, dtype=dtype).view()
+    out.flags.writeable = False
+    return out
+
+
+def _as_bytes_array(data: np.ndarray | bytes | bytearray | memoryview) -> np.ndarray:
+    """The raw bytes of ``data`` as a read-only 1-D uint8 array (zero-copy when possible)."""
+    if isinstance(data, np.ndarray):
+        data = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+    else:
+        data = np.frombuffer(data, dtype=np.uint8)
+    return _kernel_input(data, np.uint8)
+
+
+def _check_offsets(offsets: np.ndarray, data_size: int, what: str) -> None:
+    """Reject offsets a kernel would turn into out-of-bounds memory access.
+
+    Kernels run without bounds checks, so this O(n) vectorised check is the safety net.
+    """
+    if offsets.ndim != 1 or len(offsets) == 0:
+        raise ValueError(f"{what}: offsets must be a non-empty 1-D array")
+    if offsets[0] < 0 or offsets[-1] > data_size:
+        raise ValueError(
+            f"{what}: offsets span [{offsets[0]}, {offsets[-1]}] outside the data "
+            f"(size {data_size})"
+        )
+    if len(offsets) > 1 and bool(np.any(offsets[1:] < offsets[:-1])):
+        raise ValueError(f"{what}: offsets must be non-decreasing")
+
+
+def _check_uint(value: int, bits: int, what: str) -> int:
+    value = operator.index(value)
+    if not 0 <= value < 1 << bits:
+        raise ValueError(f"{what} must be in [0, 2**{bits}), got {value}")
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# CRC-32C
+# --------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _crc32c_tables() -> np.ndarray:
+    """Slicing-by-8 tables: ``tables[k][b]`` is the CRC of byte ``b`` followed by ``k`` zeros.
+
+    With them a kernel folds 8 input bytes per step with 8 independent table lookups instead
+    of 8 dependent ones, which is what makes a table-driven CRC run at several bytes per cycle.
+    """
+    crc = np.arange(256, dtype=np.uint32)
+    for _ in range(8):
+        crc = np.where(crc & 1, (crc >> 1) ^ np.uint32(_CRC32C_POLY), crc >> 1).astype(np.uint32)
+    tables = np.empty((8, 256), dtype=np.uint32)
+    tables[0] = crc
+    for k in range(1, 8):
+        tables[k] = (tables[k - 1] >> 8) ^ tables[0][tables[k - 1] & 0xFF]
+    tables.flags.writeable = False
+    return tables
+
+
+@numba.njit(cache=True, nogil=True)
+def _crc32c_update_sw(tables, crc, buf, start, end):
+    """CRC-32C of ``buf[start:end]`` continuing from ``crc`` (a finished CRC, like
+    ``google_crc32c.extend``). Arithmetic is in int64 holding 32-bit values."""
+    c = ~np.int64(crc) & 0xFFFFFFFF
+    p = start
+    while p + 8 <= end:
+        lo = c ^ (
+            np.int64(buf[p])
+            | (np.int64(buf[p + 1]) << 8)
+            | (np.int64(buf[p + 2]) << 16)
+            | (np.int64(buf[p + 3]) << 24)
+        )
+        c = (
+            np.int64(tables[7, lo & 0xFF])
+            ^ tables[6, (lo >> 8) & 0xFF]
+            ^ tables[5, (lo >> 16) & 0xFF]
+            ^ tables[4, (lo >> 24) & 0xFF]
+            ^ tables[3, buf[p + 4]]
+            ^ tables[2, buf[p + 5]]
+            ^ tables[1, buf[p + 6]]
+            ^ tables[0, buf[p + 7]]
+        )
+        p += 8
+    while p < end:
+        c = np.int64(tables[0, (c ^ buf[p]) & 0xFF]) ^ (c >> 8)
+        p += 1
+    return ~c & 0xFFFFFFFF
+
+
+@functools.cache
+def has_hardware_crc32c() -> bool:
+    """True when the CPU has the SSE4.2 ``crc32`` instruction (every x86-64 CPU since 2008)."""
+    import llvmlite.binding as llvm
+
+    try:
+        return "+sse4.2" in llvm.get_host_cpu_features().flatten().split(",")
+    except RuntimeError:  # not x86 (e.g. aarch64): no such feature list entry
+        return False
+
+
+@intrinsic
+def _sse42_crc32_u64(typingctx, crc, value):
+    """The x86 ``crc32 r64, r/m64`` instruction: fold 8 bytes into a CRC-32C state."""
+    sig = types.uint64(types.uint64, types.uint64)
+
+    def codegen(context, builder, signature, args):
+        fnty = ir.FunctionType(ir.IntType(64), [ir.IntType(64), ir.IntType(64)])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.x86.sse42.crc32.64.64")
+        return builder.call(fn, [builder.zext(args[0], ir.IntType(64)), args[1]])
+
+    return sig, codegen
+
+
+@intrinsic
+def _sse42_crc32_u8(typingctx, crc, value):
+    """The x86 ``crc32 r32, r/m8`` instruction: fold one byte into a CRC-32C state."""
+    sig = types.uint32(types.uint32, types.uint8)
+
+    def codegen(context, builder, signature, args):
+        fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32), ir.IntType(8)])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.x86.sse42.crc32.32.8")
+        return builder.call(fn, args)
+
+    return sig, codegen
+
+
+@numba.njit(cache=True, nogil=True)
+def _crc32c_update_hw(tables, crc, buf, start, end):
+    """CRC-32C with the SSE4.2 instruction: ~10 GB/s, 5x the table-driven version."""
+    c = np.uint64(np.uint32(crc) ^ np.uint32(0xFFFFFFFF))
+    p = start + ((end - start) // 8) * 8
+    words = buf[start:p].view(np.uint64)  # unaligned 8-byte loads are fine on x86
+    for i in range(words.size):
+        c = _sse42_crc32_u64(c, words[i])
+    c32 = np.uint32(c)
+    while p < end:
+        c32 = _sse42_crc32_u8(c32, buf[p])
+        p += 1
+    return np.int64(c32 ^ np.uint32(0xFFFFFFFF))
+
+
+def _crc32c_update(tables, crc, buf, start, end):
+    """CRC-32C of ``buf[start:end]`` continuing from ``crc``; only callable from kernels.
+
+    Which implementation a kernel gets is decided when it is compiled, for the CPU it is
+    compiled on (numba's on-disk cache is keyed by CPU, too): the SSE4.2 instruction where it
+    exists, slicing-by-8 tables elsewhere (e.g. on ARM).
+    """
+    raise NotImplementedError("call from numba-compiled code only")
+
+
+@overload(_crc32c_update, jit_options={"cache": True, "nogil": True})
+def _crc32c_update_impl(tables, crc, buf, start, end):
+    if has_hardware_crc32c():
+        return lambda tables, crc, buf, start, end: _crc32c_update_hw(tables, crc, buf, start, end)
+    return lambda tables, crc, buf, start, end: _crc32c_update_sw(tables, crc, buf, start, end)
+
+
+@numba.njit(cache=True, nogil=True)
+def _crc32c_buffer(tables, crc, buf, start, end):
+    return _crc32c_update(tables, crc, buf, start, end)
+
+
+@numba.njit(cache=True, nogil=True)
+def _mask_crc(crc):
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def crc32c(data: np.ndarray | bytes, value: int = 0) -> int:
+    """CRC-32C (Castagnoli) of ``data``, as used by TFRecord framing, GCS and iSCSI.
+
+    Compiled code: the SSE4.2 ``crc32`` instruction where the CPU has it (~10 GB/s),
+    slicing-by-8 tables elsewhere (~2 GB/s); equal to ``google_crc32c.value``.
+
+    Args:
+        data: bytes-like object, or a NumPy array whose raw (C-order) bytes are checksummed.
+        value: a previous result to continue from, so that
+            ``crc32c(b, crc32c(a)) == crc32c(a + b)`` (like ``google_crc32c.extend``).
+
+    Returns:
+        The CRC as an unsigned 32-bit integer.
+    """
+    value = _check_uint(value, 32, "value")
+    buf = _as_bytes_array(data)
+    return int(_crc32c_buffer(_crc32c_tables(), value, buf, 0, len(buf)))
+
+
+def masked_crc32c(crc: int) -> int:
+    """The TFRecord mask of a CRC-32C: ``rotate_right(crc, 15) + 0xA282EAD8`` mod 2**32.
+
+    TFRecord stores masked CRCs because the CRC of data that itself contains CRCs is
+    degenerate; every CRC field of a TFRecord frame holds ``masked_crc32c(crc32c(bytes))``.
+    """
+    crc = _check_uint(crc, 32, "crc")
+    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & _U32
+
+
+# --------------------------------------------------------------------------------------------
+# xxHash64
+# --------------------------------------------------------------------------------------------
+
+
+@numba.njit(cache=True, nogil=True)
+def _read_u64(buf, p):
+    """Little-endian uint64 at any (unaligned) position; LLVM fuses this into one load."""
+    return (
+        np.uint64(buf[p])
+        | (np.uint64(buf[p + 1]) << np.uint64(8))
+        | (np.uint64(buf[p + 2]) << np.uint64(16))
+        | (np.uint64(buf[p + 3]) << np.uint64(24))
+        | (np.uint64(buf[p + 4]) << np.uint64(32))
+        | (np.uint64(buf[p + 5]) << np.uint64(40))
+        | (np.uint64(buf[p + 6]) << np.uint64(48))
+        | (np.uint64(buf[p + 7]) << np.uint64(56))
+    )
+
+
+@numba.njit(cache=True, nogil=True)
+def _read_u32(buf, p):
+    return (
+        np.uint64(buf[p])
+        | (np.uint64(buf[p + 1]) << np.uint64(8))
+        | (np.uint64(buf[p + 2]) << np.uint64(16))
+        | (np.uint64(buf[p + 3]) << np.uint64(24))
+    )
+
+
+@numba.njit(cache=True, nogil=True)
+def _rotl(x, r):
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+@numba.njit(cache=True, nogil=True)
+def _xxh_round(acc, lane):
+    return _rotl(acc + lane * _P2, 31) * _P1
+
+
+@numba.njit(cache=True, nogil=True)
+def _xxh_merge(h, v):
+    return (h ^ _xxh_round(np.uint64(0), v)) * _P1 + _P4
+
+
+@numba.njit(cache=True, nogil=True)
+def _xxh64(buf, start, end, seed):
+    """XXH64 of ``buf[start:end]``; all arithmetic is uint64 and wraps, as the spec requires."""
+    p = start
+    if end - start >= 32:
+        v1 = seed + _P1 + _P2
+        v2 = seed + _P2
+        v3 = seed
+        v4 = seed - _P1
+        while p + 32 <= end:
+            v1 = _xxh_round(v1, _read_u64(buf, p))
+            v2 = _xxh_round(v2, _read_u64(buf, p + 8))
+            v3 = _xxh_round(v3, _read_u64(buf, p + 16))
+            v4 = _xxh_round(v4, _read_u64(buf, p + 24))
+            p += 32
+        h = _rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)
+        h = _xxh_merge(h, v1)
+        h = _xxh_merge(h, v2)
+        h = _xxh_merge(h, v3)
+        h = _xxh_merge(h, v4)
+    else:
+        h = seed + _P5
+    h += np.uint64(end - start)
+    while p + 8 <= end:
+        h ^= _xxh_round(np.uint64(0), _read_u64(buf, p))
+        h = _rotl(h, 27) * _P1 + _P4
+        p += 8
+    if p + 4 <= end:
+        h ^= _read_u32(buf, p) * _P1
+        h = _rotl(h, 23) * _P2 + _P3
+        p += 4
+    while p < end:
+        h ^= np.uint64(buf[p]) * _P5
+        h = _rotl(h, 11) * _P1
+        p += 1
+    h ^= h >> np.uint64(33)
+    h *= _P2
+    h ^= h >> np.uint64(29)
+    h *= _P3
+    h ^= h >> np.uint64(32)
+    return h
+
+
+@numba.njit(cache=True, nogil=True)
+def _xxh64_slices(buf, starts, ends, seed, out):
+    for i in range(out.shape[0]):
+        out[i] = _xxh64(buf, starts[i], ends[i], seed)
+
+
+def xxh64(data: bytes | np.ndarray, seed: int = 0) -> int:
+    """The standard 64-bit xxHash (XXH64) of ``data``.
+
+    Bit-for-bit the algorithm of the reference implementation (equal to
+    ``xxhash.xxh64_intdigest(data, seed)``). Train/eval splits are derived from these hashes
+    on many machines and across releases, so this function must never change its output:
+    treat it as a stable file format, not an implementation detail.
+
+    Args:
+        data: bytes-like object, or a NumPy array whose raw (C-order) bytes are hashed.
+        seed: unsigned 64-bit seed.
+
+    Returns:
+        The hash as an unsigned 64-bit integer.
+    """
+    seed = _check_uint(seed, 64, "seed")
+    buf = _as_bytes_array(data)
+    return int(_xxh64(buf, 0, len(buf), np.uint64(seed)))
+
+
+def hash_slices(
+    data: np.ndarray, starts: np.ndarray, ends: np.ndarray, seed: int = 0
+) -> np.ndarray:
+    """XXH64 of every slice ``data[starts[i]:ends[i]]``, in compiled code.
+
+    The general form of :func:`hash_strings`, for slices that are not back to back (e.g.
+    the lines of a CSV block, found by their start and end positions).
+
+    Args:
+        data: uint8 buffer.
+        starts: integer array of slice starts.
+        ends: integer array of slice ends, same length, ``starts <= ends <= len(data)``.
+        seed: unsigned 64-bit seed.
+
+    Returns:
+        uint64 array of hashes, one per slice; stable forever like :func:`xxh64`.
+
+    Raises:
+        ValueError: shapes differ or a slice lies outside ``data``.
+    """
+    buf = _as_bytes_array(data)
+    starts = _kernel_input(starts, np.int64)
+    ends = _kernel_input(ends, np.int64)
+    if starts.ndim != 1 or starts.shape != ends.shape:
+        raise ValueError("starts and ends must be 1-D arrays of the same length")
+    if len(starts) and (starts.min() < 0 or ends.max() > len(buf) or bool(np.any(ends < starts))):
+        raise ValueError("every slice must satisfy 0 <= start <= end <= len(data)")
+    return _hash(buf, starts, ends, seed)
+
+
+def _hash(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, seed: int) -> np.ndarray:
+    seed = _check_uint(seed, 64, "seed")
+    out = np.empty(len(starts), dtype=np.uint64)
+    _xxh64_slices(buf, starts, ends, np.uint64(seed), out)
+    return out
+
+
+def hash_strings(data: np.ndarray, offsets: np.ndarray, seed: int = 0) -> np.ndarray:
+    """XXH64 of each string of an Arrow-layout string array, in compiled code.
+
+    String ``i`` is ``data[offsets[i]:offsets[i + 1]]`` (the layout of Arrow ``string``,
+    ``binary`` and their ``large_`` variants; ``offsets[0]`` may be non-zero, as in a sliced
+    array). Used to assign rows to train/eval splits deterministically on every machine, so
+    the result is exactly XXH64 and stable forever like :func:`xxh64`.
+
+    Args:
+        data: uint8 buffer of the concatenated strings.
+        offsets: int32 or int64 array of ``n + 1`` non-decreasing offsets into ``data``.
+        seed: unsigned 64-bit seed.
+
+    Returns:
+        uint64 array of ``n`` hashes.
+
+    Raises:
+        ValueError: offsets are malformed or point outside ``data``.
+    """
+    buf = _as_bytes_array(data)
+    offsets = _kernel_input(offsets, np.int64)
+    _check_offsets(offsets, len(buf), "hash_strings")
+    return _hash(buf, offsets[:-1], offsets[1:], seed)
+
+
+# --------------------------------------------------------------------------------------------
+# tf.train.Example encoding
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureColumn:
+    """One feature of the Examples: its key and which ``Feature`` list holds its value.
+
+    Attributes:
+        name: the feature key (UTF-8 encoded in the Example).
+        kind: ``"float"`` → ``float_list`` (float32), ``"int"`` → ``int64_list``,
+            ``"bytes"`` → ``bytes_list``.
+    """
+
+    name: str
+    kind: FeatureKind
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TypeError(f"feature name must be str, got {type(self.name).__name__}")
+        if self.kind not in _KIND_CODES:
+            raise ValueError(
+                f"feature {self.name!r}: kind must be one of {sorted(_KIND_CODES)}, "
+                f"got {self.kind!r}"
+            )
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+class _ColumnPlan(NamedTuple):
+    """Per-column constants for the kernels, computed once per column list.
+
+    ``heads[head_offsets[j]:head_offsets[j + 1]]`` are the constant bytes of column ``j``'s
+    map entry. For a float column the whole entry is constant but for the 4 value bytes, so
+    the head is everything before them. For int and bytes columns the entry's own length
+    varies with the value, so the head is just the key field (``0A len key``), written after
+    the variable entry header.
+    """
+
+    kinds: np.ndarray  # int8[ncols]: _FLOAT, _INT or _BYTES
+    slots: np.ndarray  # int64[ncols]: index of the column within its kind's group
+    heads: np.ndarray  # uint8[...]
+    head_offsets: np.ndarray  # int64[ncols + 1]
+    counts: tuple[int, int, int]  # number of float, int and bytes columns
+
+
+@functools.lru_cache(maxsize=64)
+def _column_plan(columns: tuple[FeatureColumn, ...]) -> _ColumnPlan:
+    names = [c.name for c in columns]
+    if len(set(names)) != len(names):
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        raise ValueError(f"duplicate feature names: {dupes}")
+    kinds = np.array([_KIND_CODES[c.kind] for c in columns], dtype=np.int8)
+    counts = [0, 0, 0]
+    slots = np.empty(len(columns), dtype=np.int64)
+    heads: list[bytes] = []
+    for j, column in enumerate(columns):
+        slots[j] = counts[kinds[j]]
+        counts[kinds[j]] += 1
+        key = column.name.encode("utf-8")
+        key_field = b"\x0a" + _varint(len(key)) + key  # MapEntry.key
+        if kinds[j] == _FLOAT:
+            # MapEntry.value = Feature{float_list: FloatList{value: [packed, 4 bytes]}},
+            # 8 bytes: 12 06 0A 04 <float32>.
+            content = len(key_field) + 2 + 8
+            heads.append(b"\x0a" + _varint(content) + key_field + b"\x12\x08\x12\x06\x0a\x04")
+        else:
+            heads.append(key_field)
+    head_offsets = np.zeros(len(columns) + 1, dtype=np.int64)
+    np.cumsum([len(h) for h in heads], out=head_offsets[1:])
+    return _ColumnPlan(
+        kinds=kinds,
+        slots=slots,
+        heads=np.frombuffer(b"".join(heads), dtype=np.uint8).copy(),
+        head_offsets=head_offsets,
+        counts=(counts[0], counts[1], counts[2]),
+    )
+
+
+@numba.njit(cache=True, nogil=True)
+def _varint_size(value):
+    """Bytes in the varint of ``value`` (uint64): 1 below 2**7 ... 10 from 2**63 up."""
+    size = 1
+    while value >= np.uint64(0x80):
+        value >>= np.uint64(7)
+        size += 1
+    return size
+
+
+@numba.njit(cache=True, nogil=True)
+def _put_varint(buf, pos, value):
+    """Write ``value`` (uint64) as a varint at ``buf[pos]``; return the position after it."""
+    while value >= np.uint64(0x80):
+        buf[pos] = (value & np.uint64(0x7F)) | np.uint64(0x80)
+        value >>= np.uint64(7)
+        pos += 1
+    buf[pos] = value
+    return pos + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _int_feature_size(value):
+    # Feature{int64_list: Int64List{value: [v]}} = 1A <2+n> 0A <n> <varint v, n bytes>
+    return 4 + _varint_size(value)
+
+
+@numba.njit(cache=True, nogil=True)
+def _bytes_feature_size(length):
+    # Feature{bytes_list: BytesList{value: [s]}} = 0A <B> (0A <len s> <s>), B = list size
+    list_size = 1 + _varint_size(np.uint64(length)) + length
+    return 1 + _varint_size(np.uint64(list_size)) + list_size
+
+
+@numba.njit(cache=True, nogil=True)
+def _entry_size(key_field_size, feature_size):
+    """Bytes of a whole map entry field: 0A <len> (key field, 12 <len> Feature)."""
+    content = key_field_size + 1 + _varint_size(np.uint64(feature_size)) + feature_size
+    return 1 + _varint_size(np.uint64(content)) + content
+
+
+@numba.njit(cache=True, nogil=True)
+def _measure_examples(
+    kinds,
+    slots,
+    head_offsets,
+    float_valid,
+    int_bits,
+    int_valid,
+    bytes_offsets,
+    bytes_valid,
+    features_sizes,
+    offsets,
+):
+    """Pass 1: each row's ``Features`` size and the record offsets (exclusive prefix sums)."""
+    offsets[0] = 0
+    total = 0
+    for i in range(features_sizes.shape[0]):
+        size = 0
+        for j in range(kinds.shape[0]):
+            s = slots[j]
+            head_size = head_offsets[j + 1] - head_offsets[j]
+            if kinds[j] == _FLOAT:
+                if float_valid[i, s]:
+                    size += head_size + 4
+            elif kinds[j] == _INT:
+                if int_valid[i, s]:
+                    size += _entry_size(head_size, _int_feature_size(int_bits[i, s]))
+            elif bytes_valid[i, s]:
+                length = bytes_offsets[i + 1, s] - bytes_offsets[i, s]
+                size += _entry_size(head_size, _bytes_feature_size(length))
+        features_sizes[i] = size
+        total += 1 + _varint_size(np.uint64(size)) + size  # Example: 0A <len> Features
+        offsets[i + 1] = total
+
+
+@numba.njit(cache=True, nogil=True)
+def _write_examples(
+    kinds,
+    slots,
+    heads,
+    head_offsets,
+    float_bits,
+    float_valid,
+    int_bits,
+    int_valid,
+    bytes_data,
+    bytes_offsets,
+    bytes_valid,
+    features_sizes,
+    order,
+    starts,
+    framed,
+    tables,
+    out,
+):
+    """Pass 2: serialise row ``order[k]``'s Example at ``out[starts[k]:]``, for every k.
+
+    With ``framed`` each Example is wrapped in its TFRecord frame in place (``starts[k]``
+    then points at the frame's 12-byte header): one pass over the output instead of an
+    encode pass plus a copying frame pass.
+    """
+    for k in range(order.shape[0]):
+        i = order[k]
+        frame = starts[k]
+        p = frame + 12 if framed else frame
+        out[p] = 0x0A  # Example.features
+        p = _put_varint(out, p + 1, np.uint64(features_sizes[i]))
+        for j in range(kinds.shape[0]):
+            s = slots[j]
+            h0 = head_offsets[j]
+            h1 = head_offsets[j + 1]
+            kind = kinds[j]
+            if kind == _FLOAT:
+                if not float_valid[i, s]:
+                    continue
+                for h in range(h0, h1):
+                    out[p] = heads[h]
+                    p += 1
+                bits = float_bits[i, s]
+                out[p] = bits & 0xFF
+                out[p + 1] = (bits >> 8) & 0xFF
+                out[p + 2] = (bits >> 16) & 0xFF
+                out[p + 3] = bits >> 24
+                p += 4
+            elif kind == _INT:
+                if not int_valid[i, s]:
+                    continue
+                value = int_bits[i, s]
+                n = _varint_size(value)
+                feature_size = 4 + n
+                out[p] = 0x0A  # Features.feature (map entry)
+                p = _put_varint(out, p + 1, np.uint64((h1 - h0) + 2 + feature_size))
+                for h in range(h0, h1):
+                    out[p] = heads[h]
+                    p += 1
+                out[p] = 0x12  # MapEntry.value
+                out[p + 1] = feature_size
+                out[p + 2] = 0x1A  # Feature.int64_list
+                out[p + 3] = 2 + n
+                out[p + 4] = 0x0A  # Int64List.value, packed
+                out[p + 5] = n
+                p = _put_varint(out, p + 6, value)
+            else:
+                if not bytes_valid[i, s]:
+                    continue
+                start = bytes_offsets[i, s]
+                length = bytes_offsets[i + 1, s] - start
+                list_size = 1 + _varint_size(np.uint64(length)) + length
+                feature_size = 1 + _varint_size(np.uint64(list_size)) + list_size
+                content = (h1 - h0) + 1 + _varint_size(np.uint64(feature_size)) + feature_size
+                out[p] = 0x0A  # Features.feature (map entry)
+                p = _put_varint(out, p + 1, np.uint64(content))
+                for h in range(h0, h1):
+                    out[p] = heads[h]
+                    p += 1
+                out[p] = 0x12  # MapEntry.value
+                p = _put_varint(out, p + 1, np.uint64(feature_size))
+                out[p] = 0x0A  # Feature.bytes_list
+                p = _put_varint(out, p + 1, np.uint64(list_size))
+                out[p] = 0x0A  # BytesList.value
+                p = _put_varint(out, p + 1, np.uint64(length))
+                out[p : p + length] = bytes_data[start : start + length]
+                p += length
+        if framed:
+            _frame_in_place(tables, out, frame, p - (frame + 12))
+
+
+@numba.njit(cache=True, nogil=True)
+def _frame_in_place(tables, out, p, length):
+    """Fill in the TFRecord header at ``out[p:p+12]`` and the data CRC after the record."""
+    for b in range(8):
+        out[p + b] = (length >> (8 * b)) & 0xFF
+    header_crc = _mask_crc(_crc32c_update(tables, 0, out, p, p + 8))
+    for b in range(4):
+        out[p + 8 + b] = (header_crc >> (8 * b)) & 0xFF
+    body = p + 12
+    data_crc = _mask_crc(_crc32c_update(tables, 0, out, body, body + length))
+    for b in range(4):
+        out[body + length + b] = (data_crc >> (8 * b)) & 0xFF
+
+
+def _valid_mask(valid: np.ndarray | None, num_rows: int, name: str) -> np.ndarray | None:
+    if valid is None:
+        return None
+    valid = np.asarray(valid, dtype=bool)
+    if valid.shape != (num_rows,):
+        raise ValueError(f"feature {name!r}: valid has shape {valid.shape}, want ({num_rows},)")
+    return valid
+
+
+def encode_examples(
+    columns: Sequence[FeatureColumn],
+    arrays: Sequence[ColumnData],
+    num_rows: int,
+    *,
+    order: np.ndarray | None = None,
+    framed: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Serialise one ``tf.train.Example`` per row from columnar data, in compiled code.
+
+    Row ``i``'s Example has one feature per column whose value is present, each holding a
+    single value, in the order of ``columns`` (so the bytes are deterministic). The output
+    parses with ``tf.train.Example.FromString`` into the same message the protobuf API
+    would build, and matches protobuf's own serialisation byte for byte when map entries are
+    written in the same order (lists are packed, as protobuf writes them).
+
+    Args:
+        columns: the features, in output order; names must be unique.
+        arrays: one entry per column, by kind:
+
+            * ``"float"``: ``(values, valid)``, values float32 or float64 (rounded to float32
+              like a C cast, so values beyond float32 range become ±inf; NaN payloads and
+              -0.0 are kept bit for bit);
+            * ``"int"``: ``(values, valid)``, values int64 (or a narrower integer/bool type);
+            * ``"bytes"``: ``(data, offsets, valid)`` in Arrow string/binary layout, value
+              ``i`` being ``data[offsets[i]:offsets[i + 1]]``; offsets int32 or int64,
+              ``num_rows + 1`` of them, ``offsets[0]`` may be non-zero (sliced arrays).
+
+            ``valid`` is a bool array of ``num_rows`` (False: the value is missing and the
+            feature is omitted from that row's Example) or None (all present).
+        num_rows: number of rows (needed when there are no columns).
+        order: rows to encode, in output order (default: all, in order). The sharder passes
+            the rows sorted by destination shard, so each shard's records are one slice.
+        framed: wrap each Example in its TFRecord frame (as :func:`frame_records` would),
+            ready to be written to a ``.tfrecord`` file as is.
+
+    Returns:
+        ``(data, offsets)``: uint8 buffer with the serialised (framed) Examples back to
+        back, and int64 offsets (``len(order) + 1``, starting at 0) so that output record
+        ``k`` (row ``order[k]``) is ``data[offsets[k]:offsets[k + 1]]``.
+
+    Raises:
+        ValueError: mismatched lengths, malformed offsets, unknown kinds, duplicate names.
+        TypeError: values of a type that does not convert safely (e.g. uint64 → int64).
+    """
+    columns = tuple(columns)
+    if len(arrays) != len(columns):
+        raise ValueError(f"{len(columns)} columns but {len(arrays)} arrays")
+    num_rows = operator.index(num_rows)
+    if num_rows < 0:
+        raise ValueError(f"num_rows must be >= 0, got {num_rows}")
+    plan = _column_plan(columns)
+    n_float, n_int, n_bytes = plan.counts
+
+    # Regroup the columns by kind into row-major 2-D arrays, so the kernels read each row's
+    # values from one contiguous run and take exactly one argument per group whatever the
+    # number of columns (no per-arity recompilation, no reflected lists).
+    float_values = np.zeros((num_rows, n_float), dtype=np.float32)
+    float_valid = np.ones((num_rows, n_float), dtype=bool)
+    int_values = np.zeros((num_rows, n_int), dtype=np.int64)
+    int_valid = np.ones((num_rows, n_int), dtype=bool)
+    bytes_offsets = np.zeros((num_rows + 1, n_bytes), dtype=np.int64)
+    bytes_valid = np.ones((num_rows, n_bytes), dtype=bool)
+    bytes_chunks: list[np.ndarray] = []
+    bytes_base = 0
+
+    for column, slot, column_data in zip(columns, plan.slots, arrays, strict=True):
+        name = column.name
+        want = 3 if column.kind == "bytes" else 2
+        if len(column_data) != want:
+            shape = "(data, offsets, valid)" if want == 3 else "(values, valid)"
+            raise ValueError(f"feature {name!r} ({column.kind}): expected {shape}")
+        valid = _valid_mask(column_data[-1], num_rows, name)
+        if column.kind == "bytes":
+            data = np.asarray(column_data[0])
+            if data.dtype != np.uint8 or data.ndim != 1:
+                raise ValueError(f"feature {name!r}: data must be a 1-D uint8 array")
+            offsets = np.asarray(column_data[1])
+            if offsets.dtype.kind not in "iu" or offsets.shape != (num_rows + 1,):
+                raise ValueError(
+                    f"feature {name!r}: offsets must be {num_rows + 1} integers, "
+                    f"got {offsets.dtype} {offsets.shape}"
+                )
+            offsets = offsets.astype(np.int64, copy=False)
+            _check_offsets(offsets, len(data), f"feature {name!r}")
+            # Only the referenced span is copied: a sliced Arrow array shares (and may
+            # start deep inside) a much larger buffer.
+            first, last = int(offsets[0]), int(offsets[-1])
+            bytes_chunks.append(data[first:last])
+            bytes_offsets[:, slot] = offsets + (bytes_base - first)
+            bytes_base += last - first
+            target_valid = bytes_valid
+        else:
+            values = np.asarray(column_data[0])
+            if values.shape != (num_rows,):
+                raise ValueError(
+                    f"feature {name!r}: values have shape {values.shape}, want ({num_rows},)"
+                )
+            if column.kind == "float":
+                if values.dtype.kind not in "fiub":
+                    raise TypeError(f"feature {name!r}: float values, got {values.dtype}")
+                with np.errstate(over="ignore"):  # out of float32 range → ±inf, as in C
+                    float_values[:, slot] = values
+                target_valid = float_valid
+            else:
+                int_values[:, slot] = values.astype(np.int64, casting="safe", copy=False)
+                target_valid = int_valid
+        if valid is not None:
+            target_valid[:, slot] = valid
+
+    bytes_data = np.concatenate(bytes_chunks) if bytes_chunks else np.empty(0, np.uint8)
+    # Bit patterns, so the kernels copy floats exactly (NaN payloads, -0.0) and write int64
+    # as the uint64 two's complement protobuf uses for negative varints.
+    float_bits = float_values.view(np.uint32)
+    int_bits = int_values.view(np.uint64)
+
+    features_sizes = np.empty(num_rows, dtype=np.int64)
+    offsets = np.empty(num_rows + 1, dtype=np.int64)
+    _measure_examples(
+        kinds=plan.kinds,
+        slots=plan.slots,
+        head_offsets=plan.head_offsets,
+        float_valid=float_valid,
+        int_bits=int_bits,
+        int_valid=int_valid,
+        bytes_offsets=bytes_offsets,
+        bytes_valid=bytes_valid,
+        features_sizes=features_sizes,
+        offsets=offsets,
+    )
+    if order is None:
+        order = np.arange(num_rows, dtype=np.int64)
+    else:
+        order = np.asarray(order)
+        if order.ndim != 1 or (len(order) and order.dtype.kind not in "iu"):
+            raise ValueError("order must be a 1-D integer array")
+        if len(order) and (order.min() < 0 or order.max() >= num_rows):
+            raise ValueError(f"order has indices outside [0, {num_rows})")
+    order = _kernel_input(order, np.int64)
+    record_sizes = np.diff(offsets)[order] + (_FRAME_OVERHEAD if framed else 0)
+    out_offsets = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum(record_sizes, out=out_offsets[1:])
+    out = np.empty(int(out_offsets[-1]), dtype=np.uint8)
+    _write_examples(
+        kinds=plan.kinds,
+        slots=plan.slots,
+        heads=plan.heads,
+        head_offsets=plan.head_offsets,
+        float_bits=float_bits,
+        float_valid=float_valid,
+        int_bits=int_bits,
+        int_valid=int_valid,
+        bytes_data=bytes_data,
+        bytes_offsets=bytes_offsets,
+        bytes_valid=bytes_valid,
+        features_sizes=features_sizes,
+        order=order,
+        starts=out_offsets,
+        framed=bool(framed),
+        tables=_crc32c_tables(),
+        out=out,
+    )
+    return out, out_offsets
+
+
+# --------------------------------------------------------------------------------------------
+# TFRecord framing
+# --------------------------------------------------------------------------------------------
+
+
+@numba.njit(cache=True, nogil=True)
+def _frame_kernel(tables, data, offsets, order, out, out_offsets):
+    for k in range(order.shape[0]):
+        record = order[k]
+        start = offsets[record]
+        length = offsets[record + 1] - start
+        p = out_offsets[k]
+        for b in range(8):
+            out[p + b] = (length >> (8 * b)) & 0xFF
+        header_crc = _mask_crc(_crc32c_update(tables, 0, out, p, p + 8))
+        for b in range(4):
+            out[p + 8 + b] = (header_crc >> (8 * b)) & 0xFF
+        body = p + 12
+        out[body : body + length] = data[start : start + length]
+        # CRC the copy rather than the source: it was just written, so it is in L1 cache.
+        data_crc = _mask_crc(_crc32c_update(tables, 0, out, body, body + length))
+        for b in range(4):
+            out[body + length + b] = (data_crc >> (8 * b)) & 0xFF
+
+
+def frame_records(
+    data: np.ndarray, offsets: np.ndarray, order: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Frame records as TFRecords into one contiguous buffer, in compiled code.
+
+    Each record becomes ``uint64 length | uint32 masked CRC of the length | data |
+    uint32 masked CRC of the data`` (little-endian), byte-identical to
+    ``tf.io.TFRecordWriter`` without compression.
+
+    Args:
+        data: uint8 buffer of records back to back (e.g. from :func:`encode_examples`).
+        offsets: int64 offsets, record ``i`` being ``data[offsets[i]:offsets[i + 1]]``.
+        order: indices of the records to frame, in output order (may repeat or omit
+            records); default all, in order. To write rows to shards, group them with
+            ``order = np.argsort(shard_of_row, kind="stable")``; each shard's frames are then
+            one contiguous slice of the output.
+
+    Returns:
+        ``(framed, framed_offsets)``: the uint8 frames back to back, and int64 offsets
+        (``len(order) + 1``) so that the frame of ``order[k]`` is
+        ``framed[framed_offsets[k]:framed_offsets[k + 1]]``, and frames ``a..b-1`` are
+        ``framed[framed_offsets[a]:framed_offsets[b]]`` — ready for one ``write`` call.
+
+    Raises:
+        ValueError: malformed offsets or indices out of range.
+    """
+    buf = _as_bytes_array(data)
+    offsets = _kernel_input(offsets, np.int64)
+    _check_offsets(offsets, len(buf), "frame_records")
+    num_records = len(offsets) - 1
+    if order is None:
+        order = np.arange(num_records, dtype=np.int64)
+    else:
+        order = np.asarray(order)
+        if order.ndim != 1 or (len(order) and order.dtype.kind not in "iu"):
+            raise ValueError("order must be a 1-D integer array")
+        if len(order) and (order.min() < 0 or order.max() >= num_records):
+            raise ValueError(f"order has indices outside [0, {num_records})")
+    order = _kernel_input(order, np.int64)
+    lengths = offsets[order + 1] - offsets[order]
+    framed_offsets = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum(lengths + _FRAME_OVERHEAD, out=framed_offsets[1:])
+    framed = np.empty(int(framed_offsets[-1]), dtype=np.uint8)
+    _frame_kernel(_crc32c_tables(), buf, offsets, order, framed, framed_offsets)
+    return framed, framed_offsets
+
+
+# --------------------------------------------------------------------------------------------
+# Small pure-Python writer and reader
+# --------------------------------------------------------------------------------------------
+
+
+def write_tfrecords(fileobj: IO[bytes], records: Iterable[bytes]) -> None:
+    """Write ``records`` to a binary file object as uncompressed TFRecords.
+
+    A convenience for small amounts of data and tests; bulk writers should use
+    :func:`frame_records` and write whole buffers.
+    """
+    for record in records:
+        header = struct.pack("<Q", len(record))
+        fileobj.write(header)
+        fileobj.write(struct.pack("<I", masked_crc32c(crc32c(header))))
+        fileobj.write(record)
+        fileobj.write(struct.pack("<I", masked_crc32c(crc32c(record))))
+
+
+def _read_exact(fileobj: IO[bytes], size: int) -> bytes:
+    """Up to ``size`` bytes, fewer only at end of file (file objects may return short reads)."""
+    parts = []
+    remaining = size
+    while remaining:
+        chunk = fileobj.read(min(remaining, _READ_CHUNK))
+        if not chunk:
+            break
+        parts.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(parts)
+
+
+def read_tfrecords(fileobj: IO[bytes], verify: bool = True) -> Iterator[bytes]:
+    """Yield the records of an uncompressed TFRecord stream (no TensorFlow needed).
+
+    For GZIP TFRecord files, pass ``gzip.open(path, "rb")``.
+
+    Args:
+        fileobj: binary file object positioned at the start of a record.
+        verify: check both CRCs of every record (the length CRC is what stops a corrupt
+            length from being trusted).
+
+    Yields:
+        Each record's data.
+
+    Raises:
+        ValueError: a CRC mismatch or a truncated record; the message gives the byte offset
+            (from where reading started) of the bad record.
+    """
+    offset = 0
+    while True:
+        header = _read_exact(fileobj, 12)
+        if not header:
+            return
+        if len(header) < 12:
+            raise ValueError(
+                f"truncated TFRecord header at byte offset {offset}: {len(header)} of 12 bytes"
+            )
+        (length,) = struct.unpack_from("<Q", header)
+        (length_crc,) = struct.unpack_from("<I", header, 8)
+        if verify and masked_crc32c(crc32c(header[:8])) != length_crc:
+            raise ValueError(f"corrupt TFRecord at byte offset {offset}: length CRC mismatch")
+        body = _read_exact(fileobj, length + 4)
+        if len(body) < length + 4:
+            raise ValueError(
+                f"truncated TFRecord at byte offset {offset}: record of {length} bytes, "
+                f"only {max(len(body) - 4, 0)} present"
+            )
+        record = body[:length]
+        (data_crc,) = struct.unpack_from("<I", body, length)
+        if verify and masked_crc32c(crc32c(record)) != data_crc:
+            raise ValueError(f"corrupt TFRecord at byte offset {offset}: data CRC mismatch")
+        yield record
+        offset += 12 + length + 4

@@ -1,0 +1,56 @@
+"""Helpers shared by tests: reading shards back with TensorFlow, running the CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from shardtrain import sharding, storage
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def read_examples(uri: str, split: str | None = None) -> list[dict]:
+    """Every Example of a committed dataset (or one split) as {feature: value or None}.
+
+    Shards are read with TensorFlow; s3:// shards are downloaded first (TF cannot open s3://).
+    """
+    import tensorflow as tf
+
+    meta = sharding.load_metadata(uri)
+    rows = []
+    for name in meta["splits"] if split is None else [split]:
+        for shard_uri in sharding.shard_uris(uri, meta, name):
+            path = shard_uri
+            if not storage.tf_can_open(shard_uri):
+                import tempfile
+
+                path = os.path.join(tempfile.mkdtemp(), storage.basename(shard_uri))
+                storage.download_file(shard_uri, path)
+            comp = "GZIP" if meta["compression"] == "GZIP" else ""
+            for raw in tf.data.TFRecordDataset(path, compression_type=comp):
+                ex = tf.train.Example.FromString(raw.numpy())
+                row = {"__split__": name}
+                for key, feat in ex.features.feature.items():
+                    kind = feat.WhichOneof("kind")
+                    values = list(getattr(feat, kind).value)
+                    assert len(values) == 1, (key, values)
+                    row[key] = values[0]
+                rows.append(row)
+    return rows
+
+
+def run_cli(*args: str, env: dict | None = None, check: bool = False, timeout: float = 600):
+    """Run `shardtrain ARGS` in a subprocess; returns the CompletedProcess."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "shardtrain.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"shardtrain {' '.join(args)} failed:\n{proc.stderr}")
+    return proc

@@ -1,0 +1,161 @@
+"""The sharder against a live MinIO: s3:// sources and outputs, determinism, rejects, crashes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from helpers import REPO, read_examples, run_cli
+from shardtrain import datagen, sharding, storage
+
+pytestmark = pytest.mark.minio
+ALL_TYPES = REPO / "tests" / "data" / "all_types.csv"
+
+
+def test_s3_source_to_s3_shards_round_trip(minio):
+    base = minio.uri()
+    src = storage.join(base, "in", "all_types.csv")
+    storage.upload_file(str(ALL_TYPES), src)
+    out = storage.join(base, "ds")
+    meta = sharding.shard(
+        sharding.ShardConfig(
+            sources=(src,),
+            output=out,
+            label="cleared",
+            key="id",
+            min_shards=2,
+            processes=1,
+        )
+    ).metadata
+    assert meta["rows_accepted"] == 6
+    rows = {r["id"].decode(): r for r in read_examples(out)}
+    assert rows["r2"]["level"] == -7 and rows["r2"]["note"] == b"quoted, comma"
+    assert "level" not in rows["r3"] and rows["r4"]["note"] == "unicode é ✓".encode()
+    assert storage.exists(storage.join(out, "metadata.json"))
+
+
+def test_same_shards_locally_and_on_minio_with_1_or_3_workers(minio, tmp_path):
+    csv_path = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(csv_path), 8_000, seed=21, bad_fraction=0.002)
+    src = minio.uri("inputs", "quest.csv")
+    storage.upload_file(str(csv_path), src)
+    common = dict(label="cleared", task_bytes=200_000, processes=1, max_bad_fraction=0.01)
+    local = sharding.shard(
+        sharding.ShardConfig(sources=(str(csv_path),), output=str(tmp_path / "local"), **common)
+    )
+    out = minio.uri()
+    for w in range(3):
+        sharding.shard(
+            sharding.ShardConfig(
+                sources=(src,), output=out, num_workers=3, worker_index=w, **common
+            )
+        )
+    remote = sharding.finalize(out)
+    for split in ("train", "eval"):
+        assert [s["crc32c"] for s in local.metadata["splits"][split]["shards"]] == [
+            s["crc32c"] for s in remote["splits"][split]["shards"]
+        ]
+    assert remote["rows_rejected"] == local.metadata["rows_rejected"] > 0
+    assert remote["rejects_by_reason"] == local.metadata["rejects_by_reason"]
+    lines = csv_path.read_text().splitlines()
+    with storage.open(storage.join(out, remote["rejects"]), "r") as f:
+        import json
+
+        for r in map(json.loads, f):
+            assert r["source"] == src
+            assert lines[r["line"] - 1].startswith(r["text"])
+
+
+def test_missing_source_and_label_errors_on_minio(minio):
+    missing = minio.uri("nothing-here.csv")
+    proc = run_cli("shard", missing, "-o", minio.uri(), "--label", "cleared")
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"error: {missing}: no such file or object"
+    src = minio.uri("types.csv")
+    storage.upload_file(str(ALL_TYPES), src)
+    proc = run_cli("shard", src, "-o", minio.uri(), "--label", "won")
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1
+    assert f"{src}: label column 'won' not found" in proc.stderr
+
+
+def _committed_tasks(out: str) -> int:
+    try:
+        return sum(1 for u in storage.ls(storage.join(out, "_tasks")) if u.endswith(".json"))
+    except Exception:
+        return 0
+
+
+def _kill_then_resume(src: str, out: str, csv_path, kill_when: int) -> dict:
+    args = [
+        "shard",
+        src,
+        "-o",
+        out,
+        "--label",
+        "cleared",
+        "--key",
+        "attempt_id",
+        "--task-mb",
+        "1",
+        "--min-shards",
+        "16",
+        "--processes",
+        "1",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shardtrain.cli", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if storage.exists(storage.join(out, "_plan.json")) and _committed_tasks(out) >= kill_when:
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not storage.exists(storage.join(out, "metadata.json"))
+    done_before = _committed_tasks(out)
+    rerun = run_cli(*args, check=True)
+    assert "sharded" in rerun.stdout
+    meta = sharding.load_metadata(out)
+    keys = [r["attempt_id"] for r in read_examples(out)]
+    with open(csv_path) as f:
+        expected = {line.split(",", 1)[0].encode() for line in list(f)[1:]}
+    assert len(keys) == len(set(keys)), "a row was written twice"
+    assert set(keys) == expected, "a row was lost"
+    assert meta["rows_read"] == len(expected) == meta["rows_accepted"]
+    return {
+        "done_before_kill": done_before,
+        "tasks": len(
+            sharding.Plan.from_dict(out, storage.read_json(storage.join(out, "_plan.json"))).tasks
+        ),
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kill_when", [0, 3])
+def test_kill_9_mid_run_then_rerun_gives_every_row_once_on_minio(minio, tmp_path, kill_when):
+    csv_path = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(csv_path), 150_000, seed=4)
+    src = minio.uri("crash", "quest.csv")
+    storage.upload_file(str(csv_path), src)
+    info = _kill_then_resume(src, minio.uri(), csv_path, kill_when)
+    assert info["done_before_kill"] < info["tasks"]
+
+
+@pytest.mark.slow
+def test_kill_9_mid_run_then_rerun_gives_every_row_once_locally(tmp_path):
+    csv_path = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(csv_path), 150_000, seed=9)
+    out = str(tmp_path / "ds")
+    info = _kill_then_resume(str(csv_path), out, csv_path, kill_when=2)
+    assert info["done_before_kill"] < info["tasks"]
+    leftovers = [p for p in os.listdir(out + "/train") if ".tmp-" in p]
+    assert leftovers == []

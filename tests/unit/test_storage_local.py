@@ -1,0 +1,172 @@
+"""Storage layer on the local file system: the same interface the S3/GCS paths use."""
+
+from __future__ import annotations
+
+import gzip
+import os
+
+import pytest
+
+from shardtrain import storage
+from shardtrain.errors import NotCommittedError, StorageError
+
+
+def test_uri_helpers():
+    assert storage.scheme("s3://b/k") == "s3"
+    assert storage.scheme("/tmp/x") == ""
+    assert storage.scheme("gs://b") == "gs"
+    assert storage.join("s3://b/", "/a/", "c.txt") == "s3://b/a/c.txt"
+    assert storage.join("/tmp", "a") == "/tmp/a"
+    assert storage.tf_can_open("gs://b/x") and storage.tf_can_open("/x")
+    assert not storage.tf_can_open("s3://b/x")
+    assert storage.local_path("file:///tmp/x") == "/tmp/x"
+    assert storage.basename("s3://b/a/c.txt/") == "c.txt"
+
+
+def test_unsupported_scheme_is_one_clear_error():
+    with pytest.raises(StorageError, match=r"ftp://h/x: unsupported URI scheme"):
+        storage.exists("ftp://h/x")
+
+
+def test_write_is_atomic_and_read_back(tmp_path):
+    target = tmp_path / "sub" / "obj.bin"
+    with storage.open(str(target), "wb") as f:
+        f.write(b"hello ")
+        # Nothing visible under the final name until the block exits.
+        assert not target.exists()
+        f.write(b"world")
+    assert target.read_bytes() == b"hello world"
+    assert os.listdir(target.parent) == ["obj.bin"]  # no temporary left behind
+
+
+def test_failed_write_leaves_nothing(tmp_path):
+    target = tmp_path / "obj.bin"
+    with pytest.raises(RuntimeError), storage.open(str(target), "wb") as f:
+        f.write(b"partial")
+        raise RuntimeError("writer crashed")
+    assert not target.exists()
+    assert os.listdir(tmp_path) == []
+
+
+def test_text_and_gzip_round_trip(tmp_path):
+    uri = f"file://{tmp_path}/t.csv.gz"
+    with storage.open(uri, "w", compression="infer") as f:
+        f.write("a,b\n1,2\n")
+    assert gzip.decompress((tmp_path / "t.csv.gz").read_bytes()) == b"a,b\n1,2\n"
+    with storage.open(uri, "r", compression="infer") as f:
+        assert f.read() == "a,b\n1,2\n"
+
+
+def test_list_glob_size_delete_copy(tmp_path):
+    for name in ("a.csv", "b.csv", "c.txt", "d/e.csv"):
+        storage.write_text(str(tmp_path / name), name)
+    base = str(tmp_path)
+    assert storage.glob(f"{base}/*.csv") == [f"{base}/a.csv", f"{base}/b.csv"]
+    assert storage.glob(f"{base}/**/*.csv")[-1] == f"{base}/d/e.csv"
+    assert storage.size(f"{base}/c.txt") == 5
+    assert storage.exists(f"{base}/d")
+    storage.copy(f"{base}/a.csv", f"{base}/copy/a.csv")
+    assert storage.read_text(f"{base}/copy/a.csv") == "a.csv"
+    storage.delete(f"{base}/d", recursive=True)
+    assert not storage.exists(f"{base}/d")
+    storage.delete(f"{base}/never-there")  # missing is fine
+
+
+def test_missing_object_errors_name_the_uri(tmp_path):
+    missing = str(tmp_path / "nope.json")
+    with pytest.raises(StorageError, match=r"nope.json: no such file or object"):
+        storage.read_json(missing)
+    with (
+        pytest.raises(StorageError, match=r"nope.json: no such file or object"),
+        storage.open(missing),
+    ):
+        pass
+    with pytest.raises(StorageError, match="no such directory or prefix"):
+        storage.download_dir(str(tmp_path / "nodir"), str(tmp_path / "out"))
+
+
+def test_malformed_json_is_a_clear_error(tmp_path):
+    storage.write_text(str(tmp_path / "m.json"), "{not json")
+    with pytest.raises(StorageError, match=r"m.json: not valid JSON"):
+        storage.read_json(str(tmp_path / "m.json"))
+
+
+def test_publish_pattern(tmp_path):
+    out = str(tmp_path / "dataset")
+    storage.write_bytes(storage.join(out, "part-0"), b"x")
+    assert not storage.is_committed(out)
+    with pytest.raises(NotCommittedError, match="not committed"):
+        storage.read_committed(out)
+    storage.publish(out, {"files": ["part-0"]})
+    assert storage.read_committed(out) == {"files": ["part-0"]}
+
+
+def test_upload_download_dir_local(tmp_path):
+    src = tmp_path / "src"
+    (src / "x" / "y").mkdir(parents=True)
+    (src / "a.txt").write_text("A")
+    (src / "x" / "y" / "b.txt").write_text("B")
+    written = storage.upload_dir(str(src), str(tmp_path / "remote"))
+    assert [w.rsplit("remote/", 1)[1] for w in written] == ["a.txt", "x/y/b.txt"]
+    storage.download_dir(str(tmp_path / "remote"), str(tmp_path / "back"))
+    assert (tmp_path / "back" / "x" / "y" / "b.txt").read_text() == "B"
+
+
+def test_transient_classification():
+    assert storage.is_transient(ConnectionRefusedError())
+    assert storage.is_transient(OSError("503 Service Unavailable"))
+    assert storage.is_transient(OSError("SlowDown: please reduce your request rate"))
+    assert not storage.is_transient(FileNotFoundError("nope"))
+    assert not storage.is_transient(PermissionError("AccessDenied"))
+    assert not storage.is_transient(ValueError("bad"))
+
+
+def test_retrying_is_bounded_and_recovers(monkeypatch, caplog):
+    monkeypatch.setenv("SHARDTRAIN_STORAGE_RETRIES", "3")
+    monkeypatch.setenv("SHARDTRAIN_STORAGE_BACKOFF", "0")
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise ConnectionResetError("connection reset by peer")
+        return "ok"
+
+    assert storage.retrying("read", "s3://b/k", flaky) == "ok"
+    assert len(calls) == 3
+    assert "retry 1/2" in caplog.text
+
+    def down():
+        raise ConnectionRefusedError("connection refused")
+
+    from shardtrain.errors import StorageUnavailableError
+
+    with pytest.raises(StorageUnavailableError, match=r"s3://b/k: read failed after 3 attempts"):
+        storage.retrying("read", "s3://b/k", down)
+
+
+def test_s3_settings_come_from_the_environment_only(monkeypatch):
+    for name in (
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_S3",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    bare = storage.s3_settings()
+    assert "key" not in bare and "endpoint_url" not in bare["client_kwargs"]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://general:9000")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://s3-specific:9000")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "id")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "very-secret")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    s = storage.s3_settings()
+    assert s["client_kwargs"] == {
+        "endpoint_url": "http://s3-specific:9000",
+        "region_name": "eu-west-1",
+    }
+    assert s["config_kwargs"]["s3"] == {"addressing_style": "path"}
+    assert (s["key"], s["secret"]) == ("id", "very-secret")
+    assert "very-secret" not in storage.describe_s3_settings()
