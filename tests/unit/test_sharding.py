@@ -144,8 +144,19 @@ def test_split_is_deterministic_across_runs_and_worker_counts(tmp_path):
         )
         assert outcome.status == "worker-done"
     three = sharding.finalize(str(tmp_path / "three"))
-    checks = [[s["crc32c"] for s in m["splits"]["train"]["shards"]] for m in (one, again, three)]
-    assert checks[0] == checks[1] == checks[2]  # byte-identical shards
+    # And with the tasks spread over two local processes.
+    pooled = sharding.shard(
+        sharding.ShardConfig(
+            sources=(str(csv_path),),
+            output=str(tmp_path / "pooled"),
+            label="cleared",
+            processes=2,
+            **common,
+        )
+    ).metadata
+    runs = (one, again, three, pooled)
+    checks = [[s["crc32c"] for s in m["splits"]["train"]["shards"]] for m in runs]
+    assert checks[0] == checks[1] == checks[2] == checks[3]  # byte-identical shards
     assert _split_keys(str(tmp_path / "one")) == _split_keys(str(tmp_path / "three"))
     # Hashing the whole row instead of a key is deterministic too.
     a = sharding.shard(_config([csv_path], tmp_path / "row-a", task_bytes=300_000)).metadata
