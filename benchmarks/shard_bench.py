@@ -19,6 +19,7 @@ import contextlib
 import csv
 import json
 import os
+import resource
 import shlex
 import subprocess
 import sys
@@ -52,6 +53,7 @@ def generate(path: Path, gb: float) -> tuple[int, int]:
 def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
     """Run a command; return wall seconds and the peak RSS of its process tree."""
     started = time.monotonic()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.Popen(
         cmd,
         env={**os.environ, **(env or {})},
@@ -75,10 +77,13 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> dict[str,
             pass
         time.sleep(0.05)
     out, err = proc.communicate()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     if proc.returncode != 0:
         raise SystemExit(f"{shlex.join(cmd)} failed:\n{err}")
     return {
         "seconds": time.monotonic() - started,
+        "cpu_seconds": cpu,
         "peak_rss_tree_mb": peak_tree / 1e6,
         "peak_rss_process_mb": peak_single / 1e6,
         "stdout": out.strip(),
@@ -88,6 +93,7 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> dict[str,
 def shard_run(
     src: Path, output: str, processes: int, compression: str, env: dict[str, str] | None = None
 ) -> dict[str, float]:
+    _clear(output, env)
     cmd = _shardtrain(
         "shard",
         str(src),
@@ -104,6 +110,14 @@ def shard_run(
         "--overwrite",
     )
     return run_measured(cmd, env)
+
+
+def _clear(output: str, env: dict[str, str] | None) -> None:
+    """Start from an empty output (a complete dataset would make the run a no-op)."""
+    code = "import sys; from shardtrain import storage; storage.delete(sys.argv[1], recursive=True)"
+    subprocess.run(
+        [sys.executable, "-c", code, output], env={**os.environ, **(env or {})}, check=True
+    )
 
 
 def baseline_rows_per_second(src: Path, sample_rows: int = 20_000) -> float:
@@ -205,7 +219,7 @@ def main() -> None:
     print(f"\nplain-Python baseline (csv + tf.train.Example per row): {baseline:,.0f} rows/s")
     print(
         f"{'run':<14}{'seconds':>9}{'MB/s':>9}{'MB/s/core':>11}{'rows/s/core':>13}"
-        f"{'x baseline':>12}{'peak RSS tree':>15}{'per process':>13}"
+        f"{'x baseline':>12}{'MB/CPU-s':>10}{'peak RSS tree':>15}{'per process':>13}"
     )
     for name, r in results.items():
         mbps = size / 1e6 / r["seconds"]
@@ -213,18 +227,23 @@ def main() -> None:
         print(
             f"{name:<14}{r['seconds']:>9.1f}{mbps:>9.1f}{mbps / cores:>11.1f}"
             f"{rows_core:>13,.0f}{rows_core / baseline:>12.1f}"
+            f"{size / 1e6 / r['cpu_seconds']:>10.1f}"
             f"{r['peak_rss_tree_mb']:>12,.0f} MB{r['peak_rss_process_mb']:>10,.0f} MB"
         )
 
     if args.rss_scaling:
+        # One process each, so the comparison is about input size, not process count.
         small = work / f"quest-{args.gb / 10:g}gb.csv"
         generate(small, args.gb / 10)
-        r_small = shard_run(small, str(work / "out-small"), args.processes, "none")
-        big = results["local-none"]
+        r_small = shard_run(small, str(work / "out-small"), 1, "none")
+        r_big = shard_run(src, str(work / "out-big"), 1, "none")
+        ratio = r_big["peak_rss_tree_mb"] / r_small["peak_rss_tree_mb"]
         print(
-            f"\npeak RSS (tree): {args.gb / 10:g} GB input {r_small['peak_rss_tree_mb']:,.0f} MB"
-            f" vs {args.gb:g} GB input {big['peak_rss_tree_mb']:,.0f} MB → "
-            f"ratio {big['peak_rss_tree_mb'] / r_small['peak_rss_tree_mb']:.2f}"
+            f"\none process: {args.gb / 10:g} GB input peak RSS "
+            f"{r_small['peak_rss_tree_mb']:,.0f} MB vs {args.gb:g} GB input "
+            f"{r_big['peak_rss_tree_mb']:,.0f} MB → ratio {ratio:.2f}; "
+            f"{size / 1e6 / r_big['seconds']:.1f} MB/s wall, "
+            f"{size / 1e6 / r_big['cpu_seconds']:.1f} MB per CPU-second"
         )
     print(
         json.dumps(

@@ -44,6 +44,7 @@ import logging
 import math
 import multiprocessing
 import os
+import queue as queue_module
 import re
 import threading
 import time
@@ -62,6 +63,7 @@ from shardtrain.csv_source import Batch, Piece, SourceFile
 from shardtrain.errors import ConfigError, DataError, ShardtrainError
 from shardtrain.schema import SAMPLE_BYTES, Schema, SchemaOverrides, infer_schema
 from shardtrain.statistics import (
+    MANIFEST_TOP,
     CategoricalStats,
     LabelStats,
     NumericStats,
@@ -537,6 +539,8 @@ def run_task(
         rejects_file = stack.enter_context(
             storage.open(_task_uri(plan.output, task.index, ".rejects.jsonl"), "w")
         )
+        # Joined before the ExitStack commits (or discards) the shards.
+        background = stack.enter_context(_BackgroundWriter())
         for piece_no, piece in enumerate(task.pieces):
             piece_lines = 1 if piece.start == 0 else 0
             for batch in csv_source.read_piece(piece, schema, block_bytes=config.block_bytes):
@@ -552,8 +556,10 @@ def run_task(
                 table = batch.table
                 n = table.num_rows
                 if n:
-                    _write_batch(
-                        table, batch.row_hash, schema, fractions, base, counts_arr, writers
+                    background.submit(
+                        _write_batch(
+                            table, batch.row_hash, schema, fractions, base, counts_arr, writers
+                        )
                     )
                     for name, stats in column_stats.items():
                         stats.update(table.column(name))
@@ -561,6 +567,7 @@ def run_task(
                 if progress:
                     progress(batch.rows_read, batch.bytes_read)
             result.pieces.append({**piece.to_dict(), "lines": piece_lines})
+        background.close()
         for w in writers:
             w.finish()
         shard_split = [
@@ -571,7 +578,10 @@ def run_task(
         w.manifest(plan.splits[s][0], shard)
         for w, (s, shard) in zip(writers, shard_split, strict=True)
     ]
-    result.stats = {name: s.to_dict() for name, s in column_stats.items()}
+    result.stats = {
+        name: s.to_dict(MANIFEST_TOP) if isinstance(s, CategoricalStats) else s.to_dict()
+        for name, s in column_stats.items()
+    }
     result.label = label_stats.to_dict()
     result.seconds = round(time.monotonic() - started, 3)
     manifest = {
@@ -579,7 +589,7 @@ def run_task(
         # Not part of the plan, but finalize applies what the workers were told.
         "max_bad_fraction": config.max_bad_fraction,
         "top_k": config.top_k,
-        **asdict(result),
+        **result.__dict__,  # plain JSON values; asdict() would deep-copy large statistics
     }
     storage.write_json(_task_uri(plan.output, task.index), manifest)
     return result
@@ -622,7 +632,8 @@ def _write_batch(
     base: np.ndarray,
     counts: np.ndarray,
     writers: list[_ShardWriter],
-) -> None:
+) -> list[tuple[_ShardWriter, memoryview, int]]:
+    """Encode a batch into TFRecord frames grouped by shard; returns the writes to do."""
     # High 53 bits → split (uniform in [0, 1)); low 32 bits → shard inside the task's range.
     unit = (row_hash >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
     split = np.minimum(np.searchsorted(fractions, unit, side="right"), len(fractions) - 1)
@@ -634,9 +645,63 @@ def _write_batch(
     per_slot = np.bincount(slot, minlength=len(writers))
     bounds = np.concatenate(([0], np.cumsum(per_slot)))
     view = memoryview(framed)
-    for s in np.flatnonzero(per_slot):
-        a, b = framed_offsets[bounds[s]], framed_offsets[bounds[s + 1]]
-        writers[s].write(view[a:b], int(per_slot[s]))
+    return [
+        (
+            writers[s],
+            view[framed_offsets[bounds[s]] : framed_offsets[bounds[s + 1]]],
+            int(per_slot[s]),
+        )
+        for s in np.flatnonzero(per_slot)
+    ]
+
+
+class _BackgroundWriter:
+    """Compresses and writes shard data on a thread while the next block is parsed.
+
+    Writing is mostly kernel time (page cache copies, network sends) and zlib releases the
+    GIL, so it overlaps with parsing and encoding. At most ``depth`` blocks wait in the queue,
+    which bounds memory. An error on the thread is raised on the next submit or on close.
+    """
+
+    def __init__(self, depth: int = 2):
+        self._queue: queue_module.Queue = queue_module.Queue(maxsize=depth)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="shard-writer", daemon=True)
+        self._thread.start()
+        self._closed = False
+
+    def _run(self) -> None:
+        while (jobs := self._queue.get()) is not None:
+            if self._error is not None:
+                continue  # drain without writing after a failure
+            try:
+                for writer, data, records in jobs:
+                    writer.write(data, records)
+            except BaseException as exc:  # handed to the producing thread
+                self._error = exc
+
+    def submit(self, jobs: list) -> None:
+        if self._error is not None:
+            raise self._error
+        self._queue.put(jobs)
+
+    def close(self) -> None:
+        """Wait for every queued write; raise the writer thread's error, if any."""
+        if not self._closed:
+            self._closed = True
+            self._queue.put(None)
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+    def __enter__(self) -> _BackgroundWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if not self._closed:
+            self._closed = True
+            self._queue.put(None)
+            self._thread.join()
 
 
 def _remove_stale_temporaries(plan: Plan, task: Task) -> None:
@@ -766,44 +831,83 @@ def _task_committed(plan: Plan, index: int) -> bool:
 def _run_tasks(
     plan: Plan, tasks: list[Task], config: ShardConfig, advance: Progress | None
 ) -> list[TaskResult]:
+    """Run tasks here and in ``processes - 1`` spawned processes, taking them in turn.
+
+    The parent works too (it has the plan and its imports loaded already), so N processes
+    cost N process footprints, not N + 1. Tasks are handed out one at a time from a shared
+    queue: a process that finishes early simply takes the next task.
+    """
     processes = min(config.processes or os.cpu_count() or 1, len(tasks))
     if processes <= 1:
         return [run_task(plan, t, config, advance) for t in tasks]
+    todo: queue_module.Queue[Task] = queue_module.Queue()
+    for t in tasks:
+        todo.put(t)
+    results: dict[int, TaskResult] = {}
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    local_advance = advance
+    if advance is not None:
+
+        def local_advance(rows: int, nbytes: int) -> None:
+            with lock:
+                advance(rows, nbytes)
+
     ctx = multiprocessing.get_context("spawn")
-    queue = ctx.SimpleQueue()  # progress from the pool processes: (rows, bytes) per block
+    progress = ctx.SimpleQueue()  # (rows, bytes) per block from the pool processes
 
     def pump() -> None:
-        while True:
-            item = queue.get()
-            if item is None:
+        while (item := progress.get()) is not None:
+            if local_advance:
+                local_advance(*item)
+
+    def feed(pool: ProcessPoolExecutor) -> None:
+        plan_dict = plan.to_dict()
+        while not errors:
+            try:
+                task = todo.get_nowait()
+            except queue_module.Empty:
                 return
-            if advance:
-                advance(*item)
+            try:
+                result = pool.submit(
+                    _run_task_in_process, plan.output, plan_dict, task.index, config
+                ).result()
+                results[task.index] = result
+            except BaseException as exc:  # re-raised by the caller
+                errors.append(exc)
 
     pumper = threading.Thread(target=pump, daemon=True)
     pumper.start()
     try:
         with ProcessPoolExecutor(
-            max_workers=processes,
+            max_workers=processes - 1,
             mp_context=ctx,
             initializer=_init_pool_process,
-            initargs=(queue,),
+            initargs=(progress,),
         ) as pool:
-            plan_dict = plan.to_dict()
-            futures = [
-                pool.submit(_run_task_in_process, plan.output, plan_dict, t.index, config)
-                for t in tasks
+            feeders = [
+                threading.Thread(target=feed, args=(pool,), daemon=True)
+                for _ in range(processes - 1)
             ]
-            try:
-                results = [fut.result() for fut in futures]
-            except BaseException:
-                for fut in futures:  # fail fast: do not start the remaining tasks
-                    fut.cancel()
-                raise
+            for f in feeders:
+                f.start()
+            while not errors:
+                try:
+                    task = todo.get_nowait()
+                except queue_module.Empty:
+                    break
+                try:
+                    results[task.index] = run_task(plan, task, config, local_advance)
+                except BaseException as exc:
+                    errors.append(exc)
+            for f in feeders:
+                f.join()
     finally:
-        queue.put(None)
+        progress.put(None)
         pumper.join()
-    return results
+    if errors:
+        raise errors[0]
+    return [results[t.index] for t in tasks]
 
 
 def _die_with_parent() -> None:
