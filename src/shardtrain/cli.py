@@ -319,6 +319,59 @@ def inspect_cmd(uri: str, show_rejects: int, as_json: bool) -> None:
     render_dataset(uri, meta, rejects)
 
 
+@cli.command(
+    "run-local",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    help="Worker replicas besides the chief.",
+)
+@click.option(
+    "--evaluator/--no-evaluator", default=False, show_default=True, help="Add an evaluator replica."
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=None,
+    help="Stop the job and fail after this many seconds.",
+)
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=30,
+    show_default=True,
+    help="Seconds between SIGTERM and SIGKILL when stopping replicas.",
+)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def run_local_cmd(
+    workers: int, evaluator: bool, timeout: float | None, grace: float, command: tuple[str, ...]
+) -> None:
+    """Run `shardtrain COMMAND...` as a local TFJob: a chief, --workers workers and an
+    optional evaluator, each a process with the TF_CONFIG the training operator would give it.
+
+    Example: shardtrain run-local --workers 2 --evaluator -- train --data DIR --model-dir DIR
+    """
+    import sys
+
+    from shardtrain import launcher
+
+    args = (sys.executable, "-m", "shardtrain.cli", *command)
+    replicas = [launcher.Replica("chief", 1, args)]
+    if workers:
+        replicas.append(launcher.Replica("worker", workers, args))
+    if evaluator:
+        replicas.append(launcher.Replica("evaluator", 1, args))
+    result = launcher.run_local(replicas, timeout=timeout, grace=grace)
+    if not result.succeeded:
+        click.secho(f"error: local job failed: {result.reason}", err=True, fg="red")
+        sys.exit(result.exit_code)
+    click.echo("local job succeeded")
+
+
 @cli.command("demo")
 @click.option(
     "--workdir",
