@@ -225,7 +225,9 @@ def read_piece(
     """Stream one piece as typed batches with rejects; see the module docstring."""
     key_index = schema.names.index(schema.key) if schema.key else None
     for block, lines_before in _iter_line_blocks(piece, schema, block_bytes):
-        yield parse_block(block, schema, lines_before=lines_before, key_index=key_index)
+        yield parse_block(
+            block, schema, lines_before=lines_before, key_index=key_index, source=piece.uri
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -271,6 +273,32 @@ def _read(block: bytes, schema: Schema, types: dict[str, pa.DataType], invalid: 
     )
 
 
+def _read_linewise(
+    block: bytes, starts: np.ndarray, ends: np.ndarray, nonblank: np.ndarray, schema: Schema
+) -> tuple[pa.Table, list]:
+    """Slow path: one physical line is one row; returns string columns and invalid rows."""
+    import csv
+
+    width = len(schema.names)
+    rows: list[list[str]] = []
+    invalid = []
+    for number, li in enumerate(nonblank, start=1):
+        text = block[starts[li] : ends[li]].decode("utf-8", "replace")
+        fields = next(csv.reader([text]))
+        if len(fields) != width:
+            invalid.append((number, len(fields), text))
+        else:
+            rows.append(fields)
+    nulls = pa.array(list(schema.null_values), pa.string())
+    columns = []
+    for values in zip(*rows, strict=True) if rows else [[] for _ in range(width)]:
+        arr = pa.array(list(values), pa.string())
+        columns.append(
+            pc.if_else(pc.is_in(arr, value_set=nulls), pa.scalar(None, pa.string()), arr)
+        )
+    return pa.Table.from_arrays(columns, names=schema.names), invalid
+
+
 def _safe_convert(strings: pa.Array, column_type: str) -> tuple[pa.Array, np.ndarray]:
     """Convert strings to ``column_type``; return the values and a mask of unparsable rows."""
     target = {"int": pa.int64(), "float": pa.float32(), "bool": pa.bool_()}[column_type]
@@ -313,9 +341,17 @@ def _safe_convert(strings: pa.Array, column_type: str) -> tuple[pa.Array, np.nda
 
 
 def parse_block(
-    block: bytes, schema: Schema, *, lines_before: int, key_index: int | None = None
+    block: bytes,
+    schema: Schema,
+    *,
+    lines_before: int,
+    key_index: int | None = None,
+    source: str = "CSV",
 ) -> Batch:
-    """Parse a block of whole CSV lines (no header) into a :class:`Batch`."""
+    """Parse a block of whole CSV lines (no header) into a :class:`Batch`.
+
+    ``source`` names the file in error messages.
+    """
     arr = np.frombuffer(block, dtype=np.uint8)
     starts, ends = _line_bounds(arr)
     nonblank = np.flatnonzero(ends > starts)  # line indices (0-based) of rows
@@ -335,19 +371,25 @@ def parse_block(
         table = _read(block, schema, typed, invalid)
         converted = False
     except pa.ArrowInvalid as exc:
-        if "conversion error" not in str(exc).lower() and "invalid value" not in str(exc).lower():
-            raise DataError(f"cannot parse CSV block ({exc})") from exc
+        text = str(exc).lower()
+        if "conversion error" not in text and "invalid value" not in text:
+            raise DataError(
+                f"{source}: cannot parse the CSV near line {lines_before + 1} of this part "
+                f"({str(exc).splitlines()[0]})"
+            ) from exc
         invalid = []
         table = _read(block, schema, {n: pa.string() for n in schema.names}, invalid)
         converted = True
 
+    if table.num_rows + len(invalid) != nonblank.size:
+        # A quoted field spans lines: the parser's rows no longer map to lines. Parse this
+        # block line by line instead, so each physical line is one row (the broken pieces
+        # of a multi-line field fail the field count and go to the rejects).
+        table, invalid = _read_linewise(block, starts, ends, nonblank, schema)
+        converted = True
+
     # Row i of the parser (valid or invalid, 1-based `number`) is the i-th non-blank line.
     invalid_rows = np.array([number - 1 for number, _, _ in invalid], dtype=np.int64)
-    if table.num_rows + len(invalid) != nonblank.size:
-        raise DataError(
-            "CSV rows and lines disagree (a quoted field contains a line break?) near line "
-            f"{lines_before + 1} of the piece; multi-line fields are not supported"
-        )
     keep = np.ones(nonblank.size, dtype=bool)
     keep[invalid_rows] = False
     row_lines = nonblank[keep]  # line index of each parsed row

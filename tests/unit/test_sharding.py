@@ -345,3 +345,19 @@ def test_finalize_reports_missing_workers(tmp_path):
     with pytest.raises(DataError, match=r"task\(s\) have not finished"):
         sharding.finalize(str(out))
     shutil.rmtree(out)
+
+
+def test_crlf_blank_lines_multiline_fields_and_no_final_newline(tmp_path):
+    src = tmp_path / "odd.csv"
+    src.write_bytes(b'a,b,cleared\r\n1,x,0\r\n2,y,1\r\n\r\n3,"multi\r\nline",1\r\n4,"q, r",0')
+    out = tmp_path / "ds"
+    meta = sharding.shard(_config([src], out, min_shards=1, max_bad_fraction=1.0)).metadata
+    assert (meta["rows_read"], meta["rows_accepted"], meta["rows_rejected"]) == (5, 3, 2)
+    assert meta["blank_lines"] == 1
+    rejects = [json.loads(x) for x in (out / "rejects" / "rejects.jsonl").read_text().splitlines()]
+    assert [(r["line"], r["reason"]) for r in rejects] == [
+        (5, "wrong_field_count"),
+        (6, "wrong_field_count"),
+    ]
+    rows = {r["a"]: r for r in read_examples(str(out))}
+    assert sorted(rows) == [1, 2, 4] and rows[4]["b"] == b"q, r"
