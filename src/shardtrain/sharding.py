@@ -450,7 +450,9 @@ class _ShardWriter:
         self.records = 0
         self.bytes = 0
         self.crc = 0
-        self._f = stack.enter_context(storage.open(uri, "wb"))
+        # The S3 minimum part size: a task keeps several shards open at once, each with one
+        # part in memory.
+        self._f = stack.enter_context(storage.open(uri, "wb", block_size=5 * MIB))
         self._z = zlib.compressobj(gzip_level, zlib.DEFLATED, 31) if gzip_level else None
 
     def write(self, framed: memoryview, records: int) -> None:
