@@ -747,6 +747,10 @@ def _check_existing(config: ShardConfig, plan: Plan) -> str | None:
     existing_plan = storage.read_json(plan_uri) if storage.exists(plan_uri) else None
     if existing_plan is None:
         occupied = storage.exists(meta_uri) or storage.walk_files(config.output)
+        if occupied and storage.exists(plan_uri):
+            # Another worker of the same job wrote its plan (then files) since we looked.
+            existing_plan = storage.read_json(plan_uri)
+    if existing_plan is None:
         if occupied and not config.overwrite:
             raise DataError(
                 f"{config.output}: not empty and not a shardtrain dataset in progress; "
