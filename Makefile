@@ -36,6 +36,7 @@ PY_DIRS := $(wildcard src tests components pipelines benchmarks)
 lint: env
 	$(BIN)/ruff check $(PY_DIRS)
 	$(BIN)/ruff format --check $(PY_DIRS)
+	$(BIN)/hadolint Dockerfile
 
 test: env minio lint
 	$(BIN)/python -m pytest -v --durations=15 $(PYTEST_ARGS)
