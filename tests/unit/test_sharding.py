@@ -74,11 +74,7 @@ def test_parse_example_batched_reads_the_csv_values(tmp_path):
     import tensorflow as tf
 
     out = tmp_path / "ds"
-    sharding.shard(
-        _config([ALL_TYPES], out, key="id", split=None)
-        if False
-        else _config([ALL_TYPES], out, key="id", splits=(("all", 1.0),), min_shards=1)
-    )
+    sharding.shard(_config([ALL_TYPES], out, key="id", splits=(("all", 1.0),), min_shards=1))
     meta = sharding.load_metadata(str(out))
     spec = {
         "id": tf.io.FixedLenFeature([], tf.string),
