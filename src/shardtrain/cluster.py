@@ -1,7 +1,8 @@
 """Who am I in the job, and which ``tf.distribute`` strategy do I train with?
 
-This module is the only place in shardtrain that reads ``TF_CONFIG``. The Kubeflow training
-operator writes it into every replica of a TFJob with more than one replica::
+This module is the only place in shardtrain that reads ``TF_CONFIG`` (:func:`resolve_role`);
+everything else asks it for a :class:`Role`. The Kubeflow training operator (v1.9) writes
+``TF_CONFIG`` into every replica of a TFJob that has more than one replica::
 
     {"cluster": {"chief": ["job-chief-0.ns.svc:2222"],
                  "worker": ["job-worker-0.ns.svc:2222", "job-worker-1.ns.svc:2222"],
@@ -9,24 +10,33 @@ operator writes it into every replica of a TFJob with more than one replica::
      "task": {"type": "worker", "index": 0},
      "environment": "cloud"}
 
-================================================  ===================  ==========================
-TF_CONFIG                                         role                 strategy
-================================================  ===================  ==========================
-absent or empty                                   local                MirroredStrategy
-one training replica (chief, master or worker)    local                MirroredStrategy
-chief/master + workers                            chief / worker       MultiWorkerMirrored
-workers only                                      worker (0 is chief)  MultiWorkerMirrored
-task evaluator                                    evaluator            none: evaluates checkpoints
-cluster with ps                                   error                (parameter servers: no)
-================================================  ===================  ==========================
+How ``TF_CONFIG`` maps to a role and a strategy (:func:`make_strategy`):
 
-MirroredStrategy mirrors over the node's GPUs, or runs on the CPU when there are none.
+==========================================  ==================  ===========================
+TF_CONFIG                                   role (is_chief)     strategy
+==========================================  ==================  ===========================
+absent or empty                             local (yes)         MirroredStrategy
+one training replica, no evaluator          local (yes)         MirroredStrategy
+one training replica + evaluator            chief/worker (yes)  MirroredStrategy
+chief (or master) + workers                 chief (yes),        MultiWorkerMirrored
+                                            worker (no)
+workers only                                worker (index 0)    MultiWorkerMirrored
+task type evaluator                         evaluator (no)      none: default strategy
+cluster with ps                             ConfigError         (parameter servers: no)
+==========================================  ==================  ===========================
 
-The evaluator is listed in ``cluster`` but must stay out of the training collective: it is
-TF Estimator's *sidecar evaluation*. It watches the model directory, evaluates each new
-checkpoint and stops when training has finished, so evaluation never slows the all-reduce of
-the workers. The collective therefore sees a ``TF_CONFIG`` without the evaluator, with
-``master`` renamed to ``chief``.
+``master`` is the old name of ``chief``: it is accepted and reported as ``chief``.
+MirroredStrategy mirrors over all GPUs of the node, or runs on the CPU when there are none.
+
+Why the evaluator stays out of the collective: it is TF Estimator's *sidecar evaluation*.
+``train_and_evaluate`` ran the evaluator as a separate task that watches the model directory,
+evaluates every new checkpoint the chief writes, and exits when training has finished. It
+never joins the all-reduce, so evaluation cannot slow the workers down (and a slow or crashed
+evaluator cannot stall them). Yet the operator lists it in ``cluster``; handing that cluster to
+MultiWorkerMirroredStrategy would make TF wait for the evaluator to join the collective. The
+collective therefore sees a ``TF_CONFIG`` without the evaluator, with ``master`` renamed to
+``chief`` (:attr:`Role.tf_config_for_collective`), passed to TF through a cluster resolver
+rather than through ``os.environ``.
 """
 
 from __future__ import annotations
@@ -35,185 +45,379 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardtrain.errors import ConfigError
 
-_TRAINING_TYPES = ("chief", "master", "worker")
-_KNOWN_TYPES = (*_TRAINING_TYPES, "evaluator", "ps")
+if TYPE_CHECKING:  # importing TensorFlow takes seconds: only make_strategy does it, lazily
+    import tensorflow as tf
+
+#: Replica types a TFJob may list in ``cluster``, lower-case as the operator writes them.
+KNOWN_TYPES = ("chief", "master", "worker", "ps", "evaluator")
+#: Types of which a job has at most one replica.
+_SINGLETONS = ("chief", "master", "evaluator")
+_ROLE_TYPES = ("local", "chief", "worker", "evaluator")
+_QUOTE_LIMIT = 160
 
 
 @dataclass(frozen=True)
 class Role:
-    """This process's place in the job.
+    """This process's place in the job, as resolved from ``TF_CONFIG``.
+
+    The defaults describe a local, single-replica run, so ``Role()`` is the local role.
 
     Attributes:
-        task_type: ``local``, ``chief``, ``worker`` or ``evaluator`` (a master is a chief).
-        task_index: index within its type.
-        num_workers: replicas in the training collective (chief + workers; 1 for local).
-        is_chief: the one replica that publishes checkpoints, summaries and exports.
-        cluster: the training cluster (no evaluator; master renamed chief); {} for local.
-        evaluator: address of the evaluator, if the job has one.
+        task_type: ``"local"``, ``"chief"`` (a ``master`` is reported as chief), ``"worker"``
+            or ``"evaluator"``.
+        task_index: index of this replica within its type (0 for local, chief, evaluator).
+        num_workers: replicas in the training collective: chief/master + workers (1 for
+            local). The evaluator reports the size of the collective it evaluates for.
+        is_chief: True for the one replica that publishes checkpoints, exports and
+            summaries: the chief, or the master, or worker 0 when there is neither.
+        is_evaluator: True for the sidecar evaluator, which never joins the collective.
+        cluster: the training cluster spec, as TF wants it: no evaluator, ``master``
+            renamed ``chief``; ``{}`` for local.
+        tf_config_for_collective: the ``TF_CONFIG`` dict MultiWorkerMirroredStrategy must
+            see (that cluster, the task as chief/worker), or None when this process is not
+            part of a multi-worker collective (local, evaluator, a lone chief).
+        has_evaluator: the job has a sidecar evaluator, so training replicas need not
+            evaluate themselves.
     """
 
-    task_type: str
+    task_type: str = "local"
     task_index: int = 0
     num_workers: int = 1
     is_chief: bool = True
+    is_evaluator: bool = False
     cluster: dict[str, list[str]] = field(default_factory=dict)
-    evaluator: str | None = None
+    tf_config_for_collective: dict[str, Any] | None = None
+    has_evaluator: bool = False
 
-    @property
-    def is_evaluator(self) -> bool:
-        return self.task_type == "evaluator"
+    def __post_init__(self) -> None:
+        # A hand-built Role (tests, the trainer) must still be self-consistent: every consumer
+        # branches on these fields and a contradiction would surface far from its cause.
+        if self.task_type not in _ROLE_TYPES:
+            raise ValueError(f"task_type must be one of {_ROLE_TYPES}, got {self.task_type!r}")
+        if self.is_evaluator != (self.task_type == "evaluator"):
+            raise ValueError("is_evaluator must be True exactly when task_type is 'evaluator'")
+        if self.is_evaluator and self.is_chief:
+            raise ValueError("the evaluator cannot be the chief")
 
     @property
     def is_local(self) -> bool:
+        """True for a single-replica run (no TF_CONFIG, or a one-replica cluster)."""
         return self.task_type == "local"
 
-    def collective_tf_config(self) -> dict[str, Any] | None:
-        """The TF_CONFIG MultiWorkerMirroredStrategy must see; None outside the collective."""
-        if self.is_local or self.is_evaluator:
-            return None
-        return {
-            "cluster": {k: list(v) for k, v in self.cluster.items()},
-            "task": {"type": self.task_type, "index": self.task_index},
-        }
-
     def describe(self) -> str:
-        """A short line for logs, e.g. 'worker 1 of 3 (not chief)'."""
+        """A short line for logs, e.g. ``"worker 1 of 3 (chief: no)"``."""
+        chief = "yes" if self.is_chief else "no"
         if self.is_local:
-            return "single replica (local)"
+            return f"local, single replica (chief: {chief})"
         if self.is_evaluator:
-            return f"evaluator (sidecar of {self.num_workers} training replicas)"
-        position = self.task_index + (
-            1 if "chief" in self.cluster and self.task_type == "worker" else 0
+            return f"evaluator (sidecar of {self.num_workers} training replicas, chief: no)"
+        return f"{self.task_type} {self.task_index} of {self.num_workers} (chief: {chief})"
+
+
+def _quote(value: Any) -> str:
+    """The offending bit of TF_CONFIG as compact JSON, shortened to fit one log line."""
+    text = value if isinstance(value, str) else json.dumps(value, separators=(", ", ": "))
+    return text if len(text) <= _QUOTE_LIMIT else text[: _QUOTE_LIMIT - 3] + "..."
+
+
+def _fail(what: str, offending: Any) -> ConfigError:
+    """One line: what is wrong, then the bit of TF_CONFIG that is wrong."""
+    return ConfigError(f"TF_CONFIG: {what}: {_quote(offending)}")
+
+
+def _parse(raw: str) -> dict[str, Any]:
+    try:
+        config = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        # Quote the text around the error rather than the whole (possibly long) value.
+        start = max(exc.pos - 30, 0)
+        raise _fail(
+            f"not valid JSON ({exc.msg} at char {exc.pos})", raw[start : exc.pos + 30]
+        ) from exc
+    if not isinstance(config, dict):
+        raise _fail("must be a JSON object", raw)
+    return config
+
+
+def _validate_cluster(cluster: Any) -> dict[str, list[str]]:
+    if not isinstance(cluster, dict):
+        raise _fail("'cluster' must be an object of replica type -> addresses", cluster)
+    for kind, addresses in cluster.items():
+        if kind not in KNOWN_TYPES:
+            raise _fail(
+                f"unknown replica type {kind!r} in cluster (use {', '.join(KNOWN_TYPES)})",
+                {kind: addresses},
+            )
+        if (
+            not isinstance(addresses, list)
+            or not addresses
+            or not all(isinstance(a, str) and a for a in addresses)
+        ):
+            raise _fail(
+                f"cluster[{kind!r}] must be a non-empty list of host:port addresses",
+                {kind: addresses},
+            )
+    if "ps" in cluster:
+        raise _fail(
+            "parameter-server training is not supported; give the TFJob Chief and Worker "
+            "replicas instead of PS (shardtrain trains with MultiWorkerMirroredStrategy)",
+            {"ps": cluster["ps"]},
         )
-        chief = "chief" if self.is_chief else "not chief"
-        return f"{self.task_type} {self.task_index} ({position + 1} of {self.num_workers}, {chief})"
+    if "chief" in cluster and "master" in cluster:
+        raise _fail(
+            "the cluster has both a chief and a master (master is the old name of chief; keep one)",
+            {"chief": cluster["chief"], "master": cluster["master"]},
+        )
+    for kind in _SINGLETONS:
+        if len(cluster.get(kind, ())) > 1:
+            raise _fail(
+                f"at most one {kind} is allowed, the cluster lists {len(cluster[kind])}",
+                {kind: cluster[kind]},
+            )
+    if not any(kind in cluster for kind in ("chief", "master", "worker")):
+        raise _fail("no training replicas (chief, master or worker) in the cluster", cluster)
+    return cluster
 
 
-def _fail(what: str, tf_config: str) -> ConfigError:
-    shown = tf_config if len(tf_config) <= 300 else tf_config[:297] + "..."
-    return ConfigError(f"TF_CONFIG: {what}: {shown}")
+def _validate_task(task: Any, cluster: Mapping[str, list[str]]) -> tuple[str, int]:
+    if task is None or task == {}:
+        raise _fail("the cluster is set but the task type is missing", {"task": task})
+    if not isinstance(task, dict):
+        raise _fail("'task' must be an object with 'type' and 'index'", {"task": task})
+    task_type = task.get("type")
+    if task_type in (None, ""):
+        raise _fail("missing task type", {"task": task})
+    if task_type not in KNOWN_TYPES:
+        raise _fail(
+            f"unknown task type {task_type!r} (use {', '.join(KNOWN_TYPES)})", {"task": task}
+        )
+    if task_type not in cluster:
+        raise _fail(
+            f"task type {task_type!r} is not in the cluster (it lists {', '.join(cluster)})",
+            {"task": task},
+        )
+    # TF's own resolver defaults a missing index to 0; the operator always writes one.
+    index = task.get("index", 0)
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise _fail(f"task index must be an integer, got {index!r}", {"task": task})
+    count = len(cluster[task_type])
+    if not 0 <= index < count:
+        raise _fail(
+            f"task index {index} out of range for {task_type!r} "
+            f"(the cluster lists {count}: indices 0-{count - 1})",
+            {"task": task},
+        )
+    return task_type, index
 
 
 def resolve_role(environ: Mapping[str, str] | None = None) -> Role:
-    """Turn the environment (``TF_CONFIG``) into this process's :class:`Role`.
+    """Turn the environment (its ``TF_CONFIG``) into this process's :class:`Role`.
+
+    A pure function: it reads ``environ`` and nothing else, imports no TensorFlow and changes
+    nothing, so the CLI can validate ``TF_CONFIG`` and log the role before TF starts.
 
     Args:
-        environ: the environment to read (default: ``os.environ``).
+        environ: the environment to read; ``os.environ`` when None.
 
     Returns:
-        The role.
+        The role; see the table in this module's docstring.
 
     Raises:
-        ConfigError: TF_CONFIG is not JSON, or describes a job that makes no sense.
+        ConfigError: ``TF_CONFIG`` is not JSON or describes a job that makes no sense (unknown
+            or missing task type, index out of range, parameter servers, both chief and
+            master, two chiefs, empty address lists, ...). The message is one line naming
+            the problem and quoting the offending part of ``TF_CONFIG``.
+
+    Example:
+        >>> resolve_role({}).describe()
+        'local, single replica (chief: yes)'
     """
     env = os.environ if environ is None else environ
     raw = (env.get("TF_CONFIG") or "").strip()
     if not raw:
-        return Role("local")
-    try:
-        config = json.loads(raw)
-    except ValueError as exc:
-        raise _fail(f"not valid JSON ({exc})", raw) from exc
-    if not isinstance(config, dict):
-        raise _fail("must be a JSON object", raw)
-    cluster = config.get("cluster") or {}
-    task = config.get("task") or {}
-    if not isinstance(cluster, dict) or not isinstance(task, dict):
-        raise _fail("'cluster' and 'task' must be objects", raw)
+        return Role()
+    config = _parse(raw)
+    cluster = config.get("cluster")
+    task = config.get("task")
     if not cluster:
-        return Role("local")
-    for kind, addresses in cluster.items():
-        if kind not in _KNOWN_TYPES:
-            raise _fail(f"unknown replica type '{kind}' in cluster", raw)
-        if not isinstance(addresses, list) or not addresses:
-            raise _fail(f"cluster['{kind}'] must be a non-empty list of addresses", raw)
-    if "ps" in cluster:
-        raise _fail(
-            "parameter servers ('ps') are not supported; use chief + workers "
-            "(MultiWorkerMirroredStrategy)",
-            raw,
-        )
-    if "chief" in cluster and "master" in cluster:
-        raise _fail("a job cannot have both a chief and a master", raw)
-    for single in ("chief", "master", "evaluator"):
-        if len(cluster.get(single, [])) > 1:
-            raise _fail(f"at most one {single} is allowed", raw)
-    task_type = task.get("type")
-    if task_type not in cluster:
-        raise _fail(f"task type {task_type!r} is not in the cluster", raw)
-    index = task.get("index", 0)
-    if not isinstance(index, int) or isinstance(index, bool):
-        raise _fail(f"task index must be an integer, got {index!r}", raw)
-    if not 0 <= index < len(cluster[task_type]):
-        raise _fail(
-            f"task index {index} out of range for {len(cluster[task_type])} {task_type}(s)", raw
-        )
+        # A TF_CONFIG without a cluster describes a single process, as in TF itself; but a
+        # task that names anything other than the first training replica would then be
+        # silently ignored (an evaluator would start training), so refuse that.
+        if task not in (None, {}) and not (
+            isinstance(task, dict)
+            and task.get("type") in ("chief", "master", "worker")
+            and task.get("index", 0) == 0
+        ):
+            raise _fail("'task' names a replica but 'cluster' is empty", {"task": task})
+        return Role()
+    cluster = _validate_cluster(cluster)
+    task_type, index = _validate_task(task, cluster)
 
-    training = {}
+    # The training cluster, as TF wants it: chief (formerly master) + workers, no evaluator.
+    training: dict[str, list[str]] = {}
     if "chief" in cluster or "master" in cluster:
         training["chief"] = list(cluster.get("chief") or cluster["master"])
     if "worker" in cluster:
         training["worker"] = list(cluster["worker"])
-    if not training:
-        raise _fail("no training replicas (chief, master or worker) in the cluster", raw)
-    num_workers = sum(len(v) for v in training.values())
-    evaluator = (cluster.get("evaluator") or [None])[0]
+    num_workers = sum(len(addresses) for addresses in training.values())
     has_chief = "chief" in training
+    has_evaluator = "evaluator" in cluster
 
     if task_type == "evaluator":
         return Role(
-            "evaluator", index, num_workers, is_chief=False, cluster=training, evaluator=evaluator
+            task_type="evaluator",
+            task_index=index,
+            num_workers=num_workers,
+            is_chief=False,
+            is_evaluator=True,
+            cluster=training,
+            has_evaluator=True,
         )
     kind = "chief" if task_type in ("chief", "master") else "worker"
-    if num_workers == 1:
-        return Role("local", evaluator=evaluator)
     is_chief = kind == "chief" or (not has_chief and index == 0)
-    return Role(kind, index, num_workers, is_chief=is_chief, cluster=training, evaluator=evaluator)
+    if num_workers == 1:
+        if not has_evaluator:
+            return Role()
+        # One training replica beside an evaluator: it is still "the chief" the evaluator
+        # follows, but there is no collective to join; it mirrors over its own devices.
+        return Role(
+            task_type=kind,
+            task_index=index,
+            cluster=training,
+            has_evaluator=True,
+        )
+    return Role(
+        task_type=kind,
+        task_index=index,
+        num_workers=num_workers,
+        is_chief=is_chief,
+        cluster=training,
+        tf_config_for_collective={
+            "cluster": {k: list(v) for k, v in training.items()},
+            "task": {"type": kind, "index": index},
+        },
+        has_evaluator=has_evaluator,
+    )
 
 
-def make_strategy(role: Role, *, devices: int | None = None):
-    """The ``tf.distribute`` strategy for a training role.
+def make_strategy(role: Role, *, devices: int | None = None) -> tf.distribute.Strategy:
+    """The ``tf.distribute`` strategy a training role trains with.
+
+    * No collective (local role, or a lone chief beside an evaluator):
+      ``MirroredStrategy`` over all GPUs of the node, or over the CPU when there are none.
+    * Chief or worker of a multi-worker job: ``MultiWorkerMirroredStrategy`` built from
+      :attr:`Role.tf_config_for_collective` through a ``SimpleClusterResolver`` (gRPC), so
+      the process's own ``TF_CONFIG`` (which lists the evaluator) is neither read nor changed.
+
+    Call it once, at start-up, before anything creates a tensor, a model or a ``tf.data``
+    pipeline: both splitting the CPU and configuring collective ops are only possible before
+    TensorFlow initialises its runtime.
 
     Args:
         role: from :func:`resolve_role`; not the evaluator's.
-        devices: on a machine without GPUs, split the CPU into this many logical devices and
-            mirror over them (stands in for a multi-GPU node in tests). Must be called before
-            TensorFlow initialises its devices.
+        devices: how many devices of this node to use. With GPUs, the first ``devices`` GPUs.
+            Without GPUs, the physical CPU is split into ``devices`` logical CPUs and the
+            strategy mirrors over them: the stand-in for a multi-GPU node in tests. None: all
+            GPUs, or the one CPU.
 
     Returns:
-        MirroredStrategy (local) or MultiWorkerMirroredStrategy (chief/worker).
+        A ``tf.distribute.MirroredStrategy`` or ``tf.distribute.MultiWorkerMirroredStrategy``.
 
     Raises:
-        ValueError: called for the evaluator, which evaluates without a strategy.
-        ConfigError: ``devices`` was asked for after TensorFlow initialised its devices.
+        ValueError: called for the evaluator, which evaluates checkpoints with the default
+            strategy and never builds a training strategy.
+        ConfigError: ``devices`` is not a positive count or exceeds the GPUs, or the call came
+            after TensorFlow initialised its runtime.
     """
+    if role.is_evaluator:
+        raise ValueError(
+            "the evaluator does not build a training strategy: it stays out of the collective "
+            "and evaluates checkpoints with the default strategy (tf.distribute.get_strategy())"
+        )
+    if devices is not None and (isinstance(devices, bool) or not isinstance(devices, int)):
+        raise ConfigError(f"devices must be a positive integer, got {devices!r}")
+    if devices is not None and devices < 1:
+        raise ConfigError(f"devices must be a positive integer, got {devices}")
+
     import tensorflow as tf
 
-    if role.is_evaluator:
-        raise ValueError("the evaluator does not train: it has no distribution strategy")
-    if role.is_local:
-        if devices and devices > 1 and not tf.config.list_physical_devices("GPU"):
-            cpu = tf.config.list_physical_devices("CPU")[0]
-            try:
-                tf.config.set_logical_device_configuration(
-                    cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(devices)]
-                )
-            except RuntimeError as exc:
-                raise ConfigError(
-                    "cannot split the CPU into logical devices after TensorFlow has "
-                    "initialised them; ask for devices first"
-                ) from exc
-            names = [d.name for d in tf.config.list_logical_devices("CPU")]
-            return tf.distribute.MirroredStrategy(devices=names)
-        return tf.distribute.MirroredStrategy()
+    # Visible *physical* GPUs: listing them does not initialise the runtime, listing logical
+    # devices would (and would make the CPU split and collective set-up below impossible).
+    num_gpus = len(tf.config.get_visible_devices("GPU"))
+    if role.tf_config_for_collective is None:
+        return tf.distribute.MirroredStrategy(devices=_local_devices(num_gpus, devices))
+    return _multi_worker_strategy(role.tf_config_for_collective, num_gpus, devices)
+
+
+def _local_devices(num_gpus: int, devices: int | None) -> list[str] | None:
+    """Device names for MirroredStrategy, or None to let it take every GPU (or the CPU)."""
+    if devices is None:
+        return None
+    if num_gpus:
+        if devices > num_gpus:
+            raise ConfigError(f"devices={devices} but this node has only {num_gpus} GPU(s)")
+        return [f"/device:GPU:{i}" for i in range(devices)]
+    if devices > 1:
+        _split_cpu(devices)
+    return [f"/device:CPU:{i}" for i in range(devices)]
+
+
+def _split_cpu(count: int) -> None:
+    """Split the physical CPU into ``count`` logical CPUs (a no-op when already so split)."""
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    current = tf.config.get_logical_device_configuration(cpu)
+    if current is not None and len(current) == count:
+        return  # a second make_strategy(devices=count) in the same process
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
+        )
+    except RuntimeError as exc:  # "Virtual devices cannot be modified after being initialized"
+        raise ConfigError(
+            f"make_strategy(devices={count}) came too late: TensorFlow has already "
+            "initialised its devices, so the CPU can no longer be split; call it at start-up, "
+            "before creating any tensor, model or dataset"
+        ) from exc
+
+
+def _multi_worker_strategy(
+    tf_config: Mapping[str, Any], num_gpus: int, devices: int | None
+) -> tf.distribute.Strategy:
+    import tensorflow as tf
+
+    if devices is not None:
+        if not num_gpus and devices > 1:
+            raise ConfigError(
+                f"devices={devices}: MultiWorkerMirroredStrategy uses one CPU device per "
+                "worker; splitting the CPU is only for single-replica runs"
+            )
+        if num_gpus and devices > num_gpus:
+            raise ConfigError(f"devices={devices} but this node has only {num_gpus} GPU(s)")
+        num_gpus = min(num_gpus, devices)
+    task = tf_config["task"]
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-        tf.train.ClusterSpec(role.cluster),
-        task_type=role.task_type,
-        task_id=role.task_index,
+        tf.train.ClusterSpec(tf_config["cluster"]),
+        task_type=task["type"],
+        task_id=task["index"],
         rpc_layer="grpc",
+        # SimpleClusterResolver does not detect accelerators: without this it reports none
+        # and MultiWorkerMirroredStrategy would train on the CPU of a GPU node.
+        num_accelerators={"GPU": num_gpus},
     )
-    return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+    try:
+        return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+    except RuntimeError as exc:
+        if "program startup" not in str(exc):
+            raise
+        # "Collective ops must be configured at program startup"
+        raise ConfigError(
+            "make_strategy came too late: TensorFlow has already initialised its runtime, so "
+            "collective ops can no longer be configured; call it at start-up, before creating "
+            "any tensor, model or dataset"
+        ) from exc

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -120,6 +121,8 @@ def list_sources(patterns: list[str]) -> list[SourceFile]:
         if not uris:
             raise DataError(f"{pattern}: no file matches this pattern")
         for uri in uris:
+            if storage.is_local(uri):  # one file named two ways (relative, glob) is one source
+                uri = os.path.abspath(storage.local_path(uri))
             if uri in seen:
                 continue
             meta = storage.info(uri)
@@ -282,9 +285,15 @@ def _read_linewise(
     width = len(schema.names)
     rows: list[list[str]] = []
     invalid = []
+    csv.field_size_limit(1 << 30)
     for number, li in enumerate(nonblank, start=1):
-        text = block[starts[li] : ends[li]].decode("utf-8", "replace")
-        fields = next(csv.reader([text]))
+        raw = block[starts[li] : ends[li]]
+        try:
+            text = raw.decode("utf-8")
+            fields = next(csv.reader([text]))
+        except (UnicodeDecodeError, csv.Error):  # not UTF-8; a bare carriage return in a field
+            invalid.append((number, -1, raw.decode("utf-8", "replace")))
+            continue
         if len(fields) != width:
             invalid.append((number, len(fields), text))
         else:
@@ -372,14 +381,18 @@ def parse_block(
         converted = False
     except pa.ArrowInvalid as exc:
         text = str(exc).lower()
-        if "conversion error" not in text and "invalid value" not in text:
+        if "utf8" in text or "utf-8" in text:
+            table, invalid = _read_linewise(block, starts, ends, nonblank, schema)
+            converted = True
+        elif "conversion error" not in text and "invalid value" not in text:
             raise DataError(
                 f"{source}: cannot parse the CSV near line {lines_before + 1} of this part "
                 f"({str(exc).splitlines()[0]})"
             ) from exc
-        invalid = []
-        table = _read(block, schema, {n: pa.string() for n in schema.names}, invalid)
-        converted = True
+        else:
+            invalid = []
+            table = _read(block, schema, {n: pa.string() for n in schema.names}, invalid)
+            converted = True
 
     if table.num_rows + len(invalid) != nonblank.size:
         # A quoted field spans lines: the parser's rows no longer map to lines. Parse this
@@ -399,8 +412,12 @@ def parse_block(
         batch.rejects.append(
             Reject(
                 line=lines_before + line_idx + 1,
-                reason="wrong_field_count",
-                detail=f"{actual} fields, expected {len(schema.names)}",
+                reason="wrong_field_count" if actual >= 0 else "unreadable_line",
+                detail=(
+                    f"{actual} fields, expected {len(schema.names)}"
+                    if actual >= 0
+                    else "not UTF-8, or a carriage return inside a field"
+                ),
                 text=(text or "")[:MAX_REJECT_TEXT],
             )
         )

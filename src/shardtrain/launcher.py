@@ -184,6 +184,8 @@ def run_local(
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
+                encoding="utf-8",
+                errors="replace",  # a stray byte must not kill the pump and stall the child
                 bufsize=1,
             )
             procs[name] = proc

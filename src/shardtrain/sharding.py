@@ -917,17 +917,21 @@ def _run_tasks(
 
 
 def _die_with_parent() -> None:
-    """Make a pool process exit when the parent dies (kill -9 of the CLI), on Linux.
+    """Make a pool process exit when the parent dies (kill -9 of the CLI).
 
-    Without this an orphaned worker would finish its current task on its own; harmless (the
-    bytes are deterministic) but surprising.
+    A watcher thread polls the parent pid. (``PR_SET_PDEATHSIG`` would be simpler but fires
+    when the *thread* that spawned the process exits, and the pool spawns processes from its
+    feeder threads, which end early: that killed healthy workers with 3+ processes.)
     """
-    with contextlib.suppress(Exception):
-        import ctypes
+    parent = os.getppid()
 
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, 9)
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(137)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 _progress_queue = None

@@ -39,7 +39,7 @@ class NumericStats:
     max: float = -math.inf
     mean: float = 0.0
     m2: float = 0.0  # sum of squared deviations from the mean
-    nan: int = 0  # NaN values present in the data (not counted as missing)
+    nan: int = 0  # NaN or ±inf values present in the data (not counted as missing)
 
     def update(self, values: pa.Array) -> None:
         """Add one batch of values (nulls count as missing)."""
@@ -48,8 +48,8 @@ class NumericStats:
         if len(present) == 0:
             return
         arr = np.asarray(present.to_numpy(zero_copy_only=False), dtype=np.float64)
-        finite = arr[~np.isnan(arr)]
-        self.nan += int(arr.size - finite.size)
+        finite = arr[np.isfinite(arr)]
+        self.nan += int(arr.size - finite.size)  # NaN and ±inf: kept in the data, not in stats
         if finite.size == 0:
             return
         batch = NumericStats(

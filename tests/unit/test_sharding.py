@@ -357,3 +357,32 @@ def test_crlf_blank_lines_multiline_fields_and_no_final_newline(tmp_path):
     ]
     rows = {r["a"]: r for r in read_examples(str(out))}
     assert sorted(rows) == [1, 2, 4] and rows[4]["b"] == b"q, r"
+
+
+def test_three_processes_and_unreadable_lines(tmp_path):
+    """Regression: 3+ pool processes used to kill each other; a bad UTF-8 byte past the
+    schema sample or a bare carriage return inside a field used to crash the run."""
+    csv_path = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(csv_path), 60_000, seed=13)
+    data = csv_path.read_bytes().splitlines(keepends=True)
+    data[50_000] = data[50_000].replace(b",p", b",\xe9", 1)  # not UTF-8
+    data[50_010] = data[50_010].replace(b",", b"\r", 1)  # a bare CR inside the line
+    csv_path.write_bytes(b"".join(data))
+    out = tmp_path / "ds"
+    meta = sharding.shard(
+        sharding.ShardConfig(
+            sources=(str(csv_path), f"{tmp_path}/*.csv"),  # the same file twice: read once
+            output=str(out),
+            label="cleared",
+            processes=3,
+            task_bytes=600_000,
+            max_bad_fraction=0.01,
+        )
+    ).metadata
+    assert len(meta["sources"]) == 1
+    assert meta["rows_read"] == 60_000
+    assert meta["rows_accepted"] + meta["rows_rejected"] == 60_000
+    assert meta["rejects_by_reason"].get("unreadable_line", 0) >= 1
+    rejects = [json.loads(x) for x in (out / "rejects" / "rejects.jsonl").read_text().splitlines()]
+    lines = {r["line"] for r in rejects}
+    assert {50_001, 50_011} <= lines  # the header is line 1: data[i] is line i + 1
