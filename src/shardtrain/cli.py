@@ -319,6 +319,75 @@ def inspect_cmd(uri: str, show_rejects: int, as_json: bool) -> None:
     render_dataset(uri, meta, rejects)
 
 
+# --------------------------------------------------------------------------------------------
+# Training
+# --------------------------------------------------------------------------------------------
+
+
+@cli.command("train")
+@click.option("--data", default=None, help="Sharded dataset URI (holding metadata.json).")
+@click.option("--model-dir", default=None, help="Checkpoints, summaries, export, metrics.")
+@click.option("--config", "config_file", default=None, help="YAML/JSON training config file.")
+@click.option("--model", default=None, help="'tabular' or MODULE:FUNCTION [default: tabular].")
+@click.option("--train-steps", type=click.IntRange(min=1), default=None, help="Global steps.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Global batch.")
+@click.option("--learning-rate", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option("--eval-every", type=click.IntRange(min=1), default=None, help="Steps between evals.")
+@click.option(
+    "--checkpoint-every",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Steps between checkpoints.",
+)
+@click.option("--steps-per-loop", type=click.IntRange(min=1), default=None)
+@click.option("--eval-steps", type=click.IntRange(min=0), default=None, help="0: whole split.")
+@click.option("--hidden-units", default=None, help="DNN widths, e.g. 128,64.")
+@click.option("--dropout", type=click.FloatRange(0, 1, max_open=True), default=None)
+@click.option("--exclude", multiple=True, help="Column to leave out of the model (repeatable).")
+@click.option("--devices", type=click.IntRange(min=0), default=None, help="Devices per worker.")
+@click.option("--seed", type=int, default=None)
+@click.option("--cache-dir", default=None, help="Local staging for s3:// shards.")
+@click.option("--cache-mb", type=click.IntRange(min=1), default=None, help="Staging bound.")
+def train_cmd(config_file: str | None, exclude: tuple[str, ...], **flags) -> None:
+    """Train and evaluate on a sharded dataset, Estimator style, from TF_CONFIG.
+
+    Run the same command in every replica of a TFJob (chief, workers, evaluator); alone it
+    trains and evaluates in one process. Defaults < --config file < flags; the resolved
+    configuration is saved as MODEL_DIR/train_config.yaml.
+
+    Exit codes: 0 done; 1 bad configuration or data (permanent); 3 storage unreachable;
+    128+signal (143) after writing a checkpoint on SIGTERM (restart to resume).
+    """
+    from shardtrain.config import resolve_config
+    from shardtrain.trainer import train_and_evaluate
+
+    sections = {
+        "model": "model.name",
+        "hidden_units": "model.hidden_units",
+        "dropout": "model.dropout",
+        "cache_dir": "input.cache_dir",
+        "cache_mb": "input.cache_mb",
+    }
+    overrides = {sections.get(k, k): v for k, v in flags.items()}
+    if exclude:
+        overrides["input.exclude_columns"] = list(exclude)
+    result = train_and_evaluate(resolve_config(config_file, overrides))
+    if result.status == "already-complete":
+        click.echo(f"model already trained to step {result.step}; nothing to do")
+    elif result.status == "evaluated":
+        click.echo(f"evaluator done: last evaluated step {result.step}")
+    else:
+        click.echo(f"{result.role}: trained to step {result.step} (from {result.start_step})")
+    if result.metrics:
+        m = result.metrics
+        click.echo(
+            f"eval at step {m['step']}: auc {m['auc']:.4f}, accuracy {m['accuracy']:.4f}, "
+            f"log_loss {m['log_loss']:.4f} ({m['num_examples']:,} examples)"
+        )
+    if result.export_uri:
+        click.echo(f"exported SavedModel: {result.export_uri}")
+
+
 @cli.command(
     "run-local",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},

@@ -230,3 +230,81 @@ def record_dataset(
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=False,
     )
+
+
+def train_dataset(
+    data_uri: str,
+    metadata: dict[str, Any],
+    spec: Any,
+    *,
+    split: str,
+    batch_size: int,
+    pipeline_id: int = 0,
+    num_pipelines: int = 1,
+    shuffle_buffer: int = 10_000,
+    cycle_length: int = 4,
+    seed: int = 0,
+    cache: ShardCache | None = None,
+):
+    """The endless, shuffled, batched and parsed training stream of one input pipeline.
+
+    Reads this pipeline's disjoint share of the split's shards (:func:`files_for_pipeline`),
+    interleaves ``cycle_length`` files, shuffles records, batches *then* parses with
+    ``spec.parse_examples`` (a :class:`~shardtrain.features.FeatureSpec`), and prefetches.
+
+    Args:
+        batch_size: the per-replica batch (the global batch divided by the replicas in sync).
+        pipeline_id, num_pipelines: from ``tf.distribute.InputContext``.
+        cache: stages shards TensorFlow cannot open (s3://); required for such URIs.
+
+    Returns:
+        A ``tf.data.Dataset`` of ``(features, label_index)`` batches, repeating forever.
+    """
+    import tensorflow as tf
+
+    shards = split_shards(data_uri, metadata, split)
+    mine = files_for_pipeline(
+        [s for s in shards if s.num_records], pipeline_id, num_pipelines, where=data_uri
+    )
+    records = record_dataset(
+        mine,
+        compression=metadata.get("compression", "NONE"),
+        cache=cache,
+        shuffle_files=True,
+        seed=seed + pipeline_id,
+        cycle_length=cycle_length,
+    )
+    return (
+        records.repeat()
+        .shuffle(shuffle_buffer, seed=seed + pipeline_id)
+        .batch(batch_size, drop_remainder=True)
+        .map(spec.parse_examples, num_parallel_calls=tf.data.AUTOTUNE)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+
+
+def eval_dataset(
+    data_uri: str,
+    metadata: dict[str, Any],
+    spec: Any,
+    *,
+    split: str,
+    batch_size: int,
+    cycle_length: int = 4,
+    cache: ShardCache | None = None,
+):
+    """One pass over every record of ``split``, batched and parsed (for evaluation)."""
+    import tensorflow as tf
+
+    shards = [s for s in split_shards(data_uri, metadata, split) if s.num_records]
+    records = record_dataset(
+        shards,
+        compression=metadata.get("compression", "NONE"),
+        cache=cache,
+        cycle_length=cycle_length,
+    )
+    return (
+        records.batch(batch_size)
+        .map(spec.parse_examples, num_parallel_calls=tf.data.AUTOTUNE)
+        .prefetch(tf.data.AUTOTUNE)
+    )

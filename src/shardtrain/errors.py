@@ -47,3 +47,15 @@ class DataError(ShardtrainError):
 
 class ConfigError(ShardtrainError):
     """A configuration or argument value makes no sense."""
+
+
+class TrainingInterrupted(ShardtrainError):
+    """Training stopped on SIGTERM/SIGINT after writing a checkpoint: restart to resume.
+
+    The exit code is ``128 + signal`` (143 for SIGTERM), which a TFJob with
+    ``restartPolicy: ExitCode`` treats as retryable: the pod is recreated and resumes.
+    """
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.exit_code = 128 + signum

@@ -1,0 +1,127 @@
+"""Export a trained model as a SavedModel that takes raw feature values.
+
+The export holds the whole model — preprocessing included — so a serving system sends the
+CSV's values and gets probabilities back. Two signatures::
+
+    serving_default(**features)   # one tensor per feature, [batch] each:
+                                  #   numeric columns float32 (NaN = missing),
+                                  #   string columns string ("" = missing)
+    predict_csv(lines)            # string [batch]: raw CSV lines in the source's column
+                                  #   order, no header (the label column is ignored)
+
+Both return ``probabilities`` (float32 ``[batch, num_classes]``, columns in the order of
+``classes``), ``class_ids`` (int64 ``[batch]``) and ``classes`` (string ``[batch]``, the
+predicted label value).
+
+Layout in the model directory (``export/latest.json`` is written last, so a reader never
+picks up a half-uploaded export)::
+
+    MODEL_DIR/export/<unix-seconds>/saved_model.pb, variables/, shardtrain_model.json
+    MODEL_DIR/export/latest.json   {"path": "export/<unix-seconds>", "step": N, ...}
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import asdict
+from typing import Any
+
+from shardtrain import storage
+from shardtrain.errors import NotCommittedError
+from shardtrain.features import FeatureSpec
+
+log = logging.getLogger(__name__)
+
+EXPORT_POINTER = "latest.json"
+MODEL_INFO = "shardtrain_model.json"
+
+
+def _serving_module(model: Any, spec: FeatureSpec):
+    import tensorflow as tf
+
+    classes = tf.constant(list(spec.classes))
+
+    def outputs(features):
+        logits = model(features, training=False)
+        if spec.is_binary:
+            p1 = tf.sigmoid(tf.reshape(logits, [-1]))
+            probs = tf.stack([1.0 - p1, p1], axis=1)
+        else:
+            probs = tf.nn.softmax(logits, axis=-1)
+        ids = tf.argmax(probs, axis=1)
+        return {"probabilities": probs, "class_ids": ids, "classes": tf.gather(classes, ids)}
+
+    class ServingModule(tf.Module):
+        def __init__(self):
+            super().__init__(name="shardtrain_serving")
+            self.model = model
+
+        @tf.function(input_signature=[spec.input_signature()])
+        def serve(self, features):
+            return outputs(features)
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="lines")])
+        def predict_csv(self, lines):
+            return outputs(spec.parse_csv(lines))
+
+    return ServingModule()
+
+
+def export_saved_model(
+    model: Any, spec: FeatureSpec, model_dir: str, *, step: int, extra: dict | None = None
+) -> str:
+    """Save ``model`` with serving signatures and publish it under ``MODEL_DIR/export/``.
+
+    Args:
+        model: the trained Keras model (outside any distribution strategy).
+        spec: the features and label it was trained on.
+        model_dir: the model directory URI.
+        step: the global step of the weights (recorded in the pointer).
+        extra: more facts for ``shardtrain_model.json`` (e.g. the training config).
+
+    Returns:
+        The export's URI.
+    """
+    import tensorflow as tf
+
+    module = _serving_module(model, spec)
+    version = str(int(time.time()))
+    local = tempfile.mkdtemp(prefix="shardtrain-export-")
+    try:
+        path = os.path.join(local, version)
+        tf.saved_model.save(
+            module,
+            path,
+            signatures={"serving_default": module.serve, "predict_csv": module.predict_csv},
+        )
+        info = {"step": step, "feature_spec": asdict(spec), **(extra or {})}
+        with open(os.path.join(path, MODEL_INFO), "w") as f:
+            json.dump(info, f, indent=2, default=str)
+        target = storage.join(model_dir, "export", version)
+        storage.upload_dir(path, target)
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+    storage.write_json(
+        storage.join(model_dir, "export", EXPORT_POINTER),
+        {"path": f"export/{version}", "step": step, "time": time.time()},
+    )
+    log.info("exported SavedModel (step %d) to %s", step, target)
+    return target
+
+
+def latest_export(model_dir: str) -> dict[str, Any]:
+    """The pointer to the newest complete export, with its absolute ``uri`` added.
+
+    Raises:
+        NotCommittedError: no export has been published in ``model_dir``.
+    """
+    pointer = storage.join(model_dir, "export", EXPORT_POINTER)
+    if not storage.exists(pointer):
+        raise NotCommittedError(f"{model_dir}: no exported model (export/{EXPORT_POINTER})")
+    data = storage.read_json(pointer)
+    return {**data, "uri": storage.join(model_dir, data["path"])}

@@ -1,0 +1,187 @@
+"""Models: the built-in ``tabular`` DNN, and user models plugged in as ``MODULE:FUNCTION``.
+
+Every model is a Keras 3 model that takes the feature dict of :mod:`shardtrain.features`
+(``{name: float32 [batch] with NaN for missing, or string [batch] with "" for missing}``) and
+returns **logits**: ``[batch, 1]`` for a binary label, ``[batch, num_classes]`` otherwise.
+Preprocessing lives *inside* the model, so the exported SavedModel takes raw feature values
+and training and serving cannot disagree.
+
+A user model is any importable function with this signature::
+
+    # my_models.py
+    import keras
+
+    def wide_model(spec, hparams):
+        inputs = {**{f.name: keras.Input((), name=f.name) for f in spec.numeric},
+                  **{f.name: keras.Input((), dtype="string", name=f.name)
+                     for f in spec.categorical}}
+        ...
+        return keras.Model(inputs, logits)
+
+and is chosen with ``shardtrain train --model my_models:wide_model``. ``spec`` is the
+:class:`~shardtrain.features.FeatureSpec`; ``hparams`` is the ``model`` section of the
+training configuration as a dict (``hidden_units``, ``dropout``, ``embedding_dim`` and any
+``extra`` entries the user set).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from shardtrain.errors import ConfigError
+from shardtrain.features import FeatureSpec
+
+if TYPE_CHECKING:
+    import keras
+
+log = logging.getLogger(__name__)
+
+#: z-scores are clipped to this range: heavy-tailed columns (gold, latency) would otherwise
+#: feed values in the hundreds into the first layer and destabilise training.
+_CLIP = 8.0
+
+
+def _numeric_block(spec: FeatureSpec, inputs: dict[str, Any]):
+    """Normalised numeric features plus a missing-value indicator per column with gaps."""
+    import keras
+    from keras import ops
+
+    class NumericPreprocessing(keras.layers.Layer):
+        """Standardise with the dataset's mean/std; NaN (missing) becomes 0 and a flag."""
+
+        def __init__(self, means, stds, flags, **kwargs):
+            super().__init__(**kwargs)
+            self.means, self.stds, self.flags = list(means), list(stds), list(flags)
+
+        def call(self, columns):
+            x = ops.stack(columns, axis=-1)
+            missing = ops.isnan(x)
+            z = (ops.where(missing, ops.convert_to_tensor(self.means), x) - self.means) / (
+                ops.convert_to_tensor(self.stds)
+            )
+            z = ops.clip(z, -_CLIP, _CLIP)
+            if not any(self.flags):
+                return z
+            indicator = ops.cast(missing, "float32")
+            keep = [i for i, flag in enumerate(self.flags) if flag]
+            return ops.concatenate([z, ops.take(indicator, keep, axis=-1)], axis=-1)
+
+    layer = NumericPreprocessing(
+        [f.mean for f in spec.numeric],
+        [f.std for f in spec.numeric],
+        [f.has_missing for f in spec.numeric],
+        name="numeric_preprocessing",
+    )
+    return layer([inputs[f.name] for f in spec.numeric])
+
+
+def feature_inputs(spec: FeatureSpec) -> dict[str, keras.KerasTensor]:
+    """``keras.Input`` per feature: float32 for numeric, string for categorical."""
+    import keras
+
+    inputs = {f.name: keras.Input((), dtype="float32", name=f.name) for f in spec.numeric}
+    inputs.update({f.name: keras.Input((), dtype="string", name=f.name) for f in spec.categorical})
+    return inputs
+
+
+def tabular_model(spec: FeatureSpec, hparams: dict[str, Any]) -> keras.Model:
+    """The built-in model: preprocessing from the dataset statistics, then a DNN.
+
+    * numeric columns: standardised with the statistics' mean and std (clipped to ±8), a
+      missing value becomes 0 plus a 0/1 "was missing" input for columns that have gaps;
+    * categorical columns: ``StringLookup`` over the top-K vocabulary (anything else, and
+      missing, is one out-of-vocabulary bucket), then an ``Embedding``;
+    * ``hidden_units`` ReLU layers with optional dropout, then one logit (binary) or one per
+      class.
+
+    Args:
+        spec: the dataset's features and label.
+        hparams: ``hidden_units`` (list of ints), ``dropout`` (0-1), ``embedding_dim`` (max
+            embedding width).
+    """
+    import keras
+
+    inputs = feature_inputs(spec)
+    parts = []
+    if spec.numeric:
+        parts.append(_numeric_block(spec, inputs))
+    max_dim = int(hparams.get("embedding_dim", 8))
+    for f in spec.categorical:
+        if not f.vocabulary:
+            log.warning("categorical column %s has no vocabulary in the statistics: unused", f.name)
+            continue
+        ids = keras.layers.StringLookup(
+            vocabulary=list(f.vocabulary),
+            num_oov_indices=1,
+            mask_token=None,
+            name=f"lookup_{f.name}",
+        )(inputs[f.name])
+        dim = max(2, min(max_dim, len(f.vocabulary) + 1))
+        parts.append(
+            keras.layers.Embedding(len(f.vocabulary) + 1, dim, name=f"embed_{f.name}")(ids)
+        )
+    if not parts:
+        raise ConfigError("the tabular model has no usable input feature")
+    x = parts[0] if len(parts) == 1 else keras.layers.Concatenate(name="features")(parts)
+    dropout = float(hparams.get("dropout", 0.0))
+    for i, units in enumerate(hparams.get("hidden_units", (128, 64))):
+        x = keras.layers.Dense(int(units), activation="relu", name=f"hidden_{i}")(x)
+        if dropout > 0:
+            x = keras.layers.Dropout(dropout, name=f"dropout_{i}")(x)
+    outputs = 1 if spec.is_binary else spec.num_classes
+    logits = keras.layers.Dense(outputs, name="logits")(x)
+    return keras.Model(inputs, logits, name="tabular")
+
+
+#: Built-in models by name.
+BUILTIN_MODELS: dict[str, Callable[[FeatureSpec, dict[str, Any]], Any]] = {
+    "tabular": tabular_model,
+}
+
+
+def resolve_model_fn(name: str) -> Callable[[FeatureSpec, dict[str, Any]], Any]:
+    """The model-building function for ``name``: a built-in name or ``MODULE:FUNCTION``.
+
+    Raises:
+        ConfigError: unknown built-in, module not importable, or no such callable.
+    """
+    if name in BUILTIN_MODELS:
+        return BUILTIN_MODELS[name]
+    module_name, sep, attr = name.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(
+            f"model '{name}': use a built-in ({', '.join(BUILTIN_MODELS)}) or MODULE:FUNCTION"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"model '{name}': cannot import module '{module_name}': {exc}") from exc
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ConfigError(f"model '{name}': module '{module_name}' has no function '{attr}'")
+    return fn
+
+
+def build_model(name: str, spec: FeatureSpec, hparams: dict[str, Any]) -> keras.Model:
+    """Build the model ``name`` for ``spec`` and check it returns logits of the right width.
+
+    Raises:
+        ConfigError: the function does not return a Keras model, or its output has the wrong
+            shape for the label (1 logit for binary, one per class otherwise).
+    """
+    import keras
+
+    model = resolve_model_fn(name)(spec, dict(hparams))
+    if not isinstance(model, keras.Model):
+        raise ConfigError(f"model '{name}' returned {type(model).__name__}, not a keras.Model")
+    expected = 1 if spec.is_binary else spec.num_classes
+    width = model.outputs[0].shape[-1] if getattr(model, "outputs", None) else None
+    if width is not None and width != expected:
+        raise ConfigError(
+            f"model '{name}' outputs {width} logit(s) per example; the label '{spec.label}' "
+            f"has {spec.num_classes} classes, so it must output {expected}"
+        )
+    return model
