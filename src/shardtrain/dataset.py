@@ -219,7 +219,9 @@ def record_dataset(
         # filtered out: the cache learns exactly when the reader is done with a file.
         done = (
             tf.data.Dataset.from_tensors(path)
-            .map(lambda p: tf.py_function(release, [p], tf.string))
+            # py_function loses the static shape; the records it is concatenated with are
+            # scalars, and parse_example needs to know that after batching.
+            .map(lambda p: tf.ensure_shape(tf.py_function(release, [p], tf.string), []))
             .filter(lambda _: False)
         )
         return records.concatenate(done)

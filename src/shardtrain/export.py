@@ -34,6 +34,7 @@ from typing import Any
 from shardtrain import storage
 from shardtrain.errors import NotCommittedError
 from shardtrain.features import FeatureSpec
+from shardtrain.models import model_inputs
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ def _serving_module(model: Any, spec: FeatureSpec):
     classes = tf.constant(list(spec.classes))
 
     def outputs(features):
-        logits = model(features, training=False)
+        logits = model(model_inputs(model, features), training=False)
         if spec.is_binary:
             p1 = tf.sigmoid(tf.reshape(logits, [-1]))
             probs = tf.stack([1.0 - p1, p1], axis=1)

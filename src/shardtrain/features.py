@@ -242,6 +242,7 @@ class FeatureSpec:
         if with_key and self.key:
             dtype = {"string": tf.string, "float": tf.float32}.get(self.key_type, tf.int64)
             raw[self.key] = tf.io.RaggedFeature(dtype)
+        serialized = tf.reshape(serialized, [-1])  # a batch: rank 1, even if unknown upstream
         parsed = tf.io.parse_example(serialized, raw)
         features = {}
         for f in self.numeric:

@@ -185,3 +185,25 @@ def build_model(name: str, spec: FeatureSpec, hparams: dict[str, Any]) -> keras.
             f"has {spec.num_classes} classes, so it must output {expected}"
         )
     return model
+
+
+def model_inputs(model: keras.Model, features: dict[str, Any]) -> dict[str, Any]:
+    """The subset of ``features`` a functional model declares as inputs (all for others).
+
+    A user model may use only some of the dataset's columns; Keras 3 functional models refuse
+    a dict with extra keys, so each call site feeds exactly what the model asks for.
+    """
+    try:
+        declared = model.input
+    except (AttributeError, ValueError):  # a subclassed model has no symbolic inputs
+        return features
+    names = list(declared) if isinstance(declared, dict) else None
+    if not names:
+        return features
+    missing = [n for n in names if n not in features]
+    if missing:
+        raise ConfigError(
+            f"model '{model.name}' expects input(s) {', '.join(missing)} that are not features "
+            "of this dataset"
+        )
+    return {n: features[n] for n in names}

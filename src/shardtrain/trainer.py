@@ -52,6 +52,7 @@ from shardtrain.config import TrainConfig
 from shardtrain.errors import ConfigError, DataError, ShardtrainError, TrainingInterrupted
 from shardtrain.evaluation import MetricsAccumulator
 from shardtrain.features import FeatureSpec
+from shardtrain.models import model_inputs
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +181,7 @@ class CheckpointEvaluator:
 
         @tf.function
         def predict(features):
-            logits = self.model(features, training=False)
+            logits = self.model(model_inputs(self.model, features), training=False)
             if spec.is_binary:
                 return tf.sigmoid(tf.reshape(logits, [-1]))
             return tf.nn.softmax(logits, axis=-1)
@@ -466,7 +467,7 @@ def _train(
 
     def step_fn(features, labels):
         with tf.GradientTape() as tape:
-            logits = model(features, training=True)
+            logits = model(model_inputs(model, features), training=True)
             per_example = per_example_loss(labels, logits)
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
             if model.losses:

@@ -1,0 +1,332 @@
+"""The trainer end to end: real processes, real TensorFlow clusters on localhost, live MinIO.
+
+Every run goes through the ``shardtrain`` command (and multi-replica runs through
+``shardtrain run-local``, the TFJob-shaped local launcher), exactly as a TFJob's pods run it.
+The data is ``gen-data quest`` logs: a good model reaches an eval AUC of about 0.85.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from helpers import run_cli
+from shardtrain import datagen, sharding, storage
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+ROWS = 20_000
+#: Small and quick, yet enough for AUC >= 0.80 on quest logs (reaches ~0.84).
+TRAIN = ("--train-steps", "300", "--batch-size", "128", "--checkpoint-every", "100")
+
+
+@pytest.fixture(scope="module")
+def quest_csv(tmp_path_factory) -> str:
+    path = str(tmp_path_factory.mktemp("quest") / "quest.csv")
+    datagen.generate_quest_logs(path, ROWS, seed=21)
+    return path
+
+
+@pytest.fixture(scope="module")
+def local_data(quest_csv, tmp_path_factory) -> str:
+    out = str(tmp_path_factory.mktemp("ds") / "quest")
+    sharding.shard(
+        sharding.ShardConfig(
+            sources=(quest_csv,), output=out, label="cleared", key="attempt_id", processes=1
+        )
+    )
+    return out
+
+
+@pytest.fixture(scope="module")
+def minio_data(minio, quest_csv) -> str:
+    out = minio.uri("trainer-data")
+    sharding.shard(
+        sharding.ShardConfig(
+            sources=(quest_csv,), output=out, label="cleared", key="attempt_id", processes=1
+        )
+    )
+    return out
+
+
+def _check(proc: subprocess.CompletedProcess) -> str:
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text[-4000:]
+    return text
+
+
+def _metrics(model_dir: str) -> dict:
+    return storage.read_json(storage.join(model_dir, "eval", "metrics.json"))
+
+
+SCORE_CSV = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+export, csv_path, samples_path = sys.argv[1:]
+model = tf.saved_model.load(export)
+want = {}
+for line in open(samples_path):
+    s = json.loads(line)
+    want[s["key"]] = s["probabilities"]
+lines = {}
+with open(csv_path) as f:
+    next(f)
+    for line in f:
+        key = line.split(",", 1)[0]
+        if key in want:
+            lines[key] = line.rstrip("\\n")
+keys = sorted(lines)
+out = model.signatures["predict_csv"](lines=tf.constant([lines[k] for k in keys]))
+got = out["probabilities"].numpy()
+diff = max(float(np.abs(got[i] - np.array(want[k])).max()) for i, k in enumerate(keys))
+print(json.dumps({"rows": len(keys), "max_diff": diff}))
+"""
+
+
+@pytest.mark.minio
+def test_single_process_trains_on_minio_exports_and_serves_raw_csv(
+    minio, minio_data, quest_csv, tmp_path
+):
+    model_dir = minio.uri("model-single")
+    text = _check(run_cli("train", "--data", minio_data, "--model-dir", model_dir, *TRAIN))
+    assert "local, single replica" in text
+    metrics = _metrics(model_dir)
+    assert metrics["step"] == 300 and metrics["auc"] >= 0.80, metrics
+    assert set(metrics) >= {"auc", "accuracy", "log_loss", "confusion_matrix", "roc"}
+    assert storage.exists(storage.join(model_dir, "train_config.yaml"))
+    assert storage.walk_files(storage.join(model_dir, "logs", "train"))  # TensorBoard events
+    latest = storage.read_json(storage.join(model_dir, "checkpoints", "latest.json"))
+    assert latest["step"] == 300 and latest["final"]
+
+    # The same command again: the job is complete, nothing happens.
+    again = _check(run_cli("train", "--data", minio_data, "--model-dir", model_dir, *TRAIN))
+    assert "nothing to do" in again
+
+    # The export, in a fresh process, scores raw CSV lines exactly like the trained model.
+    export = storage.read_json(storage.join(model_dir, "export", "latest.json"))
+    local_export = str(tmp_path / "export")
+    storage.download_dir(storage.join(model_dir, export["path"]), local_export)
+    samples = str(tmp_path / "samples.jsonl")
+    storage.download_file(storage.join(model_dir, "eval", "sample_predictions.jsonl"), samples)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCORE_CSV, local_export, quest_csv, samples],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    scored = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert scored["rows"] == 200
+    assert scored["max_diff"] < 1e-5
+
+
+@pytest.mark.minio
+def test_chief_two_workers_and_evaluator_on_minio(minio, minio_data):
+    model_dir = minio.uri("model-cluster")
+    text = _check(
+        run_cli(
+            "run-local",
+            "--workers",
+            "2",
+            "--evaluator",
+            "--timeout",
+            "600",
+            "--grace",
+            "60",
+            "--",
+            "train",
+            "--data",
+            minio_data,
+            "--model-dir",
+            model_dir,
+            *TRAIN,
+            "--batch-size",  # three replicas in sync: the global batch splits evenly
+            "192",
+            timeout=900,
+        )
+    )
+    assert "chief 0 of 3 (chief: yes): 3 replica(s) in sync" in text
+    assert "[worker-1]" in text and "[evaluator-0]" in text
+    metrics = _metrics(model_dir)
+    assert metrics["step"] == 300 and metrics["auc"] >= 0.80, metrics
+    # The sidecar evaluator evaluated checkpoints as they came, not only the last one.
+    evaluated = [p for p in storage.walk_files(storage.join(model_dir, "eval")) if "metrics-" in p]
+    assert len(evaluated) >= 2, evaluated
+    assert "final checkpoint (step 300) evaluated" in text
+    assert storage.exists(storage.join(model_dir, "export", "latest.json"))
+
+
+def _latest_step(model_dir: str) -> int:
+    pointer = os.path.join(model_dir, "checkpoints", "latest.json")
+    try:
+        with open(pointer) as f:
+            return json.load(f)["step"]
+    except (FileNotFoundError, json.JSONDecodeError):
+        return 0
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "shardtrain.cli", *args]
+
+
+def test_sigkill_of_a_worker_then_the_same_command_resumes(local_data, tmp_path):
+    model_dir = str(tmp_path / "model")
+    command = _cli(
+        "run-local",
+        "--workers",
+        "1",
+        "--grace",
+        "10",
+        "--timeout",
+        "600",
+        "--",
+        "train",
+        "--data",
+        local_data,
+        "--model-dir",
+        model_dir,
+        "--train-steps",
+        "700",
+        "--batch-size",
+        "128",
+        "--checkpoint-every",
+        "100",
+        "--steps-per-loop",
+        "20",
+    )
+    log_path = tmp_path / "first.log"
+    with open(log_path, "w") as log:
+        job = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 300
+            while _latest_step(model_dir) < 200:
+                assert job.poll() is None, log_path.read_text()[-3000:]
+                assert time.monotonic() < deadline, "no checkpoint at step 200 in time"
+                time.sleep(0.1)
+            workers = [
+                p
+                for p in psutil.Process(job.pid).children(recursive=True)
+                if '"type": "worker"' in p.environ().get("TF_CONFIG", "")
+            ]
+            assert len(workers) == 1
+            workers[0].send_signal(signal.SIGKILL)
+            code = job.wait(timeout=120)
+        finally:
+            if job.poll() is None:
+                job.kill()
+    first = log_path.read_text()
+    killed_at = _latest_step(model_dir)
+    assert code != 0, first[-3000:]
+    assert "worker-0 exited with code -9" in first or "worker-0 exited with code 137" in first
+    assert 200 <= killed_at < 700
+
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    second = _check(proc)
+    assert f"resuming from step {killed_at}" in second
+    assert f"trained to step 700 (from {killed_at})" in second
+    assert _latest_step(model_dir) == 700
+
+
+def test_sigterm_writes_a_checkpoint_and_exits_retryably(local_data, tmp_path):
+    model_dir = str(tmp_path / "model")
+    args = ("--data", local_data, "--model-dir", model_dir, "--batch-size", "64")
+    job = subprocess.Popen(
+        _cli("train", *args, "--train-steps", "1000000", "--steps-per-loop", "10"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        # Wait until the loop runs (its TensorBoard summaries appear), then "evict the pod".
+        while not os.path.isdir(os.path.join(model_dir, "logs", "train")):
+            assert job.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        time.sleep(2)
+        job.send_signal(signal.SIGTERM)
+        out, _ = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 143, out[-3000:]  # 128 + SIGTERM: the operator restarts the pod
+    step = _latest_step(model_dir)
+    assert step > 0 and step % 10 == 0, out[-2000:]
+    assert "run again to resume" in out
+    # Restarted, it resumes from that checkpoint.
+    resumed = _check(run_cli("train", *args, "--train-steps", str(step + 20)))
+    assert f"trained to step {step + 20} (from {step})" in resumed
+
+
+USER_MODEL = '''
+import keras
+
+def small_dnn(spec, hparams):
+    """A user model: numeric features only, one hidden layer of hparams['width'] units."""
+    inputs = {f.name: keras.Input((), name=f.name) for f in spec.numeric}
+    x = keras.layers.Concatenate()([keras.layers.Reshape((1,))(inputs[f.name])
+                                    for f in spec.numeric])
+    x = keras.layers.Lambda(lambda t: keras.ops.where(keras.ops.isnan(t), 0.0, t))(x)
+    x = keras.layers.Normalization(
+        mean=[f.mean for f in spec.numeric], variance=[f.std ** 2 for f in spec.numeric])(x)
+    x = keras.layers.Dense(hparams["width"], activation="relu")(x)
+    return keras.Model(inputs, keras.layers.Dense(1)(x))
+'''
+
+
+def test_a_module_function_model_trains(local_data, tmp_path):
+    (tmp_path / "my_models.py").write_text(USER_MODEL)
+    cfg = tmp_path / "train.yaml"
+    cfg.write_text("model:\n  extra: {width: 16}\n")
+    model_dir = str(tmp_path / "model")
+    proc = run_cli(
+        "train",
+        "--config",
+        str(cfg),
+        "--model",
+        "my_models:small_dnn",
+        "--data",
+        local_data,
+        "--model-dir",
+        model_dir,
+        "--train-steps",
+        "200",
+        "--batch-size",
+        "128",
+        env={"PYTHONPATH": str(tmp_path)},
+    )
+    _check(proc)
+    metrics = _metrics(model_dir)
+    assert metrics["step"] == 200 and metrics["auc"] > 0.7, metrics
+    saved = storage.read_text(os.path.join(model_dir, "train_config.yaml"))
+    assert "my_models:small_dnn" in saved and "width: 16" in saved
+
+
+def test_mirrored_strategy_over_two_logical_cpus(local_data, tmp_path):
+    """Two logical CPU devices in one process stand in for a node with two GPUs."""
+    model_dir = str(tmp_path / "model")
+    text = _check(
+        run_cli(
+            "train",
+            "--data",
+            local_data,
+            "--model-dir",
+            model_dir,
+            "--devices",
+            "2",
+            "--train-steps",
+            "200",
+            "--batch-size",
+            "128",
+        )
+    )
+    assert "2 replica(s) in sync" in text
+    assert "/device:CPU:0', '/job:localhost/replica:0/task:0/device:CPU:1'" in text
+    assert _metrics(model_dir)["auc"] >= 0.75

@@ -1,0 +1,240 @@
+"""The trainer's parts on tiny data: features, metrics, configuration, checkpoint store, models."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from shardtrain import sharding
+from shardtrain.checkpoints import CheckpointStore
+from shardtrain.config import CONFIG_NAME, TrainConfig, load_saved_config, resolve_config
+from shardtrain.errors import ConfigError, DataError, StorageError
+from shardtrain.evaluation import MetricsAccumulator
+from shardtrain.features import FeatureSpec
+from shardtrain.models import build_model, resolve_model_fn
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "data", "all_types.csv")
+
+
+@pytest.fixture(scope="module")
+def all_types(tmp_path_factory):
+    """tests/data/all_types.csv sharded uncompressed: every type, missing values, quotes."""
+    out = str(tmp_path_factory.mktemp("ds") / "all_types")
+    meta = sharding.shard(
+        sharding.ShardConfig(
+            sources=(DATA,),
+            output=out,
+            label="cleared",
+            key="id",
+            compression="none",
+            num_shards=1,
+            processes=1,
+            max_bad_fraction=1.0,
+        )
+    ).metadata
+    return out, meta
+
+
+def test_feature_spec_from_metadata(all_types):
+    _, meta = all_types
+    spec = FeatureSpec.from_metadata(meta)
+    assert spec.label == "cleared" and spec.classes == ("0", "1") and spec.is_binary
+    assert [f.name for f in spec.numeric] == ["level", "score", "weekend"]
+    assert [f.name for f in spec.categorical] == ["cls", "note"]
+    assert spec.excluded == ("id",)  # the split key identifies rows: never a feature
+    level = spec.numeric[0]
+    assert level.has_missing and level.std > 0
+    assert "mage" in spec.categorical[0].vocabulary
+    without = FeatureSpec.from_metadata(meta, exclude=["note"])
+    assert [f.name for f in without.categorical] == ["cls"]
+    with pytest.raises(ConfigError, match="cannot exclude unknown column"):
+        FeatureSpec.from_metadata(meta, exclude=["nope"])
+    with pytest.raises(DataError, match="lacks"):
+        FeatureSpec.from_metadata({"schema": {}})
+
+
+def test_float_label_and_single_class_are_refused(all_types):
+    _, meta = all_types
+    bad = json.loads(json.dumps(meta))
+    bad["label_info"]["classes"] = ["1"]
+    with pytest.raises(DataError, match="at least 2"):
+        FeatureSpec.from_metadata(bad, where="ds")
+    bad = json.loads(json.dumps(meta))
+    for col in bad["schema"]["columns"]:
+        if col["name"] == "cleared":
+            col["type"] = "float"
+    with pytest.raises(DataError, match="float column"):
+        FeatureSpec.from_metadata(bad)
+
+
+def test_examples_and_csv_lines_parse_to_the_same_features(all_types):
+    """The training parser (Examples) and the serving parser (raw CSV) must agree exactly."""
+    import tensorflow as tf
+
+    uri, meta = all_types
+    spec = FeatureSpec.from_metadata(meta)
+    shard = sharding.shard_uris(uri, meta, "train") + sharding.shard_uris(uri, meta, "eval")
+    serialized = tf.stack(list(tf.data.TFRecordDataset(shard)))
+    from_examples, labels, keys = spec.parse_examples(serialized, with_key=True)
+    import csv
+
+    with open(DATA, newline="") as f:
+        rows = {r[0]: r for r in csv.reader(f) if r[0] != "id"}
+    lines = []
+    for k in keys.numpy():
+        row = rows[k.decode()]
+        lines.append(",".join(f'"{v}"' if "," in v else v for v in row))
+    from_csv = spec.parse_csv(tf.constant(lines))
+    assert len(lines) >= 4
+    for name in spec.feature_names:
+        a, b = from_examples[name].numpy(), from_csv[name].numpy()
+        if a.dtype.kind == "f":
+            np.testing.assert_array_equal(np.isnan(a), np.isnan(b), err_msg=name)
+            np.testing.assert_array_equal(a[~np.isnan(a)], b[~np.isnan(b)], err_msg=name)
+        else:
+            assert list(a) == list(b), name
+    by_key = dict(zip([k.decode() for k in keys.numpy()], labels.numpy(), strict=True))
+    assert by_key["r1"] == 1 and by_key["r2"] == 0
+    r3 = [k.decode() for k in keys.numpy()].index("r3")
+    assert np.isnan(from_examples["level"].numpy()[r3])  # missing int → NaN
+    assert from_examples["cls"].numpy()[r3] == b""  # missing string → ""
+
+
+def _exact_auc(p, y):
+    pos, neg = p[y == 1], p[y == 0]
+    wins = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
+    return wins / (len(pos) * len(neg))
+
+
+def test_binary_metrics_match_exact_computations():
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 5000)
+    p = np.clip(rng.normal(0.35 + 0.3 * y, 0.2), 0, 1)
+    acc = MetricsAccumulator(["0", "1"])
+    for start in range(0, 5000, 777):  # uneven batches
+        acc.update(p[start : start + 777], y[start : start + 777])
+    m = acc.result()
+    assert m["num_examples"] == 5000
+    assert m["auc"] == pytest.approx(_exact_auc(p, y), abs=2e-4)
+    assert m["accuracy"] == pytest.approx(((p >= 0.5) == y).mean())
+    true_p = np.clip(np.where(y == 1, p, 1 - p), 1e-7, 1)
+    assert m["log_loss"] == pytest.approx(-np.log(true_p).mean(), rel=1e-9)
+    cm = np.array(m["confusion_matrix"]["matrix"])
+    assert cm.sum() == 5000 and cm[1, 1] == ((p >= 0.5) & (y == 1)).sum()
+    roc = m["roc"]
+    assert roc["fpr"][0] == 0 and roc["tpr"][-1] == 1 and roc["fpr"][-1] == 1
+    assert all(a <= b for a, b in zip(roc["tpr"], roc["tpr"][1:], strict=False))
+
+
+def test_multiclass_metrics():
+    acc = MetricsAccumulator(["a", "b", "c"])
+    probs = np.array([[0.8, 0.1, 0.1], [0.1, 0.7, 0.2], [0.2, 0.2, 0.6], [0.5, 0.4, 0.1]])
+    acc.update(probs, np.array([0, 1, 2, 1]))
+    m = acc.result()
+    assert m["accuracy"] == 0.75
+    assert m["confusion_matrix"]["matrix"] == [[1, 0, 0], [1, 1, 0], [0, 0, 1]]
+    assert m["auc"] == pytest.approx(1.0)  # every class ranks its own examples first
+    with pytest.raises(ValueError, match="out of range"):
+        acc.update(probs[:1], np.array([3]))
+
+
+def test_config_defaults_file_then_flags(tmp_path):
+    cfg_file = tmp_path / "train.yaml"
+    cfg_file.write_text(
+        textwrap.dedent(
+            """
+            train_steps: 50
+            batch_size: 64
+            model: {hidden_units: [16, 8], dropout: 0.1}
+            input: {cache_mb: 64}
+            """
+        )
+    )
+    cfg = resolve_config(
+        str(cfg_file),
+        {"data": "d", "model_dir": str(tmp_path / "m"), "batch_size": 32, "learning_rate": None},
+    )
+    assert cfg.train_steps == 50 and cfg.batch_size == 32  # flag beats file
+    assert cfg.learning_rate == TrainConfig().learning_rate  # unset flag keeps the default
+    assert cfg.model.hidden_units == [16, 8] and cfg.input.cache_mb == 64
+    cfg = resolve_config(None, {"data": "d", "model_dir": "m", "model.hidden_units": "32,4"})
+    assert cfg.model.hidden_units == [32, 4]
+    saved = resolve_config(str(cfg_file), {"data": "d", "model_dir": str(tmp_path / "m")})
+    saved.save()
+    assert (tmp_path / "m" / CONFIG_NAME).exists()
+    assert load_saved_config(str(tmp_path / "m")) == saved
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"train_stepz": 5}, "unknown setting 'train_stepz'"),
+        ({"train_steps": 0}, "train_steps must be a positive integer"),
+        ({"train_steps": "many"}, "expected int"),
+        ({"model": {"dropout": 1.5}}, "dropout"),
+        ({"data": ""}, "--data"),
+    ],
+)
+def test_config_errors_are_one_clear_line(values, message):
+    base = {"data": "d", "model_dir": "m"}
+    with pytest.raises(ConfigError, match=message):
+        resolve_config(None, {**base, **values})
+
+
+def test_checkpoint_store_publishes_pointer_last_and_prunes(tmp_path):
+    model_dir = str(tmp_path / "model")
+    store = CheckpointStore(model_dir, str(tmp_path / "stage"), max_to_keep=2)
+    assert store.latest() is None
+    with pytest.raises(StorageError, match="no staged checkpoint"):
+        store.publish(1)
+    for step in (10, 20, 30):
+        for suffix in (".index", ".data-00000-of-00001"):
+            with open(store.local_prefix(step) + suffix, "w") as f:
+                f.write(f"step {step}")
+        store.publish(step, final=step == 30)
+    latest = store.latest()
+    assert (latest.step, latest.prefix, latest.final) == (30, "ckpt-30", True)
+    remote = sorted(os.listdir(os.path.join(model_dir, "checkpoints")))
+    assert remote == [
+        "ckpt-20.data-00000-of-00001",
+        "ckpt-20.index",
+        "ckpt-30.data-00000-of-00001",
+        "ckpt-30.index",
+        "latest.json",
+    ]
+    reader = CheckpointStore(model_dir, str(tmp_path / "other"))
+    prefix = reader.fetch(latest)
+    with open(prefix + ".index") as f:
+        assert f.read() == "step 30"
+
+
+def test_model_functions(all_types, tmp_path, monkeypatch):
+    _, meta = all_types
+    spec = FeatureSpec.from_metadata(meta)
+    model = build_model("tabular", spec, {"hidden_units": [8], "embedding_dim": 4})
+    assert model.outputs[0].shape[-1] == 1
+    with pytest.raises(ConfigError, match="MODULE:FUNCTION"):
+        resolve_model_fn("resnet")
+    with pytest.raises(ConfigError, match="cannot import module"):
+        resolve_model_fn("no_such_module_xyz:fn")
+    (tmp_path / "bad_models.py").write_text(
+        "import keras\n"
+        "def three(spec, hparams):\n"
+        "    i = keras.Input((), name='level')\n"
+        "    return keras.Model(i, keras.layers.Dense(3)(keras.layers.Reshape((1,))(i)))\n"
+        "def not_a_model(spec, hparams):\n"
+        "    return 42\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("bad_models", None)
+    with pytest.raises(ConfigError, match="must output 1"):
+        build_model("bad_models:three", spec, {})
+    with pytest.raises(ConfigError, match=r"not a keras\.Model"):
+        build_model("bad_models:not_a_model", spec, {})
+    with pytest.raises(ConfigError, match="has no function 'missing'"):
+        resolve_model_fn("bad_models:missing")
