@@ -36,6 +36,9 @@ from shardtrain.errors import ConfigError, DataError
 
 #: Column types stored as numbers in the Examples; parsed as float32 for the model.
 NUMERIC_TYPES = ("int", "float", "bool")
+#: What a missing int/bool parses as before it becomes NaN (the one int64 never seen in data
+#: a model could use: it would also be read as missing).
+INT_MISSING = -(2**63)
 
 
 @dataclass(frozen=True)
@@ -207,14 +210,22 @@ class FeatureSpec:
     # ----------------------------------------------------------------------------------------
 
     def _raw_features(self) -> dict[str, Any]:
+        """``parse_example`` features: fixed-length with a default that marks "missing".
+
+        Fixed-length parsing is several times faster than ragged/var-len parsing. A missing
+        float parses as NaN, a missing string as ``""`` (the sharder stores ``""`` as
+        missing too), a missing int/bool as :data:`INT_MISSING`, turned into NaN below.
+        """
         import tensorflow as tf
 
         spec: dict[str, Any] = {}
         for f in self.numeric:
-            dtype = tf.float32 if f.type == "float" else tf.int64
-            spec[f.name] = tf.io.RaggedFeature(dtype)
+            if f.type == "float":
+                spec[f.name] = tf.io.FixedLenFeature([], tf.float32, default_value=float("nan"))
+            else:
+                spec[f.name] = tf.io.FixedLenFeature([], tf.int64, default_value=INT_MISSING)
         for f in self.categorical:
-            spec[f.name] = tf.io.RaggedFeature(tf.string)
+            spec[f.name] = tf.io.FixedLenFeature([], tf.string, default_value="")
         spec[self.label] = tf.io.FixedLenFeature(
             [], tf.string if self.label_type == "string" else tf.int64
         )
@@ -241,27 +252,24 @@ class FeatureSpec:
         raw = self._raw_features()
         if with_key and self.key:
             dtype = {"string": tf.string, "float": tf.float32}.get(self.key_type, tf.int64)
-            raw[self.key] = tf.io.RaggedFeature(dtype)
+            raw[self.key] = tf.io.FixedLenFeature([], dtype, default_value=tf.zeros([], dtype))
         serialized = tf.reshape(serialized, [-1])  # a batch: rank 1, even if unknown upstream
         parsed = tf.io.parse_example(serialized, raw)
         features = {}
         for f in self.numeric:
-            ragged = tf.cast(parsed[f.name], tf.float32)
-            # Every feature holds 0 (missing) or 1 value: take the first, NaN when absent.
-            features[f.name] = tf.squeeze(
-                ragged.to_tensor(default_value=float("nan"), shape=[None, 1]), axis=1
-            )
+            value = parsed[f.name]
+            if f.type != "float":
+                missing = tf.equal(value, INT_MISSING)
+                value = tf.where(missing, float("nan"), tf.cast(value, tf.float32))
+            features[f.name] = value
         for f in self.categorical:
-            features[f.name] = tf.squeeze(
-                parsed[f.name].to_tensor(default_value="", shape=[None, 1]), axis=1
-            )
+            features[f.name] = parsed[f.name]
         labels = self.label_index(parsed[self.label])
         if not with_key:
             return features, labels
         if self.key:
             key = parsed[self.key]
-            key = key if key.dtype == tf.string else tf.strings.as_string(key)
-            keys = tf.squeeze(key.to_tensor(default_value="", shape=[None, 1]), axis=1)
+            keys = key if key.dtype == tf.string else tf.strings.as_string(key)
         else:
             keys = tf.fill(tf.shape(labels), "")
         return features, labels, keys

@@ -374,6 +374,44 @@ def _loss_fn(spec: FeatureSpec):
     return per_example, predicted
 
 
+def build_train_loop(strategy, model, optimizer, spec: FeatureSpec, global_batch: int, step_var):
+    """The distributed training loop: ``train_loop(iterator, steps) -> (loss_sum, correct)``.
+
+    One call runs ``steps`` optimizer steps inside a single ``tf.function`` (a ``tf.range``
+    loop: no Python round trip between steps). Each step runs on every replica with
+    ``strategy.run``; the loss is averaged over the *global* batch, so gradients summed by the
+    all-reduce are the gradients of the global mean loss whatever the number of replicas.
+    The summed per-example loss and correct predictions come back for summaries (one extra
+    small all-reduce per step), and ``step_var`` is incremented once per step.
+    """
+    import tensorflow as tf
+
+    per_example_loss, predicted = _loss_fn(spec)
+
+    def step_fn(features, labels):
+        with tf.GradientTape() as tape:
+            logits = model(model_inputs(model, features), training=True)
+            per_example = per_example_loss(labels, logits)
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+            if model.losses:
+                loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        correct = tf.reduce_sum(tf.cast(tf.equal(predicted(logits), labels), tf.float32))
+        return tf.stack([tf.reduce_sum(per_example), correct])
+
+    @tf.function
+    def train_loop(iterator, steps):
+        totals = tf.zeros([2])
+        for _ in tf.range(steps):
+            per_replica = strategy.run(step_fn, args=next(iterator))
+            totals += strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+            step_var.assign_add(1)
+        return totals[0], totals[1]
+
+    return train_loop
+
+
 def _train(
     config: TrainConfig,
     role: cluster.Role,
@@ -462,33 +500,9 @@ def _train(
         )
 
     iterator = iter(strategy.distribute_datasets_from_function(input_fn))
-    per_example_loss, predicted = _loss_fn(spec)
     global_batch = config.batch_size
-
-    def step_fn(features, labels):
-        with tf.GradientTape() as tape:
-            logits = model(model_inputs(model, features), training=True)
-            per_example = per_example_loss(labels, logits)
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
-            if model.losses:
-                loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-        correct = tf.reduce_sum(tf.cast(tf.equal(predicted(logits), labels), tf.float32))
-        return tf.reduce_sum(per_example), correct
-
+    train_loop = build_train_loop(strategy, model, optimizer, spec, global_batch, global_step)
     sum_op = tf.distribute.ReduceOp.SUM
-
-    @tf.function
-    def train_loop(iterator, steps):
-        loss_sum = tf.constant(0.0)
-        correct = tf.constant(0.0)
-        for _ in tf.range(steps):
-            loss, right = strategy.run(step_fn, args=next(iterator))
-            loss_sum += strategy.reduce(sum_op, loss, axis=None)
-            correct += strategy.reduce(sum_op, right, axis=None)
-            global_step.assign_add(1)
-        return loss_sum, correct
 
     @tf.function
     def any_replica_stopping(flag):
