@@ -421,24 +421,206 @@ def run_local_cmd(
 ) -> None:
     """Run `shardtrain COMMAND...` as a local TFJob: a chief, --workers workers and an
     optional evaluator, each a process with the TF_CONFIG the training operator would give it.
+    Or run the replicas of a TFJob manifest (their command, args and env; variables the cluster
+    takes from Secrets come from this environment): `shardtrain run-local job.yaml`.
 
     Example: shardtrain run-local --workers 2 --evaluator -- train --data DIR --model-dir DIR
     """
     import sys
 
-    from shardtrain import launcher
+    from shardtrain import launcher, tfjob
 
-    args = (sys.executable, "-m", "shardtrain.cli", *command)
-    replicas = [launcher.Replica("chief", 1, args)]
-    if workers:
-        replicas.append(launcher.Replica("worker", workers, args))
-    if evaluator:
-        replicas.append(launcher.Replica("evaluator", 1, args))
+    if tfjob.is_manifest_path(command):
+        ctx = click.get_current_context()
+        if any(
+            ctx.get_parameter_source(p) is click.core.ParameterSource.COMMANDLINE
+            for p in ("workers", "evaluator")
+        ):
+            raise click.UsageError("a manifest sets its own replicas: drop --workers/--evaluator")
+        replicas = tfjob.local_replicas(tfjob.load_manifest(command[0]))
+    else:
+        args = (sys.executable, "-m", "shardtrain.cli", *command)
+        replicas = [launcher.Replica("chief", 1, args)]
+        if workers:
+            replicas.append(launcher.Replica("worker", workers, args))
+        if evaluator:
+            replicas.append(launcher.Replica("evaluator", 1, args))
     result = launcher.run_local(replicas, timeout=timeout, grace=grace)
     if not result.succeeded:
         click.secho(f"error: local job failed: {result.reason}", err=True, fg="red")
         sys.exit(result.exit_code)
     click.echo("local job succeeded")
+
+
+# --------------------------------------------------------------------------------------------
+# Kubernetes: TFJob manifests, submission
+# --------------------------------------------------------------------------------------------
+
+
+def _tfjob_help(name: str, text: str) -> str:
+    """``text`` with the JobConfig default of ``name`` (the base manifest's value)."""
+    from shardtrain.tfjob import JobConfig
+
+    value = JobConfig.default(name)
+    if isinstance(value, bool) or value is None:
+        shown = {None: "none", True: "yes", False: "no"}[value]
+    else:
+        shown = value
+    return f"{text} [default: {shown}]"
+
+
+def _tfjob_options(*, required: bool):
+    """The TFJob settings of `tfjob render` and `tfjob submit`; None means the default."""
+    d = _tfjob_help
+    options = [
+        click.option("--name", default=None, help=d("name", "TFJob name.")),
+        click.option("--namespace", default=None, help=d("namespace", "Namespace.")),
+        click.option("--image", default=None, help=d("image", "Project image.")),
+        click.option(
+            "--workers",
+            type=click.IntRange(min=0),
+            default=None,
+            help=d("workers", "Worker replicas besides the chief."),
+        ),
+        click.option(
+            "--gpus-per-worker",
+            type=click.IntRange(min=0),
+            default=None,
+            help=d("gpus_per_worker", "nvidia.com/gpu of the chief and each worker (0: CPU only)."),
+        ),
+        click.option(
+            "--evaluator/--no-evaluator",
+            default=None,
+            help=d("evaluator", "Add an evaluator replica."),
+        ),
+        click.option("--data", required=required, help="Sharded dataset URI."),
+        click.option("--model-dir", required=required, help="Model URI."),
+        click.option(
+            "--secret",
+            default=None,
+            help=d("secret", "Secret with the storage variables ('' for none, e.g. GCS)."),
+        ),
+        click.option(
+            "--service-account",
+            default=None,
+            help=d("service_account", "The pods' service account."),
+        ),
+        click.option("--cpu", default=None, help=d("cpu", "CPU request per pod.")),
+        click.option("--memory", default=None, help=d("memory", "Memory per pod.")),
+        click.option(
+            "--backoff-limit",
+            type=click.IntRange(min=0),
+            default=None,
+            help=d("backoff_limit", "Pod restarts before the job fails."),
+        ),
+        click.option(
+            "--ttl-seconds-after-finished",
+            type=click.IntRange(min=0),
+            default=None,
+            help=d("ttl_seconds_after_finished", "Seconds a finished job is kept."),
+        ),
+        click.option(
+            "--clean-pod-policy",
+            type=click.Choice(["None", "Running", "All"]),
+            default=None,
+            help=d("clean_pod_policy", "Pods deleted when the job ends."),
+        ),
+        click.option(
+            "--active-deadline-seconds",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Fail the job after this many seconds [default: no limit].",
+        ),
+    ]
+
+    def decorate(func):
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return decorate
+
+
+@cli.group("tfjob")
+def tfjob_group() -> None:
+    """Kubeflow TFJobs: render the training job's manifest, or submit it and wait for it."""
+
+
+@tfjob_group.command("render")
+@_tfjob_options(required=True)
+@click.argument("train_args", nargs=-1, type=click.UNPROCESSED)
+def tfjob_render_cmd(train_args: tuple[str, ...], **settings) -> None:
+    """Print the TFJob manifest (YAML) that trains on --data into --model-dir.
+
+    TRAIN_ARGS (after `--`) go to `shardtrain train` in every replica. Apply the output with
+    `kubectl apply -f`, or run it locally with `shardtrain run-local FILE`.
+
+    Example: shardtrain tfjob render --data s3://b/quest --model-dir s3://b/m -- --train-steps 5000
+    """
+    from shardtrain import tfjob
+
+    config = tfjob.JobConfig.from_overrides(train_args=train_args, **settings)
+    click.echo(tfjob.to_yaml(tfjob.build_tfjob(config)), nl=False)
+
+
+@tfjob_group.command("submit")
+@_tfjob_options(required=False)
+@click.option(
+    "-f",
+    "--file",
+    "manifest_file",
+    default=None,
+    help="Submit this TFJob manifest instead of building one from the options.",
+)
+@click.option(
+    "--wait-timeout",
+    type=click.FloatRange(min=1),
+    default=86400,
+    show_default=True,
+    help="Seconds to wait for the job to end, in total.",
+)
+@click.option(
+    "--poll-interval",
+    type=click.FloatRange(min=1),
+    default=15,
+    show_default=True,
+    help="Seconds between status polls.",
+)
+@click.option("--logs/--no-logs", default=True, show_default=True, help="Stream the chief's log.")
+@click.option(
+    "--delete/--no-delete", default=False, show_default=True, help="Delete the job when it ends."
+)
+@click.argument("train_args", nargs=-1, type=click.UNPROCESSED)
+def tfjob_submit_cmd(
+    manifest_file: str | None,
+    wait_timeout: float,
+    poll_interval: float,
+    logs: bool,
+    delete: bool,
+    train_args: tuple[str, ...],
+    **settings,
+) -> None:
+    """Create the TFJob (kubeconfig or in-cluster credentials), stream the chief's log and wait
+    until it ends; exit non-zero when it Failed or did not end within --wait-timeout.
+
+    Example: shardtrain tfjob submit --data s3://b/quest --model-dir s3://b/m --delete
+    """
+    from shardtrain import tfjob
+
+    if manifest_file is not None:
+        if train_args or any(v is not None for v in settings.values()):
+            raise click.UsageError("-f FILE cannot be combined with job options or train args")
+        job = tfjob.from_manifest(tfjob.load_manifest(manifest_file))
+    else:
+        config = tfjob.JobConfig.from_overrides(train_args=train_args, **settings)
+        job = tfjob.build_tfjob(config)
+    tfjob.submit_and_wait(
+        job,
+        wait_timeout=wait_timeout,
+        poll_interval=poll_interval,
+        stream_logs=logs,
+        delete_after=delete,
+    )
 
 
 @cli.command("demo")

@@ -330,3 +330,40 @@ def test_mirrored_strategy_over_two_logical_cpus(local_data, tmp_path):
     assert "2 replica(s) in sync" in text
     assert "/device:CPU:0', '/job:localhost/replica:0/task:0/device:CPU:1'" in text
     assert _metrics(model_dir)["auc"] >= 0.75
+
+
+@pytest.mark.minio
+def test_a_rendered_tfjob_manifest_runs_locally_on_minio(minio, minio_data, tmp_path):
+    """One manifest for kubectl and local runs: `tfjob render` → `run-local job.yaml`."""
+    model_dir = minio.uri("model-tfjob")
+    rendered = _check(
+        run_cli(
+            "tfjob",
+            "render",
+            "--name",
+            "quest-local",
+            "--workers",
+            "2",
+            "--evaluator",
+            "--data",
+            minio_data,
+            "--model-dir",
+            model_dir,
+            "--",
+            *TRAIN,
+            "--batch-size",
+            "192",
+        )
+    )
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(rendered)
+    assert "secretKeyRef" in rendered and minio.env["AWS_SECRET_ACCESS_KEY"] not in rendered
+    # The Secret-backed variables (credentials, endpoint) come from this environment locally.
+    text = _check(
+        run_cli("run-local", "--timeout", "600", "--grace", "60", str(manifest), timeout=900)
+    )
+    assert "chief 0 of 3 (chief: yes): 3 replica(s) in sync" in text
+    assert "[evaluator-0]" in text
+    metrics = _metrics(model_dir)
+    assert metrics["step"] == 300 and metrics["auc"] >= 0.80, metrics
+    assert storage.exists(storage.join(model_dir, "export", "latest.json"))

@@ -1,0 +1,640 @@
+"""The TFJob generator, its webhook checks, local runs of a manifest, and submit/wait/fail."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from unittest import mock
+
+import pytest
+import yaml
+from kubeflow.training import TrainingClient, models
+from kubernetes import client as k8s_client
+
+from helpers import run_cli
+from shardtrain import __version__, cli, launcher, tfjob
+from shardtrain.errors import ConfigError, ShardtrainError
+
+DATA, MODEL_DIR = "s3://shardtrain/quest", "s3://shardtrain/models/quest"
+
+
+def _config(**overrides) -> tfjob.JobConfig:
+    return tfjob.JobConfig(data=DATA, model_dir=MODEL_DIR, **overrides)
+
+
+def _manifest(**overrides) -> dict:
+    return tfjob.to_manifest(tfjob.build_tfjob(_config(**overrides)))
+
+
+def _container(manifest: dict, rtype: str) -> dict:
+    (container,) = manifest["spec"]["tfReplicaSpecs"][rtype]["template"]["spec"]["containers"]
+    return container
+
+
+# --------------------------------------------------------------------------------------------
+# The generator
+# --------------------------------------------------------------------------------------------
+
+
+def test_default_job_has_chief_two_workers_and_an_evaluator():
+    m = _manifest()
+    assert (m["apiVersion"], m["kind"]) == ("kubeflow.org/v1", "TFJob")
+    assert m["metadata"]["name"] == "shardtrain" and m["metadata"]["namespace"] == "shardtrain"
+    specs = m["spec"]["tfReplicaSpecs"]
+    assert list(specs) == ["Chief", "Worker", "Evaluator"]
+    assert [specs[t]["replicas"] for t in specs] == [1, 2, 1]
+    assert {s["restartPolicy"] for s in specs.values()} == {"ExitCode"}
+    assert m["spec"]["runPolicy"] == {
+        "backoffLimit": 3,
+        "cleanPodPolicy": "Running",
+        "ttlSecondsAfterFinished": 86400,
+    }
+
+
+def test_every_replica_runs_the_trainer_in_the_tensorflow_container():
+    m = _manifest(train_args=("--train-steps", "500", "--model", "tabular"))
+    for rtype in ("Chief", "Worker", "Evaluator"):
+        c = _container(m, rtype)
+        assert c["name"] == "tensorflow"
+        assert c["image"] == tfjob.DEFAULT_IMAGE
+        assert c["command"] == ["shardtrain"]
+        assert c["args"] == [
+            "train",
+            "--data",
+            DATA,
+            "--model-dir",
+            MODEL_DIR,
+            "--train-steps",
+            "500",
+            "--model",
+            "tabular",
+        ]
+        assert c["ports"] == [{"name": "tfjob-port", "containerPort": 2222}]
+
+
+def test_default_image_is_this_versions_project_image():
+    assert f"ghcr.io/shardtrain/shardtrain:{__version__}" == tfjob.DEFAULT_IMAGE
+    assert _container(_manifest(image="registry.local/st:dev"), "Chief")["image"] == (
+        "registry.local/st:dev"
+    )
+
+
+def test_gpus_go_to_chief_and_workers_only():
+    m = _manifest(gpus_per_worker=2)
+    assert _container(m, "Chief")["resources"]["limits"]["nvidia.com/gpu"] == "2"
+    assert _container(m, "Worker")["resources"]["limits"]["nvidia.com/gpu"] == "2"
+    assert "nvidia.com/gpu" not in _container(m, "Evaluator")["resources"]["limits"]
+    cpu_only = _manifest(gpus_per_worker=0, cpu="1", memory="2Gi")
+    for rtype in ("Chief", "Worker", "Evaluator"):
+        assert _container(cpu_only, rtype)["resources"] == {
+            "requests": {"cpu": "1", "memory": "2Gi"},
+            "limits": {"memory": "2Gi"},
+        }
+
+
+@pytest.mark.parametrize(
+    ("workers", "evaluator", "types"),
+    [
+        (0, False, ["Chief"]),
+        (0, True, ["Chief", "Evaluator"]),
+        (3, False, ["Chief", "Worker"]),
+    ],
+)
+def test_workers_and_evaluator_are_omitted_when_not_wanted(workers, evaluator, types):
+    specs = _manifest(workers=workers, evaluator=evaluator)["spec"]["tfReplicaSpecs"]
+    assert list(specs) == types
+    if workers:
+        assert specs["Worker"]["replicas"] == workers
+
+
+def test_pods_are_locked_down_and_have_no_istio_sidecar():
+    for rspec in _manifest()["spec"]["tfReplicaSpecs"].values():
+        template = rspec["template"]
+        assert template["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}
+        pod = template["spec"]
+        assert pod["serviceAccountName"] == "shardtrain-trainer"
+        assert pod["automountServiceAccountToken"] is False
+        assert pod["securityContext"] == {
+            "runAsNonRoot": True,
+            "runAsUser": 10001,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
+        assert pod["containers"][0]["securityContext"] == {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        }
+
+
+def test_storage_credentials_are_secret_references_never_values():
+    env = _container(_manifest(secret="my-store"), "Worker")["env"]
+    by_name = {e["name"]: e for e in env}
+    assert by_name["PYTHONUNBUFFERED"] == {"name": "PYTHONUNBUFFERED", "value": "1"}
+    for key, optional in tfjob.STORAGE_ENV:
+        ref = by_name[key]["valueFrom"]["secretKeyRef"]
+        assert "value" not in by_name[key]
+        assert ref["name"] == "my-store" and ref["key"] == key
+        assert ref.get("optional", False) is optional
+    no_secret = _container(_manifest(secret=None), "Chief")["env"]
+    assert [e["name"] for e in no_secret] == ["PYTHONUNBUFFERED"]
+
+
+def test_yaml_output_is_the_manifest_and_round_trips_through_the_sdk_models():
+    job = tfjob.build_tfjob(_config(workers=1, active_deadline_seconds=7200))
+    manifest = tfjob.to_manifest(job)
+    assert yaml.safe_load(tfjob.to_yaml(job)) == manifest
+    again = tfjob.from_manifest(manifest)
+    assert isinstance(again, models.KubeflowOrgV1TFJob)
+    assert tfjob.to_manifest(again) == manifest
+    assert manifest["spec"]["runPolicy"]["activeDeadlineSeconds"] == 7200
+
+
+def test_from_manifest_rejects_fields_the_sdk_would_silently_drop():
+    manifest = _manifest()
+    manifest["spec"]["tfReplicaSpecs"]["Worker"]["restartPolcy"] = "Never"
+    with pytest.raises(ConfigError, match=r"unknown field\(s\) spec\.tfReplicaSpecs\.Worker\."):
+        tfjob.from_manifest(manifest)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"name": "Quest_Train"}, "DNS-1035"),
+        ({"name": "1quest"}, "DNS-1035"),
+        ({"workers": -1}, "workers must be an integer >= 0"),
+        ({"gpus_per_worker": -2}, "gpus_per_worker"),
+        ({"clean_pod_policy": "Sometimes"}, "clean_pod_policy"),
+        ({"env": {"AWS_SECRET_ACCESS_KEY": "x"}}, "Secret"),
+        ({"env": {"TF_CONFIG": "{}"}}, "TF_CONFIG"),
+        ({"train_args": ("--data=s3://other",)}, "--data"),
+        ({"image": ""}, "image"),
+        ({"secret": "Not A Name"}, "secret"),
+        ({"name": "q" * 60}, "longer than 63 characters"),
+    ],
+)
+def test_bad_settings_fail_with_one_line(overrides, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        tfjob.build_tfjob(_config(**overrides))
+    assert "\n" not in str(err.value)
+
+
+def test_from_overrides_keeps_defaults_for_none_and_empty_secret_means_none():
+    cfg = tfjob.JobConfig.from_overrides(
+        data=DATA, model_dir=MODEL_DIR, workers=None, secret="", train_args=("--seed", "1")
+    )
+    assert cfg.workers == 2 and cfg.secret is None and cfg.train_args == ("--seed", "1")
+    with pytest.raises(ConfigError, match="needs model_dir"):
+        tfjob.JobConfig.from_overrides(data=DATA)
+
+
+# --------------------------------------------------------------------------------------------
+# The operator's webhook rules
+# --------------------------------------------------------------------------------------------
+
+
+def _broken(edit) -> dict:
+    manifest = _manifest()
+    edit(manifest)
+    return manifest
+
+
+def _specs(m: dict) -> dict:
+    return m["spec"]["tfReplicaSpecs"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda m: m["metadata"].update(name="Quest"), "metadata.name must be a DNS-1035"),
+        (lambda m: m["metadata"].update(name="q" * 64), "metadata.name must be a DNS-1035"),
+        (lambda m: m["metadata"].update(name="q" * 55), "longer than 63 characters"),
+        (
+            lambda m: _container(m, "Worker").update(name="trainer"),
+            "Worker: needs a container named 'tensorflow'",
+        ),
+        (lambda m: _container(m, "Chief").pop("image"), "Chief.template.spec.containers[0].image"),
+        (
+            lambda m: _specs(m)["Chief"]["template"]["spec"].update(containers=[]),
+            "containers must be specified",
+        ),
+        (lambda m: _specs(m).update(Master=_specs(m)["Chief"]), "both Chief and Master"),
+        (lambda m: _specs(m).update(worker=_specs(m).pop("Worker")), "unknown replica type"),
+        (lambda m: _specs(m)["Chief"].update(replicas=2), "TensorFlow allows one chief"),
+        (lambda m: _specs(m)["Evaluator"].update(replicas=2), "allows one evaluator"),
+        (lambda m: _specs(m)["Worker"].update(restartPolicy="Sometimes"), "restartPolicy"),
+        (lambda m: m["spec"]["runPolicy"].update(cleanPodPolicy="Some"), "cleanPodPolicy"),
+        (lambda m: m["spec"]["runPolicy"].update(backoffLimit=-1), "backoffLimit"),
+        (lambda m: m["spec"].update(tfReplicaSpecs={}), "tfReplicaSpecs is required"),
+        (lambda m: m.update(kind="PyTorchJob"), "apiVersion/kind"),
+    ],
+)
+def test_validate_enforces_the_webhook_rules(edit, message):
+    manifest = _broken(edit)
+    with pytest.raises(ConfigError) as err:
+        tfjob.validate(manifest)
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_validate_accepts_what_the_generator_writes():
+    for overrides in ({}, {"workers": 0, "evaluator": False}, {"name": "q" * 50}):
+        tfjob.validate(_manifest(**overrides))
+
+
+# --------------------------------------------------------------------------------------------
+# Manifests as local processes
+# --------------------------------------------------------------------------------------------
+
+
+def test_manifest_maps_to_launcher_replicas(monkeypatch, caplog):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "local-key-id-value")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY", raising=False)
+    manifest = _manifest(env={"SHARDTRAIN_MARK": "m1"}, train_args=("--train-steps", "3"))
+    with caplog.at_level(logging.INFO, logger="shardtrain.tfjob"):
+        replicas = tfjob.local_replicas(manifest)
+    argv = (sys.executable, "-m", "shardtrain.cli", "train", "--data", DATA)
+    argv += ("--model-dir", MODEL_DIR, "--train-steps", "3")
+    assert replicas == [
+        launcher.Replica("chief", 1, argv, {"PYTHONUNBUFFERED": "1", "SHARDTRAIN_MARK": "m1"}),
+        launcher.Replica("worker", 2, argv, {"PYTHONUNBUFFERED": "1", "SHARDTRAIN_MARK": "m1"}),
+        launcher.Replica("evaluator", 1, argv, {"PYTHONUNBUFFERED": "1", "SHARDTRAIN_MARK": "m1"}),
+    ]
+    # Secret-backed variables: named in the log (missing required ones warned), never valued.
+    assert "AWS_ACCESS_KEY_ID" in caplog.text and "AWS_ENDPOINT_URL" in caplog.text
+    warning = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning == ["not set in this environment: AWS_SECRET_ACCESS_KEY"]
+    assert "local-key-id-value" not in caplog.text
+
+
+def test_container_commands_map_to_this_interpreter():
+    assert tfjob.local_argv(["shardtrain", "inspect", "x"]) == (
+        sys.executable,
+        "-m",
+        "shardtrain.cli",
+        "inspect",
+        "x",
+    )
+    assert tfjob.local_argv(["/usr/local/bin/shardtrain"])[:3] == (
+        sys.executable,
+        "-m",
+        "shardtrain.cli",
+    )
+    assert tfjob.local_argv(["python3", "-c", "pass"]) == (sys.executable, "-c", "pass")
+    assert tfjob.local_argv(["/bin/echo", "hi"]) == ("/bin/echo", "hi")
+
+
+def test_zero_count_replicas_are_skipped_and_a_missing_command_is_the_entrypoint():
+    manifest = _manifest()
+    _specs(manifest)["Worker"]["replicas"] = 0
+    del _container(manifest, "Chief")["command"]
+    replicas = tfjob.local_replicas(manifest)
+    assert [r.type for r in replicas] == ["chief", "evaluator"]
+    assert replicas[0].command[:4] == (sys.executable, "-m", "shardtrain.cli", "train")
+
+
+def test_load_manifest_picks_the_tfjob_out_of_a_kustomize_rendering(tmp_path):
+    path = tmp_path / "all.yaml"
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "x"}}
+    path.write_text(yaml.safe_dump_all([sa, _manifest()]))
+    assert tfjob.load_manifest(path) == _manifest()
+    path.write_text(yaml.safe_dump(sa))
+    with pytest.raises(ConfigError, match="expected one TFJob, found 0"):
+        tfjob.load_manifest(path)
+    with pytest.raises(ConfigError, match="cannot read"):
+        tfjob.load_manifest(tmp_path / "missing.yaml")
+    assert tfjob.is_manifest_path(["job.yaml"]) and tfjob.is_manifest_path(["j.JSON"])
+    assert not tfjob.is_manifest_path(["train", "--data", "x.yaml"])
+    assert not tfjob.is_manifest_path(["train"])
+
+
+PRINT_ENV = (
+    "import json, os; print('SEEN=' + json.dumps({'tf_config': json.loads(os.environ"
+    "['TF_CONFIG']), 'mark': os.environ.get('SHARDTRAIN_MARK'), 'key_ok': os.environ.get("
+    "'AWS_ACCESS_KEY_ID') == 'local-id'}))"
+)
+
+
+def _seen(text: str) -> dict[str, dict]:
+    seen = {}
+    for line in text.splitlines():
+        prefix, _, rest = line.partition("] ")
+        if rest.startswith("SEEN="):
+            seen[prefix.lstrip("[")] = json.loads(rest.removeprefix("SEEN="))
+    return seen
+
+
+def test_run_local_runs_a_rendered_manifest_with_operator_shaped_tf_config(tmp_path):
+    manifest = _manifest(env={"SHARDTRAIN_MARK": "from-manifest"})
+    for rspec in _specs(manifest).values():
+        container = rspec["template"]["spec"]["containers"][0]
+        container["command"], container["args"] = ["python", "-c", PRINT_ENV], []
+    path = tmp_path / "job.yaml"
+    path.write_text(tfjob.to_yaml(manifest))
+
+    proc = run_cli("run-local", "--grace", "5", str(path), env={"AWS_ACCESS_KEY_ID": "local-id"})
+    assert proc.returncode == 0, proc.stderr
+    assert "local job succeeded" in proc.stdout
+    seen = _seen(proc.stdout)
+    assert sorted(seen) == ["chief-0", "evaluator-0", "worker-0", "worker-1"]
+    cluster = seen["chief-0"]["tf_config"]["cluster"]
+    assert list(cluster) == ["chief", "worker", "evaluator"]
+    assert [len(cluster[t]) for t in cluster] == [1, 2, 1]
+    for name, got in seen.items():
+        kind, index = name.rsplit("-", 1)
+        assert got["tf_config"] == {
+            "cluster": cluster,
+            "task": {"type": kind, "index": int(index)},
+            "environment": "cloud",
+        }
+        assert got["mark"] == "from-manifest" and got["key_ok"] is True
+
+
+def test_the_shardtrain_entrypoint_runs_this_installation():
+    manifest = _manifest(workers=1)
+    for rspec in _specs(manifest).values():
+        rspec["template"]["spec"]["containers"][0]["args"] = ["--version"]
+    out = io.StringIO()
+    result = launcher.run_local(tfjob.local_replicas(manifest), out=out, grace=5, timeout=120)
+    assert result.succeeded, result.reason
+    lines = [line for line in out.getvalue().splitlines() if "version" in line]
+    assert sorted(line.split("]")[0] for line in lines) == ["[chief-0", "[evaluator-0", "[worker-0"]
+    assert all(line.endswith(f"shardtrain, version {__version__}") for line in lines)
+
+
+def test_run_local_refuses_replica_options_with_a_manifest(tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text(tfjob.to_yaml(_manifest()))
+    proc = run_cli("run-local", "--workers", "3", str(path))
+    assert proc.returncode == 2
+    assert "drop --workers/--evaluator" in proc.stderr
+
+
+def test_run_local_reports_a_bad_manifest_in_one_line(tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text(tfjob.to_yaml(_broken(lambda m: _container(m, "Worker").update(name="tf"))))
+    proc = run_cli("run-local", str(path))
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        "error: TFJob shardtrain: tfReplicaSpecs.Worker: needs a container named 'tensorflow'"
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# Submit and wait, through the TrainingClient seam
+# --------------------------------------------------------------------------------------------
+
+
+def _job_with(*conditions: tuple[str, str, str]) -> models.KubeflowOrgV1TFJob:
+    job = tfjob.build_tfjob(_config())
+    job.status = models.KubeflowOrgV1JobStatus(
+        conditions=[
+            models.KubeflowOrgV1JobCondition(type=t, status="True", reason=r, message=msg)
+            for t, r, msg in conditions
+        ]
+    )
+    return job
+
+
+CREATED = ("Created", "TFJobCreated", "TFJob shardtrain is created.")
+SUCCEEDED = ("Succeeded", "TFJobSucceeded", "TFJob shardtrain successfully completed.")
+FAILED = ("Failed", "TFJobFailed", "TFJob shardtrain has failed because 1 Chief replica(s) failed.")
+
+
+def _pod(phase: str, uid: str = "uid-1") -> k8s_client.V1Pod:
+    return k8s_client.V1Pod(
+        metadata=k8s_client.V1ObjectMeta(name="shardtrain-chief-0", uid=uid),
+        status=k8s_client.V1PodStatus(phase=phase),
+    )
+
+
+@pytest.fixture
+def sdk():
+    """A TrainingClient double with the real method signatures (autospec)."""
+    fake = mock.create_autospec(TrainingClient, instance=True)
+    fake.get_job_pods.return_value = []
+    fake.get_job_logs.return_value = ({}, {})
+    return fake
+
+
+def _submit(sdk, **kwargs):
+    out = io.StringIO()
+    kwargs = {"wait_timeout": 3600, "poll_interval": 0.01, **kwargs}
+    try:
+        result = tfjob.submit_and_wait(tfjob.build_tfjob(_config()), client=sdk, out=out, **kwargs)
+    except ShardtrainError as exc:
+        return exc, out.getvalue()
+    return result, out.getvalue()
+
+
+def test_a_succeeded_job_is_reported_with_its_conditions(sdk):
+    sdk.wait_for_job_conditions.return_value = _job_with(CREATED, SUCCEEDED)
+    result, out = _submit(sdk, wait_timeout=5400, poll_interval=30)
+    assert isinstance(result, tfjob.SubmitResult)
+    assert [c.type for c in result.conditions] == ["Created", "Succeeded"]
+    sdk.create_job.assert_called_once()
+    created = sdk.create_job.call_args.kwargs
+    assert created.keys() == {"job", "namespace"}  # the SDK refuses job_kind with a job
+    assert created["namespace"] == "shardtrain"
+    assert tfjob.to_manifest(created["job"]) == _manifest()
+    wait = sdk.wait_for_job_conditions.call_args.kwargs
+    assert wait["name"] == "shardtrain" and wait["namespace"] == "shardtrain"
+    assert wait["wait_timeout"] == 5400  # the overall bound, not the per-request `timeout`
+    assert wait["polling_interval"] == 30 and wait["timeout"] == 120
+    assert wait["expected_conditions"] == {"Succeeded", "Failed"}
+    assert "Succeeded   True   TFJobSucceeded: TFJob shardtrain successfully" in out
+    assert out.rstrip().endswith("TFJob shardtrain/shardtrain succeeded")
+    sdk.delete_job.assert_not_called()
+
+
+def test_a_failed_job_raises_with_the_operators_reason_and_can_be_deleted(sdk):
+    sdk.wait_for_job_conditions.return_value = _job_with(CREATED, FAILED)
+    error, out = _submit(sdk, delete_after=True)
+    assert isinstance(error, tfjob.JobFailedError) and error.exit_code != 0
+    assert str(error) == (
+        "TFJob shardtrain/shardtrain failed: TFJobFailed: TFJob shardtrain has failed because "
+        "1 Chief replica(s) failed."
+    )
+    assert "Failed      True" in out
+    sdk.delete_job.assert_called_once_with(
+        name="shardtrain", namespace="shardtrain", job_kind="TFJob"
+    )
+
+
+def test_a_timeout_raises_and_reports_the_latest_conditions(sdk):
+    sdk.wait_for_job_conditions.side_effect = TimeoutError("Timeout waiting for TFJob")
+    sdk.get_job.return_value = _job_with(CREATED)
+    error, out = _submit(sdk, wait_timeout=60)
+    assert isinstance(error, tfjob.JobTimeoutError) and error.exit_code != 0
+    assert "did not end within 60s" in str(error)
+    assert "Created     True" in out
+    sdk.delete_job.assert_not_called()
+
+
+def test_a_refused_create_is_a_cluster_error_and_nothing_waits(sdk):
+    sdk.create_job.side_effect = RuntimeError("Failed to create TFJob: shardtrain/shardtrain")
+    error, _ = _submit(sdk)
+    assert isinstance(error, tfjob.ClusterError)
+    assert str(error).startswith("cannot create TFJob shardtrain/shardtrain: Failed to create")
+    sdk.wait_for_job_conditions.assert_not_called()
+
+
+def test_the_chiefs_log_is_followed_while_the_job_runs(sdk):
+    followed = threading.Event()
+    sdk.get_job_pods.return_value = [_pod("Running")]
+    sdk.get_job_logs.side_effect = lambda **kw: (followed.set(), ({}, {}))[1]
+
+    def wait(**kwargs):
+        assert followed.wait(10), "the chief's log was never followed"
+        return _job_with(CREATED, SUCCEEDED)
+
+    sdk.wait_for_job_conditions.side_effect = wait
+    result, _ = _submit(sdk)
+    assert isinstance(result, tfjob.SubmitResult)
+    first = sdk.get_job_logs.call_args_list[0].kwargs
+    assert first == {
+        "name": "shardtrain",
+        "namespace": "shardtrain",
+        "job_kind": "TFJob",
+        "is_master": True,
+        "follow": True,
+    }
+    assert sdk.get_job_logs.call_count == 1  # one follow per pod, and nothing printed twice
+
+
+def test_logs_of_a_chief_that_ended_between_polls_are_printed_at_the_end(sdk):
+    sdk.get_job_pods.return_value = [_pod("Failed")]
+    sdk.get_job_logs.return_value = ({"shardtrain-chief-0": "step 1\nerror: bad data\n"}, {})
+    sdk.wait_for_job_conditions.return_value = _job_with(CREATED, FAILED)
+    error, out = _submit(sdk)
+    assert isinstance(error, tfjob.JobFailedError)
+    assert "[shardtrain-chief-0] step 1\n[shardtrain-chief-0] error: bad data\n" in out
+    assert sdk.get_job_logs.call_args.kwargs.get("follow", False) is False
+
+
+def test_no_logs_when_not_wanted(sdk):
+    sdk.wait_for_job_conditions.return_value = _job_with(CREATED, SUCCEEDED)
+    _submit(sdk, stream_logs=False)
+    sdk.get_job_logs.assert_not_called()
+    sdk.get_job_pods.assert_not_called()
+
+
+@pytest.fixture
+def real_client():
+    """The SDK's own TrainingClient (its real create_job checks and wait loop) with only the
+    HTTP calls patched out: creating posts nothing, get_job is the test's."""
+    client = TrainingClient(
+        client_configuration=k8s_client.Configuration(host="http://127.0.0.1:9"),
+        namespace="shardtrain",
+        job_kind="TFJob",
+    )
+    with mock.patch.object(client.custom_api, "create_namespaced_custom_object", autospec=True):
+        yield client
+
+
+def test_the_sdks_wait_loop_honours_the_overall_timeout(real_client):
+    client = real_client
+    with mock.patch.object(client, "get_job", autospec=True) as get_job:
+        get_job.return_value = _job_with(CREATED)  # never finishes
+        start = time.monotonic()
+        error, _ = _submit(client, wait_timeout=0.6, poll_interval=0.1, stream_logs=False)
+        elapsed = time.monotonic() - start
+    assert isinstance(error, tfjob.JobTimeoutError)
+    assert 0.5 < elapsed < 5
+    assert 4 <= get_job.call_count <= 8  # polled until the overall bound, not once
+    assert {c.kwargs["timeout"] for c in get_job.call_args_list[:-1]} == {120}
+    post = client.custom_api.create_namespaced_custom_object
+    assert post.call_args.args[:4] == ("kubeflow.org", "v1", "shardtrain", "tfjobs")
+
+
+def test_the_sdks_wait_loop_reports_a_failed_job_as_failed(real_client):
+    client = real_client
+    with mock.patch.object(client, "get_job", autospec=True) as get_job:
+        get_job.side_effect = [_job_with(CREATED), _job_with(CREATED, FAILED)]
+        error, _ = _submit(client, wait_timeout=30, poll_interval=0.05, stream_logs=False)
+    assert isinstance(error, tfjob.JobFailedError)  # not the SDK's RuntimeError, not success
+
+
+# --------------------------------------------------------------------------------------------
+# The CLI
+# --------------------------------------------------------------------------------------------
+
+
+def _main(*args: str) -> int:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(list(args))
+    return exit_info.value.code or 0
+
+
+def test_render_prints_the_generators_yaml(capsys):
+    code = _main(
+        "tfjob", "render", "--data", DATA, "--model-dir", MODEL_DIR, "--workers", "1",
+        "--gpus-per-worker", "0", "--no-evaluator", "--secret", "", "--", "--train-steps", "9",
+    )  # fmt: skip
+    assert code == 0
+    expected = _manifest(
+        workers=1,
+        gpus_per_worker=0,
+        evaluator=False,
+        secret=None,
+        train_args=("--train-steps", "9"),
+    )
+    assert yaml.safe_load(capsys.readouterr().out) == expected
+
+
+def test_render_needs_data_and_model_dir(capsys):
+    assert _main("tfjob", "render", "--data", DATA) == 2
+    assert "--model-dir" in capsys.readouterr().err
+
+
+def test_submit_exits_non_zero_with_one_line_when_the_job_fails(capsys):
+    with mock.patch("kubeflow.training.TrainingClient", autospec=True) as cls:
+        sdk = cls.return_value
+        sdk.get_job_pods.return_value = []
+        sdk.wait_for_job_conditions.return_value = _job_with(CREATED, FAILED)
+        code = _main(
+            "tfjob", "submit", "--data", DATA, "--model-dir", MODEL_DIR, "--namespace", "team-a",
+            "--wait-timeout", "900", "--delete", "--no-logs",
+        )  # fmt: skip
+    assert code == 1
+    cls.assert_called_once_with(namespace="team-a", job_kind="TFJob")
+    assert sdk.wait_for_job_conditions.call_args.kwargs["wait_timeout"] == 900
+    sdk.delete_job.assert_called_once()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "error: TFJob team-a/shardtrain failed: TFJobFailed: TFJob shardtrain has failed "
+        "because 1 Chief replica(s) failed."
+    ]
+
+
+def test_submit_a_manifest_file(tmp_path, capsys):
+    path = tmp_path / "job.yaml"
+    path.write_text(tfjob.to_yaml(_manifest(name="from-file")))
+    with mock.patch("kubeflow.training.TrainingClient", autospec=True) as cls:
+        cls.return_value.wait_for_job_conditions.return_value = _job_with(CREATED, SUCCEEDED)
+        code = _main("tfjob", "submit", "-f", str(path), "--no-logs")
+    assert code == 0
+    created = cls.return_value.create_job.call_args.kwargs["job"]
+    assert tfjob.to_manifest(created) == _manifest(name="from-file")
+    assert "TFJob shardtrain/from-file succeeded" in capsys.readouterr().out
+    assert _main("tfjob", "submit", "-f", str(path), "--workers", "4") == 2
+
+
+def test_submit_without_a_cluster_is_one_clear_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert _main("tfjob", "submit", "--data", DATA, "--model-dir", MODEL_DIR) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: no Kubernetes configuration")
+
+
+def test_nothing_here_prints_secret_values(monkeypatch, capsys, caplog, tmp_path):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "super-secret-value-123")
+    with caplog.at_level(logging.DEBUG):
+        _main("tfjob", "render", "--data", DATA, "--model-dir", MODEL_DIR)
+        tfjob.local_replicas(_manifest())
+    assert "super-secret-value-123" not in capsys.readouterr().out + caplog.text
+    assert os.environ["AWS_SECRET_ACCESS_KEY"] == "super-secret-value-123"
