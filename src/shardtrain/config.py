@@ -42,14 +42,23 @@ class ModelConfig:
     """Which model to build and its hyper-parameters.
 
     Attributes:
-        name: ``tabular`` (built in) or ``MODULE:FUNCTION`` returning a Keras model.
+        name: ``auto`` (``image`` for image datasets, else ``tabular``), ``tabular`` or
+            ``image`` (built in), or ``MODULE:FUNCTION`` returning a Keras model.
+        backbone: the ``image`` model's network: ``small_cnn``, ``mobilenet_v3_small``,
+            ``mobilenet_v3_large`` or ``resnet50`` (always ``weights=None``).
+        image_size: image datasets: images are resized to ``image_size`` squared.
+        mixed_precision: ``auto`` (``mixed_float16`` when training on GPUs), ``on`` or
+            ``off``.
         hidden_units: widths of the DNN's hidden layers.
         dropout: dropout rate after each hidden layer (0 disables it).
         embedding_dim: largest embedding width for a categorical column.
         extra: free-form hyper-parameters passed on to a user model function.
     """
 
-    name: str = "tabular"
+    name: str = "auto"
+    backbone: str = "small_cnn"
+    image_size: int = 224
+    mixed_precision: str = "auto"
     hidden_units: list[int] = field(default_factory=lambda: [128, 64])
     dropout: float = 0.0
     embedding_dim: int = 8
@@ -61,6 +70,7 @@ class ModelConfig:
             "hidden_units": list(self.hidden_units),
             "dropout": self.dropout,
             "embedding_dim": self.embedding_dim,
+            "backbone": self.backbone,
             **self.extra,
         }
 
@@ -167,6 +177,12 @@ class TrainConfig:
             raise ConfigError(f"train: model.dropout must be in [0, 1), got {self.model.dropout}")
         if not self.model.hidden_units or any(u < 1 for u in self.model.hidden_units):
             raise ConfigError("train: model.hidden_units must be a non-empty list of widths")
+        if self.model.mixed_precision not in ("auto", "on", "off"):
+            raise ConfigError("train: model.mixed_precision must be auto, on or off")
+        if not 8 <= self.model.image_size <= 4096:
+            raise ConfigError(
+                f"train: model.image_size must be 8-4096, got {self.model.image_size}"
+            )
         if self.input.cache_mb < 1 or self.input.cycle_length < 1:
             raise ConfigError("train: input.cache_mb and input.cycle_length must be >= 1")
         return self

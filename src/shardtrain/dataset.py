@@ -276,13 +276,15 @@ def train_dataset(
         seed=seed + pipeline_id,
         cycle_length=cycle_length,
     )
-    return (
+    batches = (
         records.repeat()
         .shuffle(shuffle_buffer, seed=seed + pipeline_id)
         .batch(batch_size, drop_remainder=True)
         .map(spec.parse_examples, num_parallel_calls=tf.data.AUTOTUNE)
-        .prefetch(tf.data.AUTOTUNE)
     )
+    if getattr(spec, "image", None) is not None:  # decoded in parse_examples; now augment
+        batches = batches.map(spec.augment, num_parallel_calls=tf.data.AUTOTUNE)
+    return batches.prefetch(tf.data.AUTOTUNE)
 
 
 def eval_dataset(

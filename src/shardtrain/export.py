@@ -9,7 +9,10 @@ CSV's values and gets probabilities back. Two signatures::
     predict_csv(lines)            # string [batch]: raw CSV lines in the source's column
                                   #   order, no header (the label column is ignored)
 
-Both return ``probabilities`` (float32 ``[batch, num_classes]``, columns in the order of
+An image model has one signature, ``serving_default(image)``: ``image`` is a string
+``[batch]`` of encoded JPEG/PNG bytes, decoded and resized inside the model.
+
+All return ``probabilities`` (float32 ``[batch, num_classes]``, columns in the order of
 ``classes``), ``class_ids`` (int64 ``[batch]``) and ``classes`` (string ``[batch]``, the
 predicted label value).
 
@@ -70,7 +73,17 @@ def _serving_module(model: Any, spec: FeatureSpec):
         def predict_csv(self, lines):
             return outputs(spec.parse_csv(lines))
 
-    return ServingModule()
+    class ImageServingModule(tf.Module):
+        def __init__(self):
+            super().__init__(name="shardtrain_image_serving")
+            self.model = model
+
+        @tf.function(input_signature=[spec.input_signature()])
+        def serve(self, features):
+            name = spec.image.name
+            return outputs({name: spec.decode_images(features[name])})
+
+    return ServingModule() if spec.image is None else ImageServingModule()
 
 
 def export_saved_model(
@@ -95,11 +108,10 @@ def export_saved_model(
     local = tempfile.mkdtemp(prefix="shardtrain-export-")
     try:
         path = os.path.join(local, version)
-        tf.saved_model.save(
-            module,
-            path,
-            signatures={"serving_default": module.serve, "predict_csv": module.predict_csv},
-        )
+        signatures = {"serving_default": module.serve}
+        if spec.image is None:
+            signatures["predict_csv"] = module.predict_csv
+        tf.saved_model.save(module, path, signatures=signatures)
         info = {"step": step, "feature_spec": asdict(spec), **(extra or {})}
         with open(os.path.join(path, MODEL_INFO), "w") as f:
             json.dump(info, f, indent=2, default=str)

@@ -75,6 +75,21 @@ class CategoricalFeature:
 
 
 @dataclass(frozen=True)
+class ImageFeature:
+    """An encoded image input (JPEG/PNG bytes), decoded and resized in the input pipeline.
+
+    Attributes:
+        name: the feature holding the encoded bytes (``image``).
+        height: height the images are resized to for the model.
+        width: width the images are resized to for the model.
+    """
+
+    name: str = "image"
+    height: int = 224
+    width: int = 224
+
+
+@dataclass(frozen=True)
 class FeatureSpec:
     """The model's inputs and label, derived from a dataset's ``metadata.json``.
 
@@ -90,6 +105,7 @@ class FeatureSpec:
         excluded: columns written by the sharder but not used by the model.
         key: the split key column (a row identifier, used to name sample predictions).
         key_type: its schema type.
+        image: for image datasets, the image input; numeric and categorical are then empty.
     """
 
     numeric: tuple[NumericFeature, ...]
@@ -102,6 +118,7 @@ class FeatureSpec:
     excluded: tuple[str, ...] = field(default=())
     key: str | None = None
     key_type: str = "string"
+    image: ImageFeature | None = None
 
     @property
     def num_classes(self) -> int:
@@ -115,12 +132,19 @@ class FeatureSpec:
 
     @property
     def feature_names(self) -> tuple[str, ...]:
-        """Every input feature's name: numeric first, then categorical."""
+        """Every input feature's name: numeric first, then categorical (or the image)."""
+        if self.image is not None:
+            return (self.image.name,)
         return tuple(f.name for f in self.numeric) + tuple(f.name for f in self.categorical)
 
     @classmethod
     def from_metadata(
-        cls, metadata: dict[str, Any], *, exclude: Sequence[str] = (), where: str = "dataset"
+        cls,
+        metadata: dict[str, Any],
+        *,
+        exclude: Sequence[str] = (),
+        where: str = "dataset",
+        image_size: int = 224,
     ) -> FeatureSpec:
         """Build the spec from a committed dataset's metadata.
 
@@ -131,6 +155,11 @@ class FeatureSpec:
             metadata: the dataset's ``metadata.json`` (see :mod:`shardtrain.sharding`).
             exclude: further column names to leave out of the model.
             where: the dataset URI, for error messages.
+            image_size: image datasets: the square size images are resized to.
+
+        An image dataset (``"data_kind": "image"``, a column of type ``image``) gives a spec
+        with just the image input: its height/width/format/path columns describe the files
+        and are not features.
 
         Raises:
             DataError: the metadata lacks a schema, statistics or label classes, or the label
@@ -162,6 +191,20 @@ class FeatureSpec:
             raise DataError(
                 f"{where}: label '{label}' has {len(classes)} class(es) in the data; "
                 "a classifier needs at least 2"
+            )
+        image_cols = [c["name"] for c in columns if c["type"] == "image"]
+        if image_cols:
+            return cls(
+                numeric=(),
+                categorical=(),
+                label=label,
+                label_type=label_type,
+                classes=classes,
+                excluded=tuple(
+                    c["name"] for c in columns if c["name"] not in (label, image_cols[0])
+                ),
+                key=metadata.get("key"),
+                image=ImageFeature(name=image_cols[0], height=image_size, width=image_size),
             )
         skip = {label, metadata.get("key"), *exclude}
         numeric, categorical, excluded = [], [], []
@@ -219,6 +262,8 @@ class FeatureSpec:
         import tensorflow as tf
 
         spec: dict[str, Any] = {}
+        if self.image is not None:
+            spec[self.image.name] = tf.io.FixedLenFeature([], tf.string)
         for f in self.numeric:
             if f.type == "float":
                 spec[f.name] = tf.io.FixedLenFeature([], tf.float32, default_value=float("nan"))
@@ -264,6 +309,8 @@ class FeatureSpec:
             features[f.name] = value
         for f in self.categorical:
             features[f.name] = parsed[f.name]
+        if self.image is not None:
+            features[self.image.name] = self.decode_images(parsed[self.image.name])
         labels = self.label_index(parsed[self.label])
         if not with_key:
             return features, labels
@@ -273,6 +320,35 @@ class FeatureSpec:
         else:
             keys = tf.fill(tf.shape(labels), "")
         return features, labels, keys
+
+    def decode_images(self, encoded):
+        """Decode a batch of JPEG/PNG bytes into float32 ``[batch, height, width, 3]`` in [0, 1].
+
+        Every image is resized (bilinear) to the spec's size whatever its own size, so a
+        batch of mixed sizes and formats becomes one tensor.
+        """
+        import tensorflow as tf
+
+        h, w = self.image.height, self.image.width
+
+        def one(data):
+            img = tf.io.decode_image(data, channels=3, expand_animations=False)
+            img = tf.image.convert_image_dtype(img, tf.float32)
+            return tf.image.resize(img, [h, w])
+
+        return tf.map_fn(one, encoded, fn_output_signature=tf.TensorSpec([h, w, 3], tf.float32))
+
+    def augment(self, features, labels):
+        """Training-time augmentation of image batches (random flips, brightness, contrast)."""
+        import tensorflow as tf
+
+        if self.image is None:
+            return features, labels
+        img = features[self.image.name]
+        img = tf.image.random_flip_left_right(img)
+        img = tf.image.random_brightness(img, 0.1)
+        img = tf.clip_by_value(tf.image.random_contrast(img, 0.9, 1.1), 0.0, 1.0)
+        return {**features, self.image.name: img}, labels
 
     def label_index(self, values):
         """Map label values (as parsed: int64, or string) to class indices (int64)."""
@@ -331,9 +407,14 @@ class FeatureSpec:
         return features
 
     def input_signature(self) -> dict[str, Any]:
-        """``{name: tf.TensorSpec}`` of the raw features, as the model and serving take them."""
+        """``{name: tf.TensorSpec}`` of the raw features as serving takes them.
+
+        Tabular: one ``[batch]`` tensor per column. Images: the encoded bytes ``[batch]``.
+        """
         import tensorflow as tf
 
+        if self.image is not None:
+            return {self.image.name: tf.TensorSpec([None], tf.string, name=self.image.name)}
         sig = {f.name: tf.TensorSpec([None], tf.float32, name=f.name) for f in self.numeric}
         sig.update(
             {f.name: tf.TensorSpec([None], tf.string, name=f.name) for f in self.categorical}

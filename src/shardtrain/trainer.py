@@ -374,7 +374,14 @@ def _loss_fn(spec: FeatureSpec):
     return per_example, predicted
 
 
-def build_train_loop(strategy, model, optimizer, spec: FeatureSpec, global_batch: int, step_var):
+def build_train_loop(
+    strategy,
+    model,
+    optimizer,
+    spec: FeatureSpec,
+    global_batch: int,
+    step_var,
+):
     """The distributed training loop: ``train_loop(iterator, steps) -> (loss_sum, correct)``.
 
     One call runs ``steps`` optimizer steps inside a single ``tf.function`` (a ``tf.range``
@@ -383,6 +390,7 @@ def build_train_loop(strategy, model, optimizer, spec: FeatureSpec, global_batch
     all-reduce are the gradients of the global mean loss whatever the number of replicas.
     The summed per-example loss and correct predictions come back for summaries (one extra
     small all-reduce per step), and ``step_var`` is incremented once per step.
+    Under mixed precision ``optimizer`` is a ``LossScaleOptimizer`` (dynamic loss scaling).
     """
     import tensorflow as tf
 
@@ -395,7 +403,12 @@ def build_train_loop(strategy, model, optimizer, spec: FeatureSpec, global_batch
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
             if model.losses:
                 loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
-        grads = tape.gradient(loss, model.trainable_variables)
+            # Under mixed precision a keras.optimizers.LossScaleOptimizer scales the loss up
+            # (float16 gradients of a small loss would underflow to zero), and its
+            # apply_gradients scales them back, skipping steps that overflowed and adapting
+            # the scale. Otherwise scale_loss is the identity. It must be on the tape.
+            scaled_loss = optimizer.scale_loss(loss)
+        grads = tape.gradient(scaled_loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         correct = tf.reduce_sum(tf.cast(tf.equal(predicted(logits), labels), tf.float32))
         return tf.stack([tf.reduce_sum(per_example), correct])
@@ -457,9 +470,15 @@ def _train(
     )
 
     keras.utils.set_random_seed(config.seed)
+    mixed = _use_mixed_precision(config, spec)
+    if mixed:
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        log.info("mixed precision: float16 compute, float32 variables, dynamic loss scaling")
     with strategy.scope():
         model = build_model(config.model.name, spec, config.model.hparams())
         optimizer = keras.optimizers.Adam(learning_rate=config.learning_rate)
+        if mixed:
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)
         global_step = tf.Variable(
             0,
@@ -501,7 +520,14 @@ def _train(
 
     iterator = iter(strategy.distribute_datasets_from_function(input_fn))
     global_batch = config.batch_size
-    train_loop = build_train_loop(strategy, model, optimizer, spec, global_batch, global_step)
+    train_loop = build_train_loop(
+        strategy,
+        model,
+        optimizer,
+        spec,
+        global_batch,
+        global_step,
+    )
     sum_op = tf.distribute.ReduceOp.SUM
 
     @tf.function
@@ -592,6 +618,16 @@ def _train(
     return result
 
 
+def _use_mixed_precision(config: TrainConfig, spec: FeatureSpec) -> bool:
+    """``on``; or ``auto`` for image models on GPUs (where float16 is fast and safe)."""
+    import tensorflow as tf
+
+    setting = config.model.mixed_precision
+    if setting != "auto":
+        return setting == "on"
+    return spec.image is not None and bool(tf.config.get_visible_devices("GPU"))
+
+
 def _final_metrics(
     config: TrainConfig, role: cluster.Role, evaluator: CheckpointEvaluator, step: int
 ) -> dict[str, Any]:
@@ -654,7 +690,10 @@ def train_and_evaluate(config: TrainConfig, environ: dict[str, str] | None = Non
     log.info("role: %s", role.describe())
     metadata = sharding.load_metadata(config.data)
     spec = FeatureSpec.from_metadata(
-        metadata, exclude=config.input.exclude_columns, where=config.data
+        metadata,
+        exclude=config.input.exclude_columns,
+        where=config.data,
+        image_size=config.model.image_size,
     )
     for split in (config.input.train_split, config.input.eval_split):
         dataset.split_shards(config.data, metadata, split)  # fail early on a missing split
