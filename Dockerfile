@@ -1,14 +1,29 @@
-# The shardtrain image: the CLI, the trainer, the pipeline components' runtime.
-# TensorFlow's GPU image pinned by version (CUDA/cuDNN inside; Python 3.11).
+# The shardtrain image: the CLI, the trainer (every TFJob replica), and the runtime of the
+# Kubeflow pipeline's components. TensorFlow's GPU image, pinned by version (CUDA and cuDNN
+# inside; Python 3.11, checked below).
 FROM tensorflow/tensorflow:2.21.0-gpu
 
-# The package is installed exactly as CI installs it: pinned by constraints.txt.
+# The package is installed the way CI installs it (`make env`): pip from the same range, then
+# shardtrain with every dependency pinned by constraints.txt; here not editable and without
+# the dev extras. kfp comes with it, so the components run without a `pip install` at start.
 WORKDIR /opt/shardtrain
 COPY pyproject.toml constraints.txt README.md ./
 COPY src ./src
+# KFP v2 materialises a step's artifacts under /gcs, /minio or /s3 (by the pipeline root's
+# scheme); a non-root step must be able to create them (kubeflow/pipelines#10397).
 RUN python3 -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version' \
+    && python3 -m pip install --no-cache-dir "pip>=24,<27" \
     && python3 -m pip install --no-cache-dir -c constraints.txt . \
-    && useradd --create-home --uid 10001 --shell /usr/sbin/nologin shardtrain
+    && useradd --create-home --uid 10001 --shell /usr/sbin/nologin shardtrain \
+    && mkdir -p /gcs /minio /s3 \
+    && chown shardtrain /gcs /minio /s3
+
+# The pipeline definitions, so `shardtrain pipeline compile|submit|run-local` also works in the
+# image (shardtrain.pipeline finds them through SHARDTRAIN_PROJECT_DIR). The component bodies
+# need neither directory: KFP embeds their source in the compiled pipeline.
+COPY components ./components
+COPY pipelines ./pipelines
+ENV SHARDTRAIN_PROJECT_DIR=/opt/shardtrain
 
 USER 10001
 WORKDIR /home/shardtrain

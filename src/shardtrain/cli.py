@@ -102,10 +102,58 @@ def gen_data_quest(
     )
 
 
+@gen_data.command("images")
+@click.option("--count", type=click.IntRange(min=1), required=True, help="Images to write.")
+@click.option("--output", "-o", required=True, help="Directory or URI (DIR/<class>/*.jpg|png).")
+@click.option("--size", type=click.IntRange(min=16), default=224, show_default=True, help="Side.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@click.option(
+    "--classes",
+    type=click.IntRange(2, 6),
+    default=3,
+    show_default=True,
+    help="Shape classes (circle, square, triangle, cross, diamond, ring).",
+)
+@click.option(
+    "--manifest/--no-manifest",
+    default=True,
+    show_default=True,
+    help="Also write DIR/manifest.csv (columns image, label).",
+)
+def gen_data_images(
+    count: int, output: str, size: int, seed: int, classes: int, manifest: bool
+) -> None:
+    """Synthetic labelled images: coloured shapes on noisy backgrounds, JPEG and PNG."""
+    from shardtrain import datagen
+    from shardtrain.progress import RateProgress
+
+    with RateProgress(f"writing {output}", None) as bar:
+        last = [0, 0]
+
+        def progress(done: int, bytes_done: int) -> None:
+            bar.advance(done - last[0], bytes_done - last[1])
+            last[:] = [done, bytes_done]
+
+        summary = datagen.generate_images(
+            output,
+            count,
+            size=size,
+            seed=seed,
+            classes=classes,
+            manifest=manifest,
+            progress=progress,
+        )
+    per_class = ", ".join(f"{k}={v:,}" for k, v in sorted(summary.classes.items()))
+    click.echo(
+        f"wrote {summary.count:,} images ({summary.bytes_written / 1e6:,.1f} MB; {per_class}) "
+        f"to {output}" + (f"; manifest {summary.manifest}" if summary.manifest else "")
+    )
+
+
 @cli.command("shard")
 @click.argument("sources", nargs=-1, required=True)
 @click.option("--output", "-o", required=True, help="Dataset URI (local path, s3://, gs://).")
-@click.option("--label", required=True, help="Label column.")
+@click.option("--label", default=None, help="Label column [images tree: label].")
 @click.option("--key", default=None, help="Column hashed for the split [default: whole row].")
 @click.option(
     "--split",
@@ -198,6 +246,11 @@ def gen_data_quest(
     help="Local processes [default: CPU count].",
 )
 @click.option("--overwrite", is_flag=True, help="Replace a different dataset at --output.")
+@click.option("--images", is_flag=True, help="SOURCE is an image tree ROOT/<class>/*.jpg|png.")
+@click.option(
+    "--image-column", default=None, help="SOURCES are manifests; this column has image paths."
+)
+@click.option("--resize", default=None, metavar="WxH", help="Re-encode images to this size.")
 def shard_cmd(
     sources: tuple[str, ...],
     output: str,
@@ -217,20 +270,28 @@ def shard_cmd(
     num_workers: int,
     processes: int | None,
     overwrite: bool,
+    images: bool,
+    image_column: str | None,
+    resize: str | None,
 ) -> None:
     """Shard CSV SOURCES (files or globs) into TFRecord shards at --output.
+
+    Images: `shard ROOT --images` for a tree ROOT/<class>/*.{jpg,jpeg,png} (label: the class
+    folder), or `shard manifest.csv --image-column image --label label` for a CSV of image
+    paths (relative to the manifest, or URIs) and labels. One Example per image.
 
     With --num-workers N, run N copies with --worker-index 0..N-1 (on any machines), then
     `shardtrain finalize OUTPUT`. Re-running after a crash resumes; after success it does
     nothing.
     """
+    from shardtrain import images as image_source
     from shardtrain import sharding
     from shardtrain.progress import RateProgress
 
     config = sharding.ShardConfig(
         sources=sources,
         output=output,
-        label=label,
+        label=label or "",
         key=key,
         splits=sharding.parse_splits(splits),
         schema_file=schema_file,
@@ -246,6 +307,9 @@ def shard_cmd(
         num_workers=num_workers,
         processes=processes,
         overwrite=overwrite,
+        images=images,
+        image_column=image_column,
+        resize=image_source.parse_resize(resize),
     )
     outcome = sharding.shard(config, lambda total: RateProgress("sharding", total))
     if outcome.status == "already-complete":
@@ -328,7 +392,23 @@ def inspect_cmd(uri: str, show_rejects: int, as_json: bool) -> None:
 @click.option("--data", default=None, help="Sharded dataset URI (holding metadata.json).")
 @click.option("--model-dir", default=None, help="Checkpoints, summaries, export, metrics.")
 @click.option("--config", "config_file", default=None, help="YAML/JSON training config file.")
-@click.option("--model", default=None, help="'tabular' or MODULE:FUNCTION [default: tabular].")
+@click.option(
+    "--model",
+    default=None,
+    help="'auto', 'tabular', 'image' or MODULE:FUNCTION [default: auto, by the data].",
+)
+@click.option(
+    "--backbone",
+    default=None,
+    help="Image model network: small_cnn, mobilenet_v3_small, mobilenet_v3_large, resnet50.",
+)
+@click.option("--image-size", type=click.IntRange(8, 4096), default=None, help="Image side.")
+@click.option(
+    "--mixed-precision",
+    type=click.Choice(["auto", "on", "off"]),
+    default=None,
+    help="float16 compute [default: auto = image models on GPUs].",
+)
 @click.option("--train-steps", type=click.IntRange(min=1), default=None, help="Global steps.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Global batch.")
 @click.option("--learning-rate", type=click.FloatRange(min=0, min_open=True), default=None)
@@ -365,6 +445,9 @@ def train_cmd(config_file: str | None, exclude: tuple[str, ...], **flags) -> Non
         "model": "model.name",
         "hidden_units": "model.hidden_units",
         "dropout": "model.dropout",
+        "backbone": "model.backbone",
+        "image_size": "model.image_size",
+        "mixed_precision": "model.mixed_precision",
         "cache_dir": "input.cache_dir",
         "cache_mb": "input.cache_mb",
     }
@@ -623,6 +706,128 @@ def tfjob_submit_cmd(
     )
 
 
+# --------------------------------------------------------------------------------------------
+# Kubeflow pipeline
+# --------------------------------------------------------------------------------------------
+
+_pipeline_params = click.option(
+    "-p",
+    "--param",
+    "params",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A pipeline argument (repeatable; lists as a,b). `shardtrain pipeline params` lists them.",
+)
+
+
+@cli.group("pipeline")
+def pipeline_group() -> None:
+    """The Kubeflow pipeline csv_to_model (shard → TFJob → evaluate → export): compile it for
+    the UI, submit it to a Kubeflow Pipelines server, or run it on this machine."""
+
+
+@pipeline_group.command("params")
+def pipeline_params_cmd() -> None:
+    """List the pipeline's parameters: type, default, meaning."""
+    from shardtrain import pipeline
+
+    for p in pipeline.parameters():
+        default = "required" if p.required else f"default: {p.default!r}"
+        click.echo(f"{p.name} ({p.type}, {default})\n    {p.description}")
+
+
+@pipeline_group.command("compile")
+@click.option("--output", "-o", required=True, help="The pipeline YAML to write.")
+@_pipeline_params
+def pipeline_compile_cmd(output: str, params: tuple[str, ...]) -> None:
+    """Compile csv_to_model to the YAML to upload in the Kubeflow Pipelines UI.
+
+    -p NAME=VALUE changes a parameter's default in the YAML (e.g. -p image=REGISTRY/IMAGE:TAG).
+    """
+    from shardtrain import pipeline
+
+    pipeline.compile_pipeline(output, pipeline.parse_arguments(params))
+    click.echo(f"wrote {output}: upload it in the Kubeflow Pipelines UI (Pipelines → Upload)")
+
+
+@pipeline_group.command("submit")
+@click.option("--host", required=True, help="Kubeflow Pipelines API, e.g. http://localhost:8080.")
+@_pipeline_params
+@click.option("--experiment", default="shardtrain", show_default=True, help="Experiment name.")
+@click.option("--run-name", default=None, help="Run name [default: KFP's].")
+@click.option("--namespace", default=None, help="Kubeflow profile namespace (multi-user).")
+@click.option("--service-account", default=None, help="The run's Kubernetes service account.")
+@click.option("--wait/--no-wait", default=False, show_default=True, help="Wait for the run.")
+@click.option(
+    "--wait-timeout",
+    type=click.FloatRange(min=1),
+    default=86400,
+    show_default=True,
+    help="Seconds to wait with --wait.",
+)
+def pipeline_submit_cmd(
+    host: str,
+    params: tuple[str, ...],
+    experiment: str,
+    run_name: str | None,
+    namespace: str | None,
+    service_account: str | None,
+    wait: bool,
+    wait_timeout: float,
+) -> None:
+    """Create a csv_to_model run on a Kubeflow Pipelines server.
+
+    Example: shardtrain pipeline submit --host http://localhost:8080 -p sources=s3://b/q.csv
+    -p dataset_uri=s3://b/quest -p model_dir=s3://b/models/quest -p serving_uri=s3://b/serving
+    """
+    from shardtrain import pipeline
+
+    run = pipeline.submit(
+        host,
+        pipeline.parse_arguments(params),
+        experiment=experiment,
+        run_name=run_name,
+        namespace=namespace,
+        service_account=service_account,
+        wait=wait,
+        wait_timeout=wait_timeout,
+    )
+    click.echo(f"run {run.run_id}{' ' + run.state if run.state else ''}: {run.url}")
+
+
+def _echo_local_run(run) -> None:
+    m = run.metrics
+    metrics = ", ".join(f"{k} {m[k]:.4f}" for k in ("auc", "accuracy", "log_loss") if k in m)
+    click.echo(
+        f"\nmodel dir:    {run.model_dir}\nSavedModel:   {run.export}\npublished:    {run.served}"
+        f"\nmetrics:      {metrics or 'n/a'} (eval/metrics.json in the model dir)"
+        f"\nreport:       {run.report}\nTensorBoard:  tensorboard --logdir {run.tensorboard}"
+        f"\ntask outputs: {run.pipeline_root}"
+    )
+
+
+@pipeline_group.command("run-local")
+@_pipeline_params
+@click.option(
+    "--pipeline-root",
+    default="pipeline-runs",
+    show_default=True,
+    help="Directory for the tasks' artifacts and outputs.",
+)
+def pipeline_run_local_cmd(params: tuple[str, ...], pipeline_root: str) -> None:
+    """Run the whole pipeline on this machine with kfp.local: steps as subprocesses, the TFJob
+    as local processes. Storage: local paths, or s3:// (MinIO) and gs:// with the usual
+    environment variables.
+
+    Example: shardtrain pipeline run-local -p sources=q.csv -p dataset_uri=ds -p model_dir=m
+    -p serving_uri=serving -p secret_name= -p gpus_per_worker=0 -p train_steps=300
+    """
+    from shardtrain import pipeline
+
+    run = pipeline.run_local(pipeline.parse_arguments(params), pipeline_root=pipeline_root)
+    _echo_local_run(run)
+
+
 @cli.command("demo")
 @click.option(
     "--workdir",
@@ -633,23 +838,33 @@ def tfjob_submit_cmd(
 @click.option(
     "--rows",
     type=click.IntRange(min=1000),
-    default=200_000,
+    default=50_000,
     show_default=True,
     help="Quest attempts to generate.",
 )
-def demo_cmd(workdir: str, rows: int) -> None:
-    """Run the main job end to end on local storage (no server needed)."""
+@click.option(
+    "--train-steps",
+    type=click.IntRange(min=1),
+    default=400,
+    show_default=True,
+    help="Global training steps.",
+)
+def demo_cmd(workdir: str, rows: int, train_steps: int) -> None:
+    """Run the main job end to end on local storage (no server needed): quest logs → the
+    csv_to_model pipeline with kfp.local (2 shard workers, a local TFJob with a chief, a worker
+    and an evaluator, evaluation, export)."""
     from shardtrain import sharding
     from shardtrain.demo import run_demo
     from shardtrain.report import render_dataset
 
-    result = run_demo(workdir, rows=rows)
+    result = run_demo(workdir, rows=rows, train_steps=train_steps)
     rejects = list(sharding.iter_rejects(result.dataset, result.metadata, limit=3))
     render_dataset(result.dataset, result.metadata, rejects)
     click.echo(
-        f"\ninput CSV: {result.csv}\ndataset:   {result.dataset} "
+        f"\ninput CSV:    {result.csv}\ndataset:      {result.dataset} "
         f"(inspect it with `shardtrain inspect {result.dataset}`)"
     )
+    _echo_local_run(result.run)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,12 +19,17 @@ says exactly how many of each, so tests can check the sharder's reject accountin
 Rows are generated in chunks of ``chunk_rows`` with a random generator seeded by
 ``(seed, chunk index)`` and streamed to any storage URI (``.gz`` → gzip): the same arguments
 give byte-identical output, and memory stays bounded whatever the number of rows.
+
+:func:`generate_images` writes the image counterpart: a labelled set of shapes (see its
+docstring) as a directory tree ``DIR/<class>/*.{jpg,png}`` plus ``DIR/manifest.csv``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -305,3 +310,148 @@ def generate_quest_logs(
         bayes_auc=_binned_auc(pos_hist, neg_hist),
         seed=seed,
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Synthetic images
+# --------------------------------------------------------------------------------------------
+
+#: Shape classes, in label order; ``classes=K`` uses the first K.
+IMAGE_CLASSES = ("circle", "square", "triangle", "cross", "diamond", "ring")
+
+
+@dataclass
+class ImageSetSummary:
+    """What :func:`generate_images` wrote."""
+
+    count: int
+    bytes_written: int
+    classes: dict[str, int]
+    formats: dict[str, int]
+    manifest: str | None = None
+
+
+def _shape_points(kind: str, cx: float, cy: float, r: float) -> list[tuple[float, float]]:
+    if kind == "triangle":
+        return [(cx, cy - r), (cx + 0.87 * r, cy + 0.5 * r), (cx - 0.87 * r, cy + 0.5 * r)]
+    if kind == "diamond":
+        return [(cx, cy - r), (cx + 0.7 * r, cy), (cx, cy + r), (cx - 0.7 * r, cy)]
+    t = 0.33 * r  # cross: half the arm width
+    return [
+        (cx - t, cy - r), (cx + t, cy - r), (cx + t, cy - t), (cx + r, cy - t),
+        (cx + r, cy + t), (cx + t, cy + t), (cx + t, cy + r), (cx - t, cy + r),
+        (cx - t, cy + t), (cx - r, cy + t), (cx - r, cy - t), (cx - t, cy - t),
+    ]  # fmt: skip
+
+
+def render_image(index: int, *, size: int, seed: int, classes: int) -> tuple[str, str, bytes]:
+    """One synthetic image: ``(class name, format, encoded bytes)``; deterministic per index.
+
+    A filled shape of a random colour, position and size on a random two-colour gradient
+    background with pixel noise. Shapes are axis-aligned, so every class is unambiguous.
+    """
+    from PIL import Image, ImageDraw
+
+    rng = np.random.default_rng([seed, index])
+    kind = IMAGE_CLASSES[int(rng.integers(classes))]
+    fmt = "png" if rng.random() < 0.5 else "jpeg"
+    c0, c1 = rng.integers(0, 256, size=(2, 3))
+    ramp = np.linspace(0.0, 1.0, size, dtype=np.float32)[:, None, None]
+    background = (c0 * (1 - ramp) + c1 * ramp) * np.ones((size, size, 3), np.float32)
+    img = Image.fromarray(background.astype(np.uint8))
+    # A colour far from the background's mean, so the shape always stands out.
+    colour = rng.integers(0, 256, size=3)
+    if np.abs(colour - (c0 + c1) / 2).sum() < 200:
+        colour = 255 - ((c0 + c1) // 2)
+    fill = tuple(int(v) for v in colour)
+    r = size * rng.uniform(0.18, 0.34)
+    cx, cy = rng.uniform(r, size - r, size=2)
+    draw = ImageDraw.Draw(img)
+    box = (cx - r, cy - r, cx + r, cy + r)
+    if kind == "circle":
+        draw.ellipse(box, fill=fill)
+    elif kind == "square":
+        s = 0.8 * r
+        draw.rectangle((cx - s, cy - s, cx + s, cy + s), fill=fill)
+    elif kind == "ring":
+        draw.ellipse(box, outline=fill, width=max(2, int(r * 0.3)))
+    else:
+        draw.polygon(_shape_points(kind, cx, cy, r), fill=fill)
+    pixels = np.asarray(img, dtype=np.int16) + rng.normal(0, 12, (size, size, 3)).astype(np.int16)
+    img = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+    buf = io.BytesIO()
+    if fmt == "jpeg":
+        img.save(buf, format="JPEG", quality=90)
+    else:
+        img.save(buf, format="PNG", compress_level=1)
+    return kind, fmt, buf.getvalue()
+
+
+def generate_images(
+    output: str,
+    count: int,
+    *,
+    size: int = 224,
+    seed: int = 0,
+    classes: int = 3,
+    manifest: bool = True,
+    threads: int = 4,
+    progress: Callable[[int, int], None] | None = None,
+) -> ImageSetSummary:
+    """Write ``count`` labelled synthetic images as ``output/<class>/img-NNNNNNN.{jpg,png}``.
+
+    Classes are shapes (``circle``, ``square``, ``triangle``, then ``cross``, ``diamond``,
+    ``ring``) of random colour, position and size on a noisy gradient: easy enough that a
+    small CNN reaches >= 0.9 accuracy on a few hundred 64x64 images, and about half JPEG, half
+    PNG. Images are rendered a few at a time on ``threads`` threads and written as they come
+    (never the whole set in memory); the same arguments give the same files.
+
+    Args:
+        output: directory (local path, ``s3://``, ``gs://``).
+        count: images to write.
+        size: side of the square images in pixels.
+        seed: random seed.
+        classes: number of shape classes, 2 to 6.
+        manifest: also write ``output/manifest.csv`` with columns ``image`` (the path
+            relative to ``output``) and ``label``.
+        threads: images rendered in parallel.
+        progress: called with ``(images_done, bytes_done)`` after each group of images.
+
+    Returns:
+        An :class:`ImageSetSummary` with the counts per class and format.
+
+    Raises:
+        ConfigError: an argument is out of range.
+    """
+    if count < 1:
+        raise ConfigError(f"--count must be at least 1 (got {count})")
+    if not 2 <= classes <= len(IMAGE_CLASSES):
+        raise ConfigError(f"--classes must be between 2 and {len(IMAGE_CLASSES)} (got {classes})")
+    if size < 16:
+        raise ConfigError(f"--size must be at least 16 pixels (got {size})")
+    summary = ImageSetSummary(count=count, bytes_written=0, classes={}, formats={})
+    group = 64
+
+    def render(i: int) -> tuple[str, str, bytes]:
+        return render_image(i, size=size, seed=seed, classes=classes)
+
+    with contextlib.ExitStack() as stack:
+        listing = None
+        if manifest:
+            summary.manifest = storage.join(output, "manifest.csv")
+            listing = stack.enter_context(storage.open(summary.manifest, "w"))
+            listing.write("image,label\n")
+        pool = stack.enter_context(ThreadPoolExecutor(max(1, threads)))
+        for first in range(0, count, group):
+            indices = range(first, min(first + group, count))
+            for i, (kind, fmt, data) in zip(indices, pool.map(render, indices), strict=True):
+                rel = f"{kind}/img-{i:07d}.{'jpg' if fmt == 'jpeg' else 'png'}"
+                storage.write_bytes(storage.join(output, rel), data)
+                if listing is not None:
+                    listing.write(f"{rel},{kind}\n")
+                summary.bytes_written += len(data)
+                summary.classes[kind] = summary.classes.get(kind, 0) + 1
+                summary.formats[fmt] = summary.formats.get(fmt, 0) + 1
+            if progress:
+                progress(indices[-1] + 1, summary.bytes_written)
+    return summary

@@ -78,6 +78,19 @@ def render_dataset(
                 _fmt(st["std"]),
                 "",
             )
+        elif st["kind"] == "image":
+            h, w = st["height"], st["width"]
+            formats = ", ".join(f"{k} ({v:,})" for k, v in st["formats"].items())
+            schema.add_row(
+                name + role,
+                c["type"],
+                "",
+                f"{_fmt(w['min'])}x{_fmt(h['min'])}",
+                f"{_fmt(w['max'])}x{_fmt(h['max'])}",
+                f"{_fmt(w['mean'])}x{_fmt(h['mean'])}",
+                "",
+                f"{st['count']:,} images, {st['bytes'] / 1e6:,.1f} MB: {formats}",
+            )
         else:
             top = ", ".join(f"{t['value']} ({t['count']:,})" for t in st["top"][:5])
             approx = "~" if st["approximate"] else ""
@@ -97,8 +110,9 @@ def render_dataset(
         reasons = ", ".join(f"{k}: {v:,}" for k, v in meta["rejects_by_reason"].items())
         console.print(f"rejected rows by reason: {reasons}  (all in {uri}/{meta['rejects']})")
         for r in rejects:
+            where = r["source"] if r["line"] is None else f"{r['source']}:{r['line']}"
             console.print(
-                f"  {r['source']}:{r['line']}  {r['reason']} ({r['detail']}): {r['text'][:100]!r}",
+                f"  {where}  {r['reason']} ({r['detail']}): {r['text'][:100]!r}",
                 markup=False,
                 highlight=False,
             )

@@ -13,6 +13,7 @@ type        CSV values                   Example feature
 ``float``   ``0.5``, ``1e-3``, ``nan``   ``float_list`` with one value (float32)
 ``bool``    ``true``/``false``           ``int64_list`` with 0 or 1
 ``string``  anything                     ``bytes_list`` with the UTF-8 bytes (categorical)
+``image``   (image datasets only)        ``bytes_list`` with the encoded JPEG/PNG bytes
 ==========  ===========================  =================================================
 
 A missing value (an empty field, or one of ``null_values``) is stored as an *absent* feature,
@@ -44,7 +45,8 @@ from shardtrain.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 
-ColumnType = Literal["int", "float", "bool", "string"]
+ColumnType = Literal["int", "float", "bool", "string", "image"]
+#: The types a CSV column (or a schema file) may have; ``image`` is set by the image sources.
 COLUMN_TYPES: tuple[str, ...] = ("int", "float", "bool", "string")
 
 #: Values read as "missing" unless the schema says otherwise. "nan" is deliberately not one of
@@ -64,7 +66,8 @@ class Column:
 
     Attributes:
         name: the header name.
-        type: one of ``int``, ``float``, ``bool``, ``string``.
+        type: one of ``int``, ``float``, ``bool``, ``string`` (or ``image``: encoded image
+            bytes, in image datasets).
         drop: True when the column is read and validated but not written to the Examples.
     """
 
@@ -80,17 +83,26 @@ class Column:
             "float": pa.float32(),  # what a float_list holds; parsed without double rounding
             "bool": pa.bool_(),
             "string": pa.string(),
+            "image": pa.binary(),
         }[self.type]
 
     @property
     def example_kind(self) -> str:
         """How the value is stored in a tf.train.Example: 'int', 'float' or 'bytes'."""
-        return {"int": "int", "bool": "int", "float": "float", "string": "bytes"}[self.type]
+        return {"int": "int", "bool": "int", "float": "float", "string": "bytes", "image": "bytes"}[
+            self.type
+        ]
 
     @property
     def tf_dtype(self) -> str:
         """The TensorFlow dtype name to parse this feature with."""
-        return {"int": "int64", "bool": "int64", "float": "float32", "string": "string"}[self.type]
+        return {
+            "int": "int64",
+            "bool": "int64",
+            "float": "float32",
+            "string": "string",
+            "image": "string",
+        }[self.type]
 
 
 @dataclass(frozen=True)

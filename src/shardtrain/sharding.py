@@ -27,6 +27,10 @@ How a run works
    committed, merge statistics, write ``rejects/rejects.jsonl`` with file line numbers, enforce
    ``max_bad_fraction``, and publish ``metadata.json``.
 
+Image datasets (a directory tree ``ROOT/<class>/*.jpg`` or a manifest of image paths) go
+through the same plan, tasks, shards, rejects and finalize: :mod:`shardtrain.images` only
+supplies the plan's inputs and reads each piece into the same batches (one row per image).
+
 Crash safety: every shard object is atomic (see :mod:`shardtrain.storage`); a task commits by
 writing its manifest after its shards; the dataset commits by writing ``metadata.json`` after
 everything else. Re-running the same command after a crash (``kill -9`` at any point) skips
@@ -58,13 +62,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shardtrain import __version__, csv_source, storage, tfrecord
+from shardtrain import __version__, csv_source, images, storage, tfrecord
 from shardtrain.csv_source import Batch, Piece, SourceFile
 from shardtrain.errors import ConfigError, DataError, ShardtrainError
 from shardtrain.schema import SAMPLE_BYTES, Schema, SchemaOverrides, infer_schema
 from shardtrain.statistics import (
     MANIFEST_TOP,
     CategoricalStats,
+    ImageStats,
     LabelStats,
     NumericStats,
     new_stats,
@@ -94,9 +99,10 @@ class ShardConfig:
     """Everything a sharding run needs. Fields marked *plan* change the output layout.
 
     Attributes:
-        sources: CSV files or globs (local, s3://, gs://; ``.gz`` files are decompressed).
+        sources: CSV files or globs (local, s3://, gs://; ``.gz`` files are decompressed); for
+            images, the ROOT of a directory tree, or manifest CSV files.
         output: the dataset URI.
-        label: the label column (*plan*).
+        label: the label column (*plan*); a directory tree's defaults to ``label``.
         key: column hashed to choose each row's split; None hashes the whole row (*plan*).
         splits: split names and fractions, in order; fractions sum to 1 (*plan*).
         schema_file: YAML/JSON overrides of inferred types, dropped columns (*plan*).
@@ -115,11 +121,17 @@ class ShardConfig:
         num_workers: workers sharing the job; with more than one, run ``finalize`` after all.
         processes: local processes for this worker's tasks (default: CPU count).
         overwrite: delete an existing, different dataset at ``output`` first.
+        images: the source is a directory tree of images ``ROOT/<class>/*.{jpg,jpeg,png}``
+            (see :mod:`shardtrain.images`) (*plan*).
+        image_column: the sources are manifests (CSV) whose column of this name holds image
+            paths or URIs; implies ``images`` (*plan*).
+        resize: ``(width, height)`` every image is re-encoded to; None stores the files as
+            they are (*plan*).
     """
 
     sources: tuple[str, ...]
     output: str
-    label: str
+    label: str = ""
     key: str | None = None
     splits: tuple[tuple[str, float], ...] = (("train", 0.9), ("eval", 0.1))
     schema_file: str | None = None
@@ -136,10 +148,26 @@ class ShardConfig:
     num_workers: int = 1
     processes: int | None = None
     overwrite: bool = False
+    images: bool = False
+    image_column: str | None = None
+    resize: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         if not self.sources:
             raise ConfigError("give at least one source CSV file or glob")
+        if self.data_kind == "image":
+            if not self.label and self.image_column is None:
+                object.__setattr__(self, "label", images.TREE_LABEL)
+            if self.key is not None:
+                raise ConfigError("--key does not apply to images: their path is the split key")
+            if self.schema_file is not None:
+                raise ConfigError("--schema applies to CSV sources only")
+            if self.resize is not None and min(self.resize) < 1:
+                raise ConfigError("--resize must be WIDTHxHEIGHT with both at least 1")
+        elif self.resize is not None:
+            raise ConfigError("--resize applies to image datasets only")
+        if not self.label:
+            raise ConfigError("--label is required: name the label column")
         if self.compression not in ("gzip", "none"):
             raise ConfigError(f"--compression must be gzip or none, not '{self.compression}'")
         if not 1 <= self.compression_level <= 9:
@@ -160,6 +188,11 @@ class ShardConfig:
     @property
     def gzip(self) -> bool:
         return self.compression == "gzip"
+
+    @property
+    def data_kind(self) -> str:
+        """``image`` for a directory tree or manifest of images, else ``tabular`` (CSV)."""
+        return "image" if self.images or self.image_column is not None else "tabular"
 
     def plan_options(self) -> dict[str, Any]:
         """The options that determine the output layout (part of the plan fingerprint)."""
@@ -321,19 +354,26 @@ def build_plan(config: ShardConfig) -> Plan:
         DataError: no sources match, a source is empty/unreadable, the label is missing.
         ConfigError: a schema file or an option is invalid.
     """
-    sources = csv_source.list_sources(list(config.sources))
-    sample = csv_source.read_sample(sources[0], SAMPLE_BYTES)
-    overrides = SchemaOverrides.load(config.schema_file) if config.schema_file else None
-    schema = infer_schema(
-        sample, sources[0].uri, label=config.label, key=config.key, overrides=overrides
-    )
-    # Gzip sources: their uncompressed size is unknown up front; 4x is typical for CSV.
-    input_bytes = sum(s.size * (4 if s.gzip else 1) for s in sources)
-    ratio = _estimate_output_ratio(
-        sample, schema, config.compression_level if config.gzip else None
-    )
-    sample_lines = max(sample.count(b"\n") - 1, 1)
-    estimated_rows = int(input_bytes / (len(sample) / (sample_lines + 1)))
+    extra_options: dict[str, Any] = {}
+    if config.data_kind == "image":  # the image hook: a tree listing or manifests
+        inputs = images.plan_inputs(config)
+        sources, schema, input_bytes = inputs.sources, inputs.schema, inputs.input_bytes
+        ratio, estimated_rows = inputs.output_ratio, inputs.estimated_rows
+        extra_options = inputs.options
+    else:
+        sources = csv_source.list_sources(list(config.sources))
+        sample = csv_source.read_sample(sources[0], SAMPLE_BYTES)
+        overrides = SchemaOverrides.load(config.schema_file) if config.schema_file else None
+        schema = infer_schema(
+            sample, sources[0].uri, label=config.label, key=config.key, overrides=overrides
+        )
+        # Gzip sources: their uncompressed size is unknown up front; 4x is typical for CSV.
+        input_bytes = sum(s.size * (4 if s.gzip else 1) for s in sources)
+        ratio = _estimate_output_ratio(
+            sample, schema, config.compression_level if config.gzip else None
+        )
+        sample_lines = max(sample.count(b"\n") - 1, 1)
+        estimated_rows = int(input_bytes / (len(sample) / (sample_lines + 1)))
 
     num_shards = []
     for _, fraction in config.splits:
@@ -361,7 +401,7 @@ def build_plan(config: ShardConfig) -> Plan:
         )
         for t, group in enumerate(groups)
     )
-    options = config.plan_options()
+    options = {**config.plan_options(), **extra_options}
     plan = Plan(
         output=config.output,
         sources=tuple(sources),
@@ -414,7 +454,7 @@ def _column_data(values: pa.Array, kind: str) -> tuple:
     if values.null_count:
         valid = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     if kind == "bytes":
-        if values.type != pa.string():
+        if values.type not in (pa.string(), pa.binary()):  # binary: encoded images
             values = pc.cast(values, pa.string())
         buffers = values.buffers()
         offsets = np.frombuffer(buffers[1], dtype=np.int32)[
@@ -545,7 +585,7 @@ def run_task(
         background = stack.enter_context(_BackgroundWriter())
         for piece_no, piece in enumerate(task.pieces):
             piece_lines = 1 if piece.start == 0 else 0
-            for batch in csv_source.read_piece(piece, schema, block_bytes=config.block_bytes):
+            for batch in _read_piece(plan, piece, config.block_bytes):
                 piece_lines += batch.lines
                 _account(result, batch, piece_no, rejects_file)
                 if result.rows_rejected > reject_budget:
@@ -564,7 +604,10 @@ def run_task(
                         )
                     )
                     for name, stats in column_stats.items():
-                        stats.update(table.column(name))
+                        if isinstance(stats, ImageStats):
+                            stats.update_table(table, name)
+                        else:
+                            stats.update(table.column(name))
                     label_stats.update(table.column(schema.label))
                 if progress:
                     progress(batch.rows_read, batch.bytes_read)
@@ -597,8 +640,19 @@ def run_task(
     return result
 
 
+def _read_piece(plan: Plan, piece: Piece, block_bytes: int) -> Iterator[Batch]:
+    """The source hook: a piece's rows as batches, from CSV or from images."""
+    if plan.options.get("data_kind") == "image":
+        return images.read_piece(piece, plan, block_bytes=block_bytes)
+    return csv_source.read_piece(piece, plan.schema, block_bytes=block_bytes)
+
+
 def _describe_rejects(batch: Batch, limit: int = 3) -> str:
-    return "; ".join(f"line {r.line} {r.reason} ({r.detail})" for r in batch.rejects[:limit])
+    return "; ".join(
+        f"{f'line {r.line}' if r.line is not None else getattr(r, 'path', '')} "
+        f"{r.reason} ({r.detail})"
+        for r in batch.rejects[:limit]
+    )
 
 
 def _account(result: TaskResult, batch: Batch, piece_no: int, rejects_file) -> None:
@@ -617,6 +671,7 @@ def _account(result: TaskResult, batch: Batch, piece_no: int, rejects_file) -> N
                     "reason": r.reason,
                     "detail": r.detail,
                     "text": r.text,
+                    **getattr(r, "extra", {}),  # images: the image's source URI and path
                 },
                 ensure_ascii=False,
             )
@@ -1060,6 +1115,7 @@ def finalize(
         }
     metadata = {
         "format": FORMAT,
+        **({"data_kind": "image"} if plan.options.get("data_kind") == "image" else {}),
         "tool_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "plan": plan.fingerprint,
@@ -1133,10 +1189,16 @@ def _write_rejects(plan: Plan, manifests: list[dict[str, Any]]) -> str:
                 for line in f:
                     r = json.loads(line)
                     piece = m["pieces"][r.pop("piece")]
+                    line = r["line"]  # None: an image of a directory tree
                     r = {
-                        "source": piece["uri"],
-                        "line": offset[(piece["uri"], piece["start"])] + r["line"],
+                        "source": r.get("source") or piece["uri"],
+                        "line": None
+                        if line is None
+                        else offset[(piece["uri"], piece["start"])] + line,
                         **{k: r[k] for k in ("reason", "detail", "text")},
+                        # Images: the path, and the manifest the line number refers to.
+                        **({"path": r["path"]} if "path" in r else {}),
+                        **({"manifest": piece["uri"]} if "path" in r and line is not None else {}),
                     }
                     out.write(json.dumps(r, ensure_ascii=False) + "\n")
     return target

@@ -232,16 +232,109 @@ class CategoricalStats:
         return stats
 
 
-ColumnStats = NumericStats | CategoricalStats
+@dataclass
+class _Extent:
+    """Min, max and sum of one image dimension (exact; merged by adding sums)."""
+
+    min: int | None = None
+    max: int | None = None
+    total: int = 0
+
+    def update(self, values: np.ndarray) -> None:
+        if values.size:
+            lo, hi = int(values.min()), int(values.max())
+            self.min = lo if self.min is None else min(self.min, lo)
+            self.max = hi if self.max is None else max(self.max, hi)
+            self.total += int(values.sum())
+
+    def merge(self, other: _Extent) -> None:
+        if other.min is not None and other.max is not None:
+            self.min = other.min if self.min is None else min(self.min, other.min)
+            self.max = other.max if self.max is None else max(self.max, other.max)
+        self.total += other.total
+
+    def to_dict(self, count: int) -> dict[str, Any]:
+        return {"min": self.min, "max": self.max, "mean": self.total / count if count else None}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], count: int) -> _Extent:
+        mean = d.get("mean")
+        total = round(mean * count) if mean is not None else 0  # integer sums: exact < 2**53
+        return cls(min=d.get("min"), max=d.get("max"), total=total)
+
+
+@dataclass
+class ImageStats:
+    """Count, height/width range and mean, formats and encoded bytes of an image column.
+
+    Unlike the other kinds it is fed the whole batch (:meth:`update_table`): the sizes and
+    formats live in the ``image/height``, ``image/width`` and ``image/format`` columns.
+    """
+
+    count: int = 0
+    bytes: int = 0
+    height: _Extent = field(default_factory=_Extent)
+    width: _Extent = field(default_factory=_Extent)
+    formats: dict[str, int] = field(default_factory=dict)
+
+    def update_table(self, table: pa.Table, name: str) -> None:
+        """Add the images of one batch (``name`` and its ``/height``, ``/width``, ``/format``)."""
+        images = table.column(name)
+        self.count += len(images) - images.null_count
+        self.bytes += int(pc.sum(pc.binary_length(images)).as_py() or 0)
+        for extent, column in ((self.height, "height"), (self.width, "width")):
+            values = table.column(f"{name}/{column}").drop_null()
+            extent.update(np.asarray(values.to_numpy(), dtype=np.int64))
+        vc = pc.value_counts(table.column(f"{name}/format").drop_null())
+        for value, n in zip(
+            vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True
+        ):
+            self.formats[value] = self.formats.get(value, 0) + n
+
+    def merge(self, other: ImageStats) -> None:
+        """Fold ``other`` into this one."""
+        self.count += other.count
+        self.bytes += other.bytes
+        self.height.merge(other.height)
+        self.width.merge(other.width)
+        for value, n in other.formats.items():
+            self.formats[value] = self.formats.get(value, 0) + n
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "image",
+            "count": self.count,
+            "height": self.height.to_dict(self.count),
+            "width": self.width.to_dict(self.count),
+            "formats": dict(sorted(self.formats.items())),
+            "bytes": self.bytes,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ImageStats:
+        return cls(
+            count=d["count"],
+            bytes=d["bytes"],
+            height=_Extent.from_dict(d["height"], d["count"]),
+            width=_Extent.from_dict(d["width"], d["count"]),
+            formats=dict(d["formats"]),
+        )
+
+
+ColumnStats = NumericStats | CategoricalStats | ImageStats
 
 
 def new_stats(column_type: str) -> ColumnStats:
     """Empty statistics for a column of the given schema type."""
+    if column_type == "image":
+        return ImageStats()
     return CategoricalStats() if column_type == "string" else NumericStats()
 
 
 def stats_from_dict(d: dict[str, Any]) -> ColumnStats:
-    """Inverse of ``to_dict`` for either kind."""
+    """Inverse of ``to_dict`` for every kind."""
+    if d["kind"] == "image":
+        return ImageStats.from_dict(d)
     return (
         CategoricalStats.from_dict(d) if d["kind"] == "categorical" else NumericStats.from_dict(d)
     )

@@ -675,6 +675,10 @@ def info(uri: str) -> ObjectInfo:
     meta = retrying("stat", uri, lambda: fs.info(path))
     if meta.get("type") == "directory":
         raise StorageError(f"{uri}: is a directory, expected a file")
+    return ObjectInfo(uri=uri, size=int(meta.get("size", 0)), version=_version_tag(meta))
+
+
+def _version_tag(meta: dict[str, Any]) -> str:
     version = (
         meta.get("ETag")
         or meta.get("etag")
@@ -682,7 +686,7 @@ def info(uri: str) -> ObjectInfo:
         or meta.get("md5Hash")
         or str(meta.get("mtime", meta.get("LastModified", "")))
     )
-    return ObjectInfo(uri=uri, size=int(meta.get("size", 0)), version=str(version).strip('"'))
+    return str(version).strip('"')
 
 
 def size(uri: str) -> int:
@@ -716,6 +720,31 @@ def walk_files(uri: str) -> list[str]:
             return []
 
     return sorted(_to_uri(uri, p) for p in retrying("list", uri, _find))
+
+
+def walk_infos(uri: str) -> list[ObjectInfo]:
+    """Every file below ``uri``, recursively, with its size and version (sorted by URI).
+
+    One listing call per page of objects, no request per file: what listing a tree of
+    images costs on S3/GCS.
+    """
+    fs, path = filesystem(uri)
+
+    def _find() -> dict[str, dict[str, Any]]:
+        try:
+            return fs.find(path, detail=True)
+        except FileNotFoundError:
+            return {}
+
+    found = retrying("list", uri, _find)
+    return sorted(
+        (
+            ObjectInfo(uri=_to_uri(uri, p), size=int(m.get("size") or 0), version=_version_tag(m))
+            for p, m in found.items()
+            if m.get("type", "file") != "directory"
+        ),
+        key=lambda o: o.uri,
+    )
 
 
 def glob(pattern: str) -> list[str]:

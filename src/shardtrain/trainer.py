@@ -433,7 +433,21 @@ def _train(
     scratch: str,
     stop: _StopFlag,
 ) -> TrainResult:
-    # The strategy first: it must exist before anything initialises the TF runtime.
+    store = CheckpointStore(
+        config.model_dir, os.path.join(scratch, "ckpt"), max_to_keep=config.max_checkpoints
+    )
+    latest = store.latest()
+    start_step = latest.step if latest else 0
+    # Every replica decides "already done" by itself, before joining any collective: a chief
+    # that left while workers waited for it would fail the whole job.
+    if latest and latest.step >= config.train_steps and _complete(config):
+        log.info(
+            "%s already holds step %d, its export and metrics: nothing to do",
+            config.model_dir,
+            latest.step,
+        )
+        return TrainResult(role.task_type, latest.step, latest.step, status="already-complete")
+    # The strategy next: it must exist before anything initialises the TF runtime.
     strategy = cluster.make_strategy(role, devices=config.devices or None)
     import keras
     import tensorflow as tf
@@ -447,20 +461,8 @@ def _train(
             f"train: batch_size {config.batch_size} is not divisible by the {replicas} "
             "replicas in sync (workers x devices)"
         )
-    store = CheckpointStore(
-        config.model_dir, os.path.join(scratch, "ckpt"), max_to_keep=config.max_checkpoints
-    )
-    latest = store.latest()
     if role.is_chief:
         config.save()
-    start_step = latest.step if latest else 0
-    if latest and latest.step >= config.train_steps and role.is_chief and _complete(config):
-        log.info(
-            "%s already holds step %d, its export and metrics: nothing to do",
-            config.model_dir,
-            latest.step,
-        )
-        return TrainResult(role.task_type, latest.step, latest.step, status="already-complete")
     log.info(
         "%s: %d replica(s) in sync, global batch %d, %s",
         role.describe(),

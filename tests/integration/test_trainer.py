@@ -131,28 +131,26 @@ def test_single_process_trains_on_minio_exports_and_serves_raw_csv(
 @pytest.mark.minio
 def test_chief_two_workers_and_evaluator_on_minio(minio, minio_data):
     model_dir = minio.uri("model-cluster")
-    text = _check(
-        run_cli(
-            "run-local",
-            "--workers",
-            "2",
-            "--evaluator",
-            "--timeout",
-            "600",
-            "--grace",
-            "60",
-            "--",
-            "train",
-            "--data",
-            minio_data,
-            "--model-dir",
-            model_dir,
-            *TRAIN,
-            "--batch-size",  # three replicas in sync: the global batch splits evenly
-            "192",
-            timeout=900,
-        )
+    command = (
+        "run-local",
+        "--workers",
+        "2",
+        "--evaluator",
+        "--timeout",
+        "600",
+        "--grace",
+        "60",
+        "--",
+        "train",
+        "--data",
+        minio_data,
+        "--model-dir",
+        model_dir,
+        *TRAIN,
+        "--batch-size",  # three replicas in sync: the global batch splits evenly
+        "192",
     )
+    text = _check(run_cli(*command, timeout=900))
     assert "chief 0 of 3 (chief: yes): 3 replica(s) in sync" in text
     assert "[worker-1]" in text and "[evaluator-0]" in text
     metrics = _metrics(model_dir)
@@ -162,6 +160,11 @@ def test_chief_two_workers_and_evaluator_on_minio(minio, minio_data):
     assert len(evaluated) >= 2, evaluated
     assert "final checkpoint (step 300) evaluated" in text
     assert storage.exists(storage.join(model_dir, "export", "latest.json"))
+
+    # The same job again (a TFJob re-submitted): every replica sees the finished model.
+    again = _check(run_cli(*command, timeout=900))
+    assert again.count("model already trained to step 300") == 3, again[-3000:]  # all 3
+    assert "[evaluator-0] evaluator done: last evaluated step 300" in again
 
 
 def _latest_step(model_dir: str) -> int:

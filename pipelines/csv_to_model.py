@@ -1,0 +1,206 @@
+"""The end-to-end pipeline ``csv_to_model``: CSV → TFRecord shards → TFJob → evaluation → export.
+
+::
+
+    plan_shards ──► shard × N (ParallelFor) ──► finalize_shards ──► train ──► evaluate ──► export
+
+Only the graph is here; every step is one call into :mod:`shardtrain.pipeline`. What the graph
+adds, and why:
+
+* **Secrets by name only.** Every step pod that touches storage gets the storage Secret's keys
+  as environment variables with ``kfp.kubernetes.use_secret_as_env`` (the name comes from the
+  ``secret_name`` parameter; the compiled YAML holds names, never values). The training step
+  passes the same name to the TFJob, whose pods reference it with ``secretKeyRef``.
+* **GPUs on the TFJob, not on step pods.** The ``train`` step is a small launcher pod; the
+  ``nvidia.com/gpu`` limits are in the TFJob's Chief and Worker replicas.
+* **One image.** The ``image`` parameter is every step's image and the TFJob's.
+* **No caching.** The steps write to external storage and resume by themselves (a re-run
+  skips committed shards, a finished model, a published export), so KFP's cache, which would
+  skip a step whose outputs were deleted since, is turned off.
+"""
+
+from typing import NamedTuple
+
+from components.evaluate import evaluate
+from components.export import export
+from components.finalize_shards import finalize_shards
+from components.plan_shards import plan_shards
+from components.shard import shard
+from components.train import train
+from kfp import dsl, kubernetes
+from kfp.dsl import ClassificationMetrics, Markdown, Metrics, Model
+
+from shardtrain.pipeline import IMAGE, STORAGE_SECRET_KEYS
+from shardtrain.tfjob import JobConfig
+
+#: Requests of the small steps (plan, finalize, train's launcher, evaluate, export).
+SMALL_CPU, SMALL_MEMORY = "500m", "1Gi"
+#: Memory request of a shard worker. The sharder's memory is bounded by design (well under
+#: 1 GB per process); this covers 4-8 processes. A constant, not a parameter: KFP 2.17's
+#: compiler does not pass a parameter used only in a resource setting into a ParallelFor.
+SHARD_MEMORY = "4Gi"
+
+
+class Outputs(NamedTuple):
+    """What a run produces (also what ``kfp.local`` returns)."""
+
+    model: Model
+    metrics: Metrics
+    classification: ClassificationMetrics
+    report: Markdown
+    served_model: Model
+
+
+def _step(task: dsl.PipelineTask, image: str, secret_name: str, display: str) -> dsl.PipelineTask:
+    """Image, storage Secret, display name and no caching: what every step gets."""
+    task.set_container_image(image).set_display_name(display).set_caching_options(False)
+    for optional in (False, True):
+        keys = {key: key for key, opt in STORAGE_SECRET_KEYS if opt is optional}
+        kubernetes.use_secret_as_env(
+            task, secret_name=secret_name, secret_key_to_env=keys, optional=optional
+        )
+    return task
+
+
+def _small(task: dsl.PipelineTask) -> dsl.PipelineTask:
+    return task.set_cpu_request(SMALL_CPU).set_memory_request(SMALL_MEMORY)
+
+
+@dsl.pipeline(
+    name="csv-to-model",
+    description="Shard CSV far larger than memory into TFRecords, train TensorFlow on a "
+    "Kubeflow TFJob, show the evaluation and publish the SavedModel.",
+)
+def csv_to_model(
+    sources: list[str],
+    dataset_uri: str,
+    model_dir: str,
+    serving_uri: str,
+    label: str = "cleared",
+    key: str = "",
+    splits: str = "train=0.9,eval=0.1",
+    num_shards: int = 0,
+    task_mb: float = 256.0,
+    max_bad_fraction: float = 0.001,
+    shard_workers: int = 4,
+    shard_cpu: str = "4",
+    tfjob_workers: int = JobConfig.default("workers"),
+    gpus_per_worker: int = JobConfig.default("gpus_per_worker"),
+    evaluator: bool = JobConfig.default("evaluator"),
+    worker_cpu: str = JobConfig.default("cpu"),
+    worker_memory: str = JobConfig.default("memory"),
+    train_steps: int = 20000,
+    batch_size: int = 1024,
+    checkpoint_every: int = 1000,
+    train_flags: str = "",
+    train_timeout: float = 86400.0,
+    min_auc: float = 0.0,
+    image: str = IMAGE,
+    secret_name: str = JobConfig.default("secret"),
+    namespace: str = "",
+    service_account: str = JobConfig.default("service_account"),
+    local: bool = False,
+) -> Outputs:
+    """Shards CSV into TFRecords, trains on a TFJob, evaluates and publishes the model.
+
+    Args:
+        sources: CSV files or globs (s3://, gs://; local paths for local runs).
+        dataset_uri: Where the TFRecord shards and metadata.json go.
+        model_dir: Checkpoints, TensorBoard logs, eval metrics and the SavedModel export.
+        serving_uri: Where the exported SavedModel is published (<uri>/<version>/).
+        label: The label column.
+        key: Column hashed for the train/eval split ('' hashes the whole row).
+        splits: Named splits and fractions, e.g. train=0.9,eval=0.1.
+        num_shards: Shards per split (0 derives it from the data size).
+        task_mb: Input MB per sharding task (the unit of parallelism and resume).
+        max_bad_fraction: Fail when more than this fraction of rows is rejected.
+        shard_workers: Shard worker pods (at most one per task).
+        shard_cpu: CPU request of each shard worker, also its process count.
+        tfjob_workers: TFJob Worker replicas besides the chief.
+        gpus_per_worker: nvidia.com/gpu of the chief and each worker (0 for CPU only).
+        evaluator: Add a sidecar Evaluator replica to the TFJob.
+        worker_cpu: CPU request of each TFJob replica.
+        worker_memory: Memory of each TFJob replica.
+        train_steps: Global training steps.
+        batch_size: Global batch size.
+        checkpoint_every: Steps between checkpoints.
+        train_flags: More `shardtrain train` flags, e.g. --learning-rate 0.003 --dropout 0.1.
+        train_timeout: Seconds the TFJob may take before the train step fails.
+        min_auc: Skip the export when the eval AUC is lower (0 disables the gate).
+        image: The project image of every step and of the TFJob.
+        secret_name: Kubernetes Secret holding AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+            optionally AWS_ENDPOINT_URL, AWS_REGION (mounted as environment variables).
+        namespace: The TFJob's namespace ('' is the namespace the run is in).
+        service_account: Service account of the TFJob's pods.
+        local: Run the TFJob as local processes (kfp.local runs; never on a cluster).
+    """
+    plan = plan_shards(
+        sources=sources,
+        dataset_uri=dataset_uri,
+        label=label,
+        key=key,
+        splits=splits,
+        num_shards=num_shards,
+        task_mb=task_mb,
+        num_workers=shard_workers,
+    )
+    _small(_step(plan, image, secret_name, "plan shards"))
+
+    with dsl.ParallelFor(plan.output, name="shard-workers") as worker_index:
+        worker = shard(
+            sources=sources,
+            dataset_uri=dataset_uri,
+            label=label,
+            key=key,
+            splits=splits,
+            num_shards=num_shards,
+            task_mb=task_mb,
+            max_bad_fraction=max_bad_fraction,
+            worker_index=worker_index,
+            num_workers=shard_workers,
+            cpu=shard_cpu,
+        )
+        _step(worker, image, secret_name, "shard")
+        worker.set_cpu_request(shard_cpu).set_memory_request(SHARD_MEMORY)
+
+    dataset = finalize_shards(dataset_uri=dataset_uri, worker_reports=dsl.Collected(worker.output))
+    _small(_step(dataset, image, secret_name, "finalize shards"))
+
+    trained = train(
+        dataset=dataset.outputs["dataset"],
+        model_dir=model_dir,
+        local=local,
+        run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        timeout=train_timeout,
+        image=image,
+        namespace=namespace,
+        workers=tfjob_workers,
+        gpus_per_worker=gpus_per_worker,
+        evaluator=evaluator,
+        secret=secret_name,
+        service_account=service_account,
+        cpu=worker_cpu,
+        memory=worker_memory,
+        train_steps=train_steps,
+        batch_size=batch_size,
+        checkpoint_every=checkpoint_every,
+        train_flags=train_flags,
+    )
+    _small(_step(trained, image, secret_name, "train (TFJob)"))
+
+    evaluation = evaluate(
+        dataset=dataset.outputs["dataset"], model=trained.outputs["model"], min_auc=min_auc
+    )
+    _small(_step(evaluation, image, secret_name, "evaluate"))
+
+    published = export(model=trained.outputs["model"], serving_uri=serving_uri)
+    _small(_step(published, image, secret_name, "export"))
+    published.after(evaluation)  # the AUC gate: no export when evaluate fails
+
+    return Outputs(
+        model=trained.outputs["model"],
+        metrics=evaluation.outputs["metrics"],
+        classification=evaluation.outputs["classification"],
+        report=evaluation.outputs["report"],
+        served_model=published.outputs["served_model"],
+    )

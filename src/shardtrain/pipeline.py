@@ -1,0 +1,1187 @@
+"""The Kubeflow pipeline ``csv_to_model``: what each step does, and compiling, submitting and
+running it.
+
+The pipeline (``pipelines/csv_to_model.py``) is a thin graph of lightweight components
+(``components/*.py``), and each component body is one call into a ``*_step`` function here:
+
+=================  ======================  =================================================
+component          library function        does
+=================  ======================  =================================================
+plan_shards        :func:`plan_step`       check the inputs once, choose the shard workers
+shard (x N)        :func:`shard_step`      one shard worker (``dsl.ParallelFor``)
+finalize_shards    :func:`finalize_step`   commit ``metadata.json`` (``dsl.Collected``)
+train              :func:`train_step`      the TFJob: submit and wait, or run it locally
+evaluate           :func:`evaluate_step`   metrics, ROC, confusion matrix, Markdown report
+export             :func:`export_step`     publish the SavedModel at the serving URI
+=================  ======================  =================================================
+
+* :func:`plan_step` lists the sources and settles the schema once (a missing file or label
+  fails here, in one pod, not in N) and returns the shard workers that have work to do.
+* :func:`shard_step` runs worker ``i`` of ``n`` of :func:`shardtrain.sharding.shard`;
+  :func:`finalize_step` merges the workers' tasks into ``metadata.json``.
+* :func:`train_step` renders the TFJob with :mod:`shardtrain.tfjob` (the same generator as
+  ``shardtrain tfjob render``) and, on a cluster, submits it and waits (the step fails when the
+  job fails or times out); in local mode it runs the very same manifest as local processes,
+  exactly like ``shardtrain run-local job.yaml``.
+* :func:`evaluate_step` turns ``MODEL_DIR/eval/metrics.json`` and the dataset's metadata into
+  what the Kubeflow Pipelines UI renders: ``dsl.Metrics`` scalars, a
+  ``dsl.ClassificationMetrics`` ROC curve and confusion matrix, and a ``dsl.Markdown`` report.
+* :func:`export_step` copies the newest SavedModel to a serving location, publish-last.
+
+Artifacts are pointers
+----------------------
+The data never goes through the pipeline's artifact store: shards, checkpoints and exports
+live at URIs the user chooses (``s3://``, ``gs://``, local), read and written through
+:mod:`shardtrain.storage`. The ``dsl.Dataset`` and ``dsl.Model`` artifacts that connect the
+steps are small JSON files ``{"uri": ..., ...}`` (:func:`write_pointer`), with the same facts in
+the artifact's metadata so the UI shows where the data is. That works unchanged on a cluster
+(artifacts in the pipeline root) and with ``kfp.local`` (artifacts in a local directory).
+
+Secrets
+-------
+Credentials are never pipeline parameters. On a cluster the step pods get the storage Secret's
+keys as environment variables through ``kfp.kubernetes.use_secret_as_env`` (the compiled YAML
+holds only the Secret's *name* and its key names), and the TFJob's pods through the manifest's
+``secretKeyRef`` (see :mod:`shardtrain.tfjob`). Locally every step inherits this process's
+environment.
+
+Where the pipeline definition comes from
+----------------------------------------
+``components/`` and ``pipelines/`` are top-level directories of the project, next to ``src/``.
+:func:`load_pipeline` imports them from the project directory: the source checkout this module
+is installed from (``pip install -e .``, what ``make`` does), or ``$SHARDTRAIN_PROJECT_DIR``
+(the Docker image sets it to ``/opt/shardtrain``, where it copies them). The component
+*bodies* need neither directory at run time: KFP embeds each body's source in the compiled
+YAML, and the body only imports :mod:`shardtrain`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import logging
+import math
+import os
+import re
+import shlex
+import sys
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from shardtrain import export, launcher, sharding, storage, tfjob
+from shardtrain.errors import ConfigError, DataError, NotCommittedError, ShardtrainError
+
+log = logging.getLogger(__name__)
+
+PIPELINE_NAME = "csv_to_model"
+#: The image of every step pod and of the TFJob (one constant with the TFJob's default).
+#: The pipeline's ``image`` parameter overrides it at run time.
+IMAGE = tfjob.DEFAULT_IMAGE
+#: Storage Secret keys → environment variables of the same name: (key, optional). The same
+#: table the TFJob's ``secretKeyRef`` entries come from.
+STORAGE_SECRET_KEYS: tuple[tuple[str, bool], ...] = tfjob.STORAGE_ENV
+#: Environment variable naming the directory that holds ``components/`` and ``pipelines/``.
+PROJECT_DIR_ENV = "SHARDTRAIN_PROJECT_DIR"
+#: The file a Kubernetes pod finds its own namespace in.
+_POD_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+SERVING_POINTER = "latest.json"
+#: The trainer's final evaluation, ``MODEL_DIR/eval/metrics.json``.
+METRICS_NAME = "metrics.json"
+_NOISY_LOGGERS = ("botocore", "aiobotocore", "s3fs", "fsspec", "urllib3", "google", "numba")
+
+
+def _setup_logging() -> None:
+    """INFO logs on stderr in a step's process (a component body starts with no handler)."""
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(
+            level=logging.INFO,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+            datefmt="%H:%M:%S",
+            stream=sys.stderr,
+        )
+    for name in _NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+# --------------------------------------------------------------------------------------------
+# Pointer artifacts
+# --------------------------------------------------------------------------------------------
+
+
+def write_pointer(artifact: Any, uri: str, **facts: Any) -> dict[str, Any]:
+    """Make ``artifact`` (a ``dsl.Dataset``/``dsl.Model`` output) point at ``uri``.
+
+    Writes ``{"uri": uri, **facts}`` as JSON to ``artifact.path`` (what the next step reads)
+    and copies the same keys into ``artifact.metadata`` (what the UI shows).
+
+    Args:
+        artifact: an output artifact: anything with ``path`` and a ``metadata`` dict.
+        uri: where the data really is.
+        **facts: JSON-serialisable details (row counts, the step, the export's URI …).
+
+    Returns:
+        The pointer written.
+    """
+    pointer = {"uri": uri, **facts}
+    path = artifact.path
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(pointer, f, indent=2)
+    artifact.metadata.update(pointer)
+    return pointer
+
+
+def read_pointer(artifact: Any) -> dict[str, Any]:
+    """The pointer written by :func:`write_pointer` (an input artifact of a later step).
+
+    Raises:
+        ConfigError: the artifact holds no pointer (it was not written by shardtrain).
+    """
+    try:
+        with open(artifact.path, encoding="utf-8") as f:
+            pointer = json.load(f)
+    except (OSError, ValueError) as exc:
+        pointer = dict(artifact.metadata or {})
+        if "uri" not in pointer:
+            raise ConfigError(
+                f"artifact {artifact.path} is not a shardtrain pointer ({exc})"
+            ) from exc
+    if not isinstance(pointer, dict) or not pointer.get("uri"):
+        raise ConfigError(f"artifact {artifact.path} is not a shardtrain pointer (no 'uri')")
+    return pointer
+
+
+# --------------------------------------------------------------------------------------------
+# Sharding steps
+# --------------------------------------------------------------------------------------------
+
+
+def cpu_count(quantity: str) -> int:
+    """Whole CPUs in a Kubernetes CPU quantity (``"4"``, ``"3500m"``, ``"0.5"``), at least 1.
+
+    A pod's ``os.cpu_count()`` is the node's, not its share; the shard step sizes its process
+    pool from the CPU it requests instead.
+
+    Raises:
+        ConfigError: not a CPU quantity.
+    """
+    text = str(quantity).strip()
+    try:
+        value = float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+    except ValueError:
+        raise ConfigError(f"'{quantity}' is not a CPU quantity (e.g. 4, 3500m, 0.5)") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"CPU quantity '{quantity}' must be positive")
+    return max(1, int(value))
+
+
+def _shard_config(
+    *,
+    sources: Iterable[str],
+    dataset_uri: str,
+    label: str,
+    key: str,
+    splits: str,
+    num_shards: int,
+    task_mb: float,
+    max_bad_fraction: float = 0.001,
+    worker_index: int = 0,
+    num_workers: int = 1,
+    processes: int | None = None,
+) -> sharding.ShardConfig:
+    if task_mb <= 0:
+        raise ConfigError(f"task_mb must be positive, not {task_mb}")
+    return sharding.ShardConfig(
+        sources=tuple(sources),
+        output=dataset_uri,
+        label=label,
+        key=key or None,
+        splits=sharding.parse_splits(splits),
+        num_shards=num_shards or None,
+        task_bytes=max(1, int(task_mb * sharding.MIB)),
+        max_bad_fraction=max_bad_fraction,
+        worker_index=worker_index,
+        num_workers=num_workers,
+        processes=processes,
+    )
+
+
+def plan_step(
+    *,
+    sources: list[str],
+    dataset_uri: str,
+    label: str,
+    key: str,
+    splits: str,
+    num_shards: int,
+    task_mb: float,
+    num_workers: int,
+) -> list[int]:
+    """Check the inputs once and choose the shard workers that have work.
+
+    Lists the sources and infers the schema exactly as every worker will (the plan is
+    deterministic), so a missing file, an unknown label or a bad split fails here. Workers
+    beyond the number of tasks would get nothing (worker ``i`` of ``n`` runs the tasks
+    ``t % n == i``), so only ``min(num_workers, tasks)`` indices are returned; the workers
+    still use ``num_workers`` to pick their tasks.
+
+    Args:
+        sources: CSV files or globs (local, ``s3://``, ``gs://``).
+        dataset_uri: where the shards go.
+        label: the label column.
+        key: the column hashed for the split ('' hashes the whole row).
+        splits: ``train=0.9,eval=0.1``.
+        num_shards: shards per split (0: from the data size).
+        task_mb: input MB per task (the unit of parallelism).
+        num_workers: shard workers asked for.
+
+    Returns:
+        The worker indices to fan out over, ``[0, 1, …]``.
+
+    Raises:
+        ConfigError, DataError, StorageError: the inputs cannot be sharded as asked.
+    """
+    _setup_logging()
+    if num_workers < 1:
+        raise ConfigError(f"shard_workers must be at least 1, not {num_workers}")
+    config = _shard_config(
+        sources=sources,
+        dataset_uri=dataset_uri,
+        label=label,
+        key=key,
+        splits=splits,
+        num_shards=num_shards,
+        task_mb=task_mb,
+    )
+    plan = sharding.build_plan(config)
+    workers = min(num_workers, len(plan.tasks))
+    log.info(
+        "%d source file(s), %.1f MB; schema of %d columns; %d task(s) → %d shard worker(s)%s",
+        len(plan.sources),
+        sum(s.size for s in plan.sources) / 1e6,
+        len(plan.schema.columns),
+        len(plan.tasks),
+        workers,
+        f" (of {num_workers} asked for)" if workers < num_workers else "",
+    )
+    return list(range(workers))
+
+
+def shard_step(
+    *,
+    sources: list[str],
+    dataset_uri: str,
+    label: str,
+    key: str,
+    splits: str,
+    num_shards: int,
+    task_mb: float,
+    max_bad_fraction: float,
+    worker_index: int,
+    num_workers: int,
+    cpu: str,
+) -> str:
+    """Run shard worker ``worker_index`` of ``num_workers`` (its tasks, in ``cpu`` processes).
+
+    Re-running resumes: committed tasks are skipped, and a complete dataset is left alone.
+
+    Args:
+        sources, dataset_uri, label, key, splits, num_shards, task_mb: as :func:`plan_step`.
+        max_bad_fraction: fail when more rows than this are rejected.
+        worker_index: this worker.
+        num_workers: the workers sharing the job (all of them use the same number).
+        cpu: the CPU the step requests (a Kubernetes quantity): its process count.
+
+    Returns:
+        A JSON report of what this worker did (collected by :func:`finalize_step`).
+    """
+    _setup_logging()
+    config = _shard_config(
+        sources=sources,
+        dataset_uri=dataset_uri,
+        label=label,
+        key=key,
+        splits=splits,
+        num_shards=num_shards,
+        task_mb=task_mb,
+        max_bad_fraction=max_bad_fraction,
+        worker_index=int(worker_index),
+        num_workers=int(num_workers),
+        processes=cpu_count(cpu),
+    )
+    outcome = sharding.shard(config)
+    report = {
+        "worker": config.worker_index,
+        "status": outcome.status,
+        "tasks_run": outcome.tasks_run,
+        "tasks_skipped": outcome.tasks_skipped,
+        "rows_read": outcome.rows_read,
+        "bytes_read": outcome.bytes_read,
+        "seconds": round(outcome.seconds, 3),
+    }
+    log.info("shard worker %d/%d: %s", config.worker_index, config.num_workers, report)
+    return json.dumps(report)
+
+
+def _dataset_facts(meta: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "rows_read": meta["rows_read"],
+        "rows_accepted": meta["rows_accepted"],
+        "rows_rejected": meta["rows_rejected"],
+        "label": meta["label"],
+        "splits": {name: s["num_records"] for name, s in meta["splits"].items()},
+    }
+
+
+def finalize_step(*, dataset_uri: str, worker_reports: list[str], dataset: Any) -> dict[str, Any]:
+    """Commit the dataset once every shard worker is done, and point ``dataset`` at it.
+
+    Args:
+        dataset_uri: the dataset's URI.
+        worker_reports: the JSON reports of :func:`shard_step` (``dsl.Collected``).
+        dataset: the ``dsl.Dataset`` output.
+
+    Returns:
+        The dataset's metadata.
+
+    Raises:
+        DataError: a task is missing, or too many rows were rejected.
+    """
+    _setup_logging()
+    reports = [json.loads(r) for r in worker_reports]
+    for r in sorted(reports, key=lambda r: r.get("worker", 0)):
+        log.info("shard worker %s: %s", r.get("worker"), r)
+    if any(r.get("status") == "worker-done" for r in reports) or not reports:
+        meta = sharding.finalize(dataset_uri)
+    else:  # one worker finalized by itself, or the dataset was complete already
+        meta = sharding.load_metadata(dataset_uri)
+    write_pointer(dataset, dataset_uri, **_dataset_facts(meta))
+    return meta
+
+
+# --------------------------------------------------------------------------------------------
+# Training
+# --------------------------------------------------------------------------------------------
+
+
+def tfjob_name(run_id: str) -> str:
+    """A TFJob name (DNS-1035) unique to one pipeline run: ``shardtrain-<hash of run_id>``."""
+    return f"shardtrain-{hashlib.sha256(run_id.encode()).hexdigest()[:10]}"
+
+
+def current_namespace(default: str) -> str:
+    """The namespace this pod runs in (Kubeflow profiles run pipelines in the user's), else
+    ``default``."""
+    try:
+        with open(_POD_NAMESPACE_FILE, encoding="utf-8") as f:
+            return f.read().strip() or default
+    except OSError:
+        return default
+
+
+def job_config(
+    *,
+    data: str,
+    model_dir: str,
+    run_id: str,
+    image: str,
+    namespace: str,
+    workers: int,
+    gpus_per_worker: int,
+    evaluator: bool,
+    secret: str,
+    service_account: str,
+    cpu: str,
+    memory: str,
+    train_steps: int,
+    batch_size: int,
+    checkpoint_every: int,
+    train_flags: str = "",
+) -> tfjob.JobConfig:
+    """The TFJob settings of the pipeline's training step.
+
+    Args:
+        data: the dataset URI.
+        model_dir: the model directory URI.
+        run_id: the pipeline run's id (names the job, so every run gets its own TFJob).
+        image: the project image of every replica.
+        namespace: the job's namespace ('' → the namespace the step runs in).
+        workers: Worker replicas besides the chief.
+        gpus_per_worker: ``nvidia.com/gpu`` of the chief and each worker (never the evaluator).
+        evaluator: add a sidecar evaluator replica.
+        secret: the storage Secret's name ('' → none: GCS with Workload Identity).
+        service_account: the replicas' service account.
+        cpu: CPU request per replica.
+        memory: memory per replica.
+        train_steps: global steps.
+        batch_size: global batch size.
+        checkpoint_every: steps between checkpoints.
+        train_flags: more ``shardtrain train`` flags, shell-quoted (``--dropout 0.1``).
+
+    Raises:
+        ConfigError: a value the TFJob cannot take.
+    """
+    try:
+        extra = shlex.split(train_flags or "")
+    except ValueError as exc:
+        raise ConfigError(f"train_flags: {exc}") from exc
+    return tfjob.JobConfig(
+        data=data,
+        model_dir=model_dir,
+        name=tfjob_name(run_id),
+        namespace=namespace or current_namespace(tfjob.JobConfig.default("namespace")),
+        image=image,
+        workers=int(workers),
+        gpus_per_worker=int(gpus_per_worker),
+        evaluator=bool(evaluator),
+        secret=secret or None,
+        service_account=service_account,
+        cpu=cpu,
+        memory=memory,
+        train_args=(
+            "--train-steps",
+            str(int(train_steps)),
+            "--batch-size",
+            str(int(batch_size)),
+            "--checkpoint-every",
+            str(int(checkpoint_every)),
+            *extra,
+        ),
+    )
+
+
+def run_tfjob_locally(manifest: Mapping[str, Any], *, timeout: float | None = None) -> None:
+    """Run a TFJob manifest's replicas as local processes: ``shardtrain run-local job.yaml``.
+
+    Raises:
+        ShardtrainError: the local job failed or timed out (the chief decides, as on a cluster).
+    """
+    result = launcher.run_local(tfjob.local_replicas(manifest), timeout=timeout)
+    if not result.succeeded:
+        name = manifest.get("metadata", {}).get("name", "TFJob")
+        raise ShardtrainError(f"local TFJob {name} failed: {result.reason}")
+
+
+def trained_step(model_dir: str) -> int | None:
+    """The step a finished training left in ``model_dir``: the lower of its export's and its
+    final metrics' steps; None when either is missing."""
+    pointer = storage.join(model_dir, "export", export.EXPORT_POINTER)
+    metrics = storage.join(model_dir, "eval", METRICS_NAME)
+    if not (storage.exists(pointer) and storage.exists(metrics)):
+        return None
+    steps = [storage.read_json(uri).get("step") for uri in (pointer, metrics)]
+    if not all(isinstance(s, int) for s in steps):
+        return None
+    return min(steps)
+
+
+def train_step(
+    *,
+    dataset: Any,
+    model: Any,
+    model_dir: str,
+    local: bool,
+    run_id: str,
+    timeout: float,
+    **job: Any,
+) -> dict[str, Any]:
+    """Train on the dataset with a TFJob and point ``model`` at the result.
+
+    The TFJob comes from :func:`job_config` and :func:`shardtrain.tfjob.build_tfjob`. On a
+    cluster (``local=False``) it is created in the namespace with the step's own service
+    account, the chief's log is streamed into the step's log, and the step fails when the job
+    Failed or has not ended within ``timeout`` seconds. With ``local=True`` the same manifest
+    runs as local processes (no cluster; GPU requests and Secrets do not apply, the replicas
+    inherit this environment). When ``model_dir`` already holds the final export and metrics
+    of ``train_steps`` (:func:`trained_step`), no job is started at all.
+
+    Args:
+        dataset: the ``dsl.Dataset`` input (a pointer from :func:`finalize_step`).
+        model: the ``dsl.Model`` output.
+        model_dir: where checkpoints, logs, metrics and the export go.
+        local: run the TFJob here instead of on the cluster.
+        run_id: the pipeline run's id.
+        timeout: seconds the job may take in total.
+        **job: the other arguments of :func:`job_config`.
+
+    Returns:
+        The model pointer: ``uri`` (the model dir), ``export``, ``step``, ``tensorboard``.
+
+    Raises:
+        JobFailedError, JobTimeoutError, ClusterError: the cluster job did not succeed.
+        ShardtrainError: the local job failed.
+    """
+    _setup_logging()
+    data = read_pointer(dataset)["uri"]
+    config = job_config(data=data, model_dir=model_dir, run_id=run_id, **job)
+    job_model = tfjob.build_tfjob(config)
+    done = trained_step(model_dir)
+    if done is not None and done >= int(job["train_steps"]):
+        # A re-run of a finished pipeline: no job, no pods (and no GPUs) for nothing to do.
+        log.info("%s already holds step %d with its export and metrics: no TFJob", model_dir, done)
+    elif local:
+        log.info("running TFJob %s locally (the manifest's replicas as processes)", config.name)
+        run_tfjob_locally(tfjob.to_manifest(job_model), timeout=timeout)
+    else:
+        tfjob.submit_and_wait(job_model, wait_timeout=timeout, out=sys.stdout)
+    latest = export.latest_export(model_dir)
+    return write_pointer(
+        model,
+        model_dir,
+        framework="tensorflow",
+        export=latest["uri"],
+        step=latest["step"],
+        tensorboard=storage.join(model_dir, "logs"),
+        tfjob=f"{config.namespace}/{config.name}" if not local else f"local/{config.name}",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluation
+# --------------------------------------------------------------------------------------------
+
+#: Scalars of ``metrics.json`` shown in the UI's metrics table.
+METRIC_KEYS = ("auc", "accuracy", "log_loss", "num_examples", "step")
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "n/a"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def _cell(value: Any) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: list[str], rows: Iterable[Iterable[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return [*lines, ""]
+
+
+def render_report(
+    metrics: Mapping[str, Any],
+    meta: Mapping[str, Any],
+    *,
+    dataset_uri: str,
+    model: Mapping[str, Any],
+) -> str:
+    """The Markdown report of a run: model metrics, the data's statistics, where things are.
+
+    Args:
+        metrics: ``MODEL_DIR/eval/metrics.json``.
+        meta: the dataset's ``metadata.json``.
+        dataset_uri: the dataset's URI.
+        model: the model pointer (``uri``, ``export``, ``step``, ``tensorboard``).
+
+    Returns:
+        Markdown for a ``dsl.Markdown`` artifact (the UI renders it as a static card).
+    """
+    out = [f"# {PIPELINE_NAME}: {model['uri']}", ""]
+    out += ["## Evaluation", ""]
+    out += [
+        f"On the eval split, {_fmt(metrics.get('num_examples'))} examples, at step "
+        f"{_fmt(metrics.get('step'))}.",
+        "",
+    ]
+    out += _table(
+        ["metric", "value"], [(k, _fmt(metrics.get(k))) for k in ("auc", "accuracy", "log_loss")]
+    )
+    cm = metrics.get("confusion_matrix") or {}
+    if cm.get("labels"):
+        out += ["Confusion matrix (rows: true class, columns: predicted class):", ""]
+        out += _table(
+            ["true \\ predicted", *map(str, cm["labels"])],
+            [
+                (label, *map(_fmt, row))
+                for label, row in zip(cm["labels"], cm["matrix"], strict=True)
+            ],
+        )
+
+    out += ["## Data", ""]
+    out += [
+        f"`{dataset_uri}`: {_fmt(meta['rows_read'])} rows read, "
+        f"{_fmt(meta['rows_accepted'])} accepted, {_fmt(meta['rows_rejected'])} rejected"
+        + (
+            " (" + ", ".join(f"{k}: {_fmt(v)}" for k, v in meta["rejects_by_reason"].items()) + ")"
+            if meta.get("rejects_by_reason")
+            else ""
+        )
+        + ".",
+        "",
+    ]
+    out += _table(
+        ["split", "fraction", "records", "shards", "MB"],
+        [
+            (
+                n,
+                f"{s['fraction']:g}",
+                _fmt(s["num_records"]),
+                s["num_shards"],
+                f"{s['bytes'] / 1e6:.1f}",
+            )
+            for n, s in meta["splits"].items()
+        ],
+    )
+    counts = meta["stats"]["label"]["counts"]
+    total = sum(counts.values()) or 1
+    out += [f"Label `{meta['label']}` ({meta['label_info']['task']}):", ""]
+    out += _table(
+        ["class", "rows", "share"], [(k, _fmt(v), f"{v / total:.1%}") for k, v in counts.items()]
+    )
+
+    stats = meta["stats"]["columns"]
+    numeric, categorical, other = [], [], []
+    for column in meta["schema"]["columns"]:
+        st = stats.get(column["name"])
+        if column.get("drop") or st is None:
+            continue
+        kind = st.get("kind")
+        if kind == "numeric":
+            numeric.append(
+                (
+                    column["name"],
+                    _fmt(st["missing"]),
+                    *(_fmt(st[k]) for k in ("min", "max", "mean", "std")),
+                )
+            )
+        elif kind == "categorical":
+            top = ", ".join(f"{t['value']} ({_fmt(t['count'])})" for t in st["top"][:5])
+            categorical.append((column["name"], _fmt(st["missing"]), _fmt(st["distinct"]), top))
+        else:  # kinds this report has no table for (e.g. images): name, kind, count
+            other.append((column["name"], kind, _fmt(st.get("count")), _fmt(st.get("missing"))))
+    if numeric:
+        out += ["### Numeric columns", ""]
+        out += _table(["column", "missing", "min", "max", "mean", "std"], numeric)
+    if categorical:
+        out += ["### Categorical columns", ""]
+        out += _table(["column", "missing", "distinct", "top values"], categorical)
+    if other:
+        out += ["### Other columns", ""]
+        out += _table(["column", "kind", "count", "missing"], other)
+
+    out += ["## Where things are", ""]
+    out += [
+        f"* model directory: `{model['uri']}`",
+        f"* SavedModel (step {_fmt(model.get('step'))}): `{model.get('export', 'n/a')}`",
+        f"* TensorBoard: `tensorboard --logdir {model.get('tensorboard', 'n/a')}`",
+        f"* dataset: `{dataset_uri}` (`shardtrain inspect {dataset_uri}`)",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def evaluate_step(
+    *,
+    dataset: Any,
+    model: Any,
+    metrics: Any,
+    classification: Any,
+    report: Any,
+    min_auc: float = 0.0,
+) -> dict[str, Any]:
+    """Show the trained model's evaluation in the pipeline UI; optionally gate on its AUC.
+
+    Reads ``MODEL_DIR/eval/metrics.json`` (written by the trainer for the final step) and the
+    dataset's ``metadata.json``, then logs:
+
+    * ``metrics`` (``dsl.Metrics``): the scalars auc, accuracy, log_loss, num_examples, step
+      (the UI's metrics table; a value that is not finite, e.g. the AUC of a one-class eval
+      split, is left out with a warning);
+    * ``classification`` (``dsl.ClassificationMetrics``): the ROC curve and the confusion
+      matrix (the UI draws both);
+    * ``report`` (``dsl.Markdown``): :func:`render_report`.
+
+    Args:
+        dataset: the ``dsl.Dataset`` input.
+        model: the ``dsl.Model`` input (from :func:`train_step`).
+        metrics: the ``dsl.Metrics`` output.
+        classification: the ``dsl.ClassificationMetrics`` output.
+        report: the ``dsl.Markdown`` output.
+        min_auc: fail the step (and so skip the export) below this AUC; 0 disables the gate.
+
+    Returns:
+        The metrics read.
+
+    Raises:
+        NotCommittedError: the model directory has no metrics.
+        DataError: the AUC is below ``min_auc``.
+    """
+    _setup_logging()
+    model_pointer = read_pointer(model)
+    dataset_uri = read_pointer(dataset)["uri"]
+    model_dir = model_pointer["uri"]
+    target = storage.join(model_dir, "eval", METRICS_NAME)
+    if not storage.exists(target):
+        raise NotCommittedError(f"{model_dir}: no evaluation metrics (eval/metrics.json)")
+    values = storage.read_json(target)
+    meta = sharding.load_metadata(dataset_uri)
+
+    for key in METRIC_KEYS:
+        if _finite(values.get(key)):
+            metrics.log_metric(key, values[key])
+        else:
+            log.warning("metric %s is %r: left out of the metrics table", key, values.get(key))
+    roc = values.get("roc") or {}
+    if roc.get("fpr"):
+        classification.log_roc_curve(
+            [float(x) for x in roc["fpr"]],
+            [float(x) for x in roc["tpr"]],
+            [float(x) for x in roc["thresholds"]],
+        )
+    cm = values.get("confusion_matrix") or {}
+    if cm.get("labels"):
+        classification.log_confusion_matrix(
+            [str(c) for c in cm["labels"]], [[int(v) for v in row] for row in cm["matrix"]]
+        )
+    text = render_report(values, meta, dataset_uri=dataset_uri, model=model_pointer)
+    os.makedirs(os.path.dirname(report.path) or ".", exist_ok=True)
+    with open(report.path, "w", encoding="utf-8") as f:
+        f.write(text)
+    log.info(
+        "eval at step %s: auc %s, accuracy %s, log_loss %s (%s examples)",
+        *(_fmt(values.get(k)) for k in ("step", "auc", "accuracy", "log_loss", "num_examples")),
+    )
+    auc = values.get("auc")
+    if min_auc > 0 and not (_finite(auc) and auc >= min_auc):
+        raise DataError(
+            f"{model_dir}: eval AUC {_fmt(auc)} is below min_auc {min_auc:g}; not exporting"
+        )
+    return values
+
+
+# --------------------------------------------------------------------------------------------
+# Export
+# --------------------------------------------------------------------------------------------
+
+
+def _relative_files(uri: str) -> list[tuple[str, str]]:
+    """``(absolute URI, path relative to uri)`` of every file under ``uri``."""
+    _, base = storage.filesystem(uri)
+    base = base.rstrip("/")
+    files = []
+    for src in storage.walk_files(uri):
+        _, path = storage.filesystem(src)
+        files.append((src, path[len(base) :].lstrip("/")))
+    return files
+
+
+def publish_export(export_uri: str, serving_uri: str, *, step: int | None = None) -> str:
+    """Copy the SavedModel at ``export_uri`` to ``serving_uri/<version>/``, publish-last.
+
+    ``<version>`` is the export's own name (its Unix time, the integer version directory TF
+    Serving and KServe expect). Object stores cannot rename a directory into place, so the
+    copy is ordered: the variables and assets first, ``saved_model.pb`` after them (a server
+    polling the directory finds a loadable model or none), then the manifest
+    ``_MANIFEST.json`` listing every file (the commit), and last ``serving_uri/latest.json``
+    pointing at the version. A version already published from the same export is left alone.
+
+    Args:
+        export_uri: a SavedModel directory (``MODEL_DIR/export/<version>``).
+        serving_uri: the serving base location (local, ``s3://``, ``gs://``).
+        step: the training step of the export (recorded in the manifest and pointer).
+
+    Returns:
+        The URI of the published version.
+
+    Raises:
+        StorageError: the export is missing or the copy failed.
+    """
+    version = storage.basename(export_uri)
+    target = storage.join(serving_uri, version)
+    if storage.is_committed(target):
+        manifest = storage.read_committed(target)
+        if manifest.get("source") == export_uri:
+            log.info("%s is already published from %s", target, export_uri)
+            return target
+        log.warning("%s holds another export (%s): replacing it", target, manifest.get("source"))
+        storage.delete(storage.join(target, storage.MANIFEST_NAME))
+    files = _relative_files(export_uri)
+    if not any(rel == "saved_model.pb" for _, rel in files):
+        raise DataError(f"{export_uri}: not a SavedModel (no saved_model.pb)")
+    files.sort(key=lambda f: (f[1] == "saved_model.pb", f[1]))
+    listed = []
+    for src, rel in files:
+        storage.copy(src, storage.join(target, rel))
+        listed.append({"path": rel, "bytes": storage.size(src)})
+    storage.publish(target, {"source": export_uri, "step": step, "files": listed})
+    storage.write_json(
+        storage.join(serving_uri, SERVING_POINTER),
+        {"version": version, "path": version, "step": step, "source": export_uri},
+    )
+    log.info("published %s (%d files) from %s", target, len(listed), export_uri)
+    return target
+
+
+def export_step(*, model: Any, serving_uri: str, served_model: Any) -> str:
+    """Publish the model's newest export at ``serving_uri`` (see :func:`publish_export`).
+
+    Args:
+        model: the ``dsl.Model`` input (from :func:`train_step`).
+        serving_uri: the serving base location.
+        served_model: the ``dsl.Model`` output, pointing at the published version.
+
+    Returns:
+        The published version's URI.
+    """
+    _setup_logging()
+    model_dir = read_pointer(model)["uri"]
+    latest = export.latest_export(model_dir)
+    target = publish_export(latest["uri"], serving_uri, step=latest.get("step"))
+    write_pointer(
+        served_model, target, framework="tensorflow", step=latest.get("step"), source=latest["uri"]
+    )
+    return target
+
+
+# --------------------------------------------------------------------------------------------
+# The pipeline definition: load, compile, submit, run locally
+# --------------------------------------------------------------------------------------------
+
+
+def project_dir() -> Path:
+    """The directory holding ``components/`` and ``pipelines/``.
+
+    ``$SHARDTRAIN_PROJECT_DIR`` when set (the Docker image), else the source checkout this
+    package is installed from.
+
+    Raises:
+        ConfigError: neither holds the pipeline definitions.
+    """
+    wanted = ("components/__init__.py", f"pipelines/{PIPELINE_NAME}.py")
+    env = os.environ.get(PROJECT_DIR_ENV)
+    candidates = [Path(env)] if env else [Path(__file__).resolve().parents[2]]
+    for candidate in candidates:
+        if all((candidate / w).is_file() for w in wanted):
+            return candidate
+    where = f"${PROJECT_DIR_ENV}={env}" if env else f"the source checkout {candidates[0]}"
+    raise ConfigError(
+        f"the pipeline definitions (components/, pipelines/) are not in {where}: install "
+        f"shardtrain from a checkout (pip install -e .) or set {PROJECT_DIR_ENV}"
+    )
+
+
+def load_pipeline(name: str = PIPELINE_NAME) -> Any:
+    """The pipeline ``pipelines/<name>.py`` defines (a KFP ``GraphComponent``).
+
+    The project directory goes on ``sys.path`` so the pipeline module can import
+    ``components``, as a script next to them would.
+
+    Raises:
+        ConfigError: the definitions are not found, or another ``pipelines`` package shadows
+            them.
+    """
+    root = project_dir()
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    module = importlib.import_module(f"pipelines.{name}")
+    origin = Path(module.__file__ or "").resolve()
+    if root.resolve() not in origin.parents:
+        raise ConfigError(f"pipelines.{name} was imported from {origin}, not from {root}")
+    return getattr(module, name)
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One pipeline parameter: its KFP type, default and documentation."""
+
+    name: str
+    type: str
+    default: Any
+    required: bool
+    description: str
+
+
+def parameters(pipeline: Any = None) -> list[Parameter]:
+    """The pipeline's parameters, in signature order."""
+    pipeline = pipeline or load_pipeline()
+    return [
+        Parameter(
+            name=name,
+            type=str(spec.type),
+            default=spec.default,
+            required=not spec.optional,
+            description=" ".join((spec.description or "").split()),
+        )
+        for name, spec in pipeline.component_spec.inputs.items()
+    ]
+
+
+_TRUE, _FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off")
+
+
+def _coerce(param: Parameter, text: str) -> Any:
+    kind = param.type.split("[", 1)[0]
+    try:
+        if kind == "Integer":
+            return int(text)
+        if kind == "Float":
+            return float(text)
+        if kind == "Boolean":
+            if text.lower() not in _TRUE + _FALSE:
+                raise ValueError("expected true or false")
+            return text.lower() in _TRUE
+        if kind == "List":
+            if text.lstrip().startswith("["):
+                value = json.loads(text)
+                if not isinstance(value, list):
+                    raise ValueError("expected a JSON list")
+                return value
+            return [item.strip() for item in text.split(",") if item.strip()]
+        if kind in ("Dict", "Struct"):
+            value = json.loads(text)
+            if not isinstance(value, dict):
+                raise ValueError("expected a JSON object")
+            return value
+    except ValueError as exc:
+        raise ConfigError(
+            f"pipeline parameter {param.name} ({param.type}): '{text}': {exc}"
+        ) from None
+    return text
+
+
+def parse_arguments(pairs: Iterable[str], pipeline: Any = None) -> dict[str, Any]:
+    """``NAME=VALUE`` strings → typed pipeline arguments.
+
+    Values are converted by the parameter's type: integers, floats, booleans
+    (true/false/yes/no/1/0), lists (``a,b`` or a JSON list) and dicts (JSON).
+
+    Raises:
+        ConfigError: a pair without ``=``, an unknown name, or a value of the wrong type.
+    """
+    params = {p.name: p for p in parameters(pipeline)}
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep:
+            raise ConfigError(f"'{pair}': give pipeline arguments as NAME=VALUE")
+        if name not in params:
+            raise ConfigError(
+                f"unknown pipeline parameter '{name}' (known: {', '.join(sorted(params))})"
+            )
+        out[name] = _coerce(params[name], text)
+    return out
+
+
+def _check_required(arguments: Mapping[str, Any], pipeline: Any) -> None:
+    missing = [p.name for p in parameters(pipeline) if p.required and p.name not in arguments]
+    if missing:
+        raise ConfigError(f"missing pipeline argument(s): {', '.join(missing)} (-p NAME=VALUE)")
+
+
+def compile_pipeline(path: str, defaults: Mapping[str, Any] | None = None) -> str:
+    """Compile ``csv_to_model`` to the IR YAML the Kubeflow Pipelines UI uploads.
+
+    Args:
+        path: the output file (``.yaml``).
+        defaults: new defaults for pipeline parameters (e.g. ``{"image": ...}``).
+
+    Returns:
+        ``path``.
+    """
+    from kfp import compiler
+
+    pipeline = load_pipeline()
+    compiler.Compiler().compile(
+        pipeline_func=pipeline, package_path=path, pipeline_parameters=dict(defaults or {}) or None
+    )
+    return path
+
+
+@dataclass(frozen=True)
+class SubmittedRun:
+    """A run created on a Kubeflow Pipelines server."""
+
+    run_id: str
+    url: str
+    state: str | None = None
+
+
+def submit(
+    host: str,
+    arguments: Mapping[str, Any],
+    *,
+    experiment: str = "shardtrain",
+    run_name: str | None = None,
+    namespace: str | None = None,
+    service_account: str | None = None,
+    wait: bool = False,
+    wait_timeout: float = 86400,
+) -> SubmittedRun:
+    """Create a ``csv_to_model`` run on the Kubeflow Pipelines server at ``host``.
+
+    Authentication is kfp.Client's: in a pod, the token at ``$KF_PIPELINES_SA_TOKEN_PATH``;
+    from a workstation, a port-forward to ``ml-pipeline-ui`` needs none.
+
+    Args:
+        host: the API endpoint, e.g. ``http://localhost:8080`` (a port-forward).
+        arguments: pipeline arguments (see :func:`parse_arguments`).
+        experiment: the experiment the run is filed under.
+        run_name: the run's display name (default: KFP's).
+        namespace: the Kubeflow profile namespace (multi-user installs).
+        service_account: the run's Kubernetes service account (must be allowed to create
+            TFJobs in the job's namespace; see ``k8s/rbac``).
+        wait: wait for the run to finish; a run that did not succeed is an error.
+        wait_timeout: seconds to wait with ``wait``.
+
+    Raises:
+        ConfigError: a required argument is missing, or ``local`` is set.
+        ShardtrainError: the server refused the run, or (``wait``) it did not succeed.
+    """
+    import datetime
+
+    import kfp
+
+    pipeline = load_pipeline()
+    _check_required(arguments, pipeline)
+    if arguments.get("local"):
+        raise ConfigError("local=true runs the TFJob inside a step pod: use `pipeline run-local`")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # "only works with KFP v2.0.0-beta.2+"
+        try:
+            client = kfp.Client(host=host, namespace=namespace or "kubeflow")
+            run = client.create_run_from_pipeline_func(
+                pipeline,
+                arguments=dict(arguments),
+                run_name=run_name,
+                experiment_name=experiment,
+                namespace=namespace,
+                service_account=service_account,
+            )
+        except Exception as exc:  # the client raises ApiException, MaxRetryError, ValueError …
+            raise ShardtrainError(f"{host}: cannot create the run: {_one_line(exc)}") from exc
+    url = f"{host.rstrip('/')}/#/runs/details/{run.run_id}"
+    if not wait:
+        return SubmittedRun(run.run_id, url)
+    try:
+        detail = client.wait_for_run_completion(
+            run.run_id, timeout=datetime.timedelta(seconds=wait_timeout)
+        )
+    except Exception as exc:
+        raise ShardtrainError(f"run {run.run_id}: {_one_line(exc)} ({url})") from exc
+    state = str(getattr(detail, "state", "") or "")
+    if state != "SUCCEEDED":
+        raise ShardtrainError(f"run {run.run_id} ended {state or 'without a state'}: {url}")
+    return SubmittedRun(run.run_id, url, state)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(_ANSI.sub("", str(exc)).split())[:400] or type(exc).__name__
+
+
+@dataclass(frozen=True)
+class LocalRun:
+    """What a local run of ``csv_to_model`` produced.
+
+    Attributes:
+        model_dir: the model directory (checkpoints, ``logs/``, ``eval/``, ``export/``).
+        export: the SavedModel the trainer exported.
+        served: the published copy at the serving URI.
+        tensorboard: the TensorBoard log directory.
+        metrics: the scalars of the ``dsl.Metrics`` output.
+        classification: the ``dsl.ClassificationMetrics`` metadata (ROC, confusion matrix).
+        report: the path of the ``dsl.Markdown`` report.
+        pipeline_root: where kfp.local keeps every task's artifacts and outputs.
+    """
+
+    model_dir: str
+    export: str
+    served: str
+    tensorboard: str
+    metrics: dict[str, Any]
+    classification: dict[str, Any]
+    report: str
+    pipeline_root: str
+
+
+def _absolute(value: Any) -> Any:
+    """Local paths as absolute paths: the steps may run in another working directory."""
+    if isinstance(value, str) and value and storage.is_local(value):
+        return os.path.abspath(storage.local_path(value))
+    return value
+
+
+#: Parameters holding URIs (local ones are made absolute for local runs).
+_URI_PARAMETERS = ("sources", "dataset_uri", "model_dir", "serving_uri")
+
+
+def run_local(arguments: Mapping[str, Any], *, pipeline_root: str) -> LocalRun:
+    """Run the whole pipeline on this machine with ``kfp.local``, training on a local TFJob.
+
+    Every step runs as a subprocess of this Python environment
+    (``SubprocessRunner(use_venv=False)``) and inherits its environment (``AWS_*`` for MinIO);
+    the TFJob's replicas run as local processes (``local=True`` is forced). Storage may be
+    local paths or ``s3://``/``gs://`` URIs.
+
+    Args:
+        arguments: pipeline arguments (see :func:`parse_arguments`).
+        pipeline_root: directory for the tasks' artifacts (reports, metrics, pointers).
+
+    Returns:
+        Where the model, metrics, report and TensorBoard logs are.
+
+    Raises:
+        ConfigError: a required argument is missing.
+        ShardtrainError: a task failed (its log is above).
+    """
+    from kfp import local
+
+    pipeline = load_pipeline()
+    args = {**arguments, "local": True}
+    for name in _URI_PARAMETERS:
+        if name in args:
+            value = args[name]
+            args[name] = (
+                [_absolute(v) for v in value] if isinstance(value, list) else _absolute(value)
+            )
+    _check_required(args, pipeline)
+    root = os.path.abspath(pipeline_root)
+    os.makedirs(root, exist_ok=True)
+    local.init(
+        runner=local.SubprocessRunner(use_venv=False), pipeline_root=root, raise_on_error=True
+    )
+    with warnings.catch_warnings():
+        # kfp.local warns that an image without "python" in its name may not be Python (ours
+        # is), and that resource requests do not apply locally (they are for the cluster).
+        warnings.filterwarnings(
+            "ignore", message=".*non-Python base image.*", category=RuntimeWarning
+        )
+        warnings.filterwarnings(
+            "ignore", message=".*no effect in the current local runner.*", category=UserWarning
+        )
+        try:
+            task = pipeline(**args)
+        except RuntimeError as exc:
+            raise ShardtrainError(f"pipeline {PIPELINE_NAME} failed: {_one_line(exc)}") from exc
+    outputs = task.outputs
+    model = read_pointer(outputs["model"])
+    return LocalRun(
+        model_dir=model["uri"],
+        export=model["export"],
+        served=read_pointer(outputs["served_model"])["uri"],
+        tensorboard=model["tensorboard"],
+        metrics=dict(outputs["metrics"].metadata),
+        classification=dict(outputs["classification"].metadata),
+        report=outputs["report"].path,
+        pipeline_root=root,
+    )

@@ -1,0 +1,703 @@
+"""The Kubeflow pipeline without a server: its compiled YAML, and each step's library function.
+
+The compiled ``csv_to_model`` YAML is what users upload in the UI, so it is checked the way a
+reviewer would: every step runs the pinned project image (or the ``image`` parameter whose
+default it is), no step installs packages at start, every step pod gets the storage Secret by
+*name* through kfp-kubernetes, no credential value of this environment appears anywhere, and
+no step pod asks for a GPU (the GPUs are on the TFJob's replicas, checked here on the manifest
+the train step renders). The steps' functions run on tiny real data; the only seam patched is
+the cluster submission of the TFJob.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+from unittest import mock
+
+import pytest
+import yaml
+from kfp import dsl
+
+from helpers import run_cli
+from shardtrain import datagen, pipeline, sharding, storage, tfjob
+from shardtrain.errors import (
+    ConfigError,
+    DataError,
+    NotCommittedError,
+    ShardtrainError,
+    StorageError,
+)
+
+#: Credentials and endpoints present in the compiling process: none may reach the YAML.
+FAKE_ENV = {
+    "AWS_ACCESS_KEY_ID": "AKIAFAKE0SHARDTRAIN0",
+    "AWS_SECRET_ACCESS_KEY": "fake/Secret+Key/shardtrain-unit-test-0123",
+    "AWS_ENDPOINT_URL": "http://fake-minio.shardtrain.invalid:9000",
+    "AWS_REGION": "xx-fake-1",
+    "AWS_SESSION_TOKEN": "FakeSessionToken0shardtrain0unit0test",
+}
+STEP_EXECUTORS = {
+    "exec-plan-shards",
+    "exec-shard",
+    "exec-finalize-shards",
+    "exec-train",
+    "exec-evaluate",
+    "exec-export",
+}
+IMAGE_PARAM = "{{$.inputs.parameters['pipelinechannel--image']}}"
+
+
+# --------------------------------------------------------------------------------------------
+# The compiled YAML
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory) -> tuple[str, dict, dict]:
+    """The pipeline compiled in a process whose environment holds (fake) credentials."""
+    path = str(tmp_path_factory.mktemp("compiled") / "csv_to_model.yaml")
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in FAKE_ENV.items():
+            mp.setenv(name, value)
+        pipeline.compile_pipeline(path)
+    text = Path(path).read_text()
+    spec, platform = list(yaml.safe_load_all(text))
+    return text, spec, platform
+
+
+def test_every_step_runs_the_pinned_project_image(compiled):
+    _, spec, _ = compiled
+    executors = spec["deploymentSpec"]["executors"]
+    assert set(executors) == STEP_EXECUTORS
+    # One knob: the `image` parameter (default: the pinned image, the TFJob's default too).
+    default = spec["root"]["inputDefinitions"]["parameters"]["image"]["defaultValue"]
+    assert default == pipeline.IMAGE == tfjob.DEFAULT_IMAGE
+    assert ":" in default.rsplit("/", 1)[-1] and not default.endswith(":latest")
+    for name, executor in executors.items():
+        assert executor["container"]["image"] == IMAGE_PARAM, name
+
+
+def test_components_alone_pin_the_image_and_install_nothing_at_start():
+    pipeline.load_pipeline()  # puts the project directory on sys.path
+    from components import evaluate, export, finalize_shards, plan_shards, shard, train
+
+    modules = (plan_shards, shard, finalize_shards, train, evaluate, export)
+    for module in modules:
+        name = module.__name__.rsplit(".", 1)[-1]
+        component = getattr(module, name)
+        container = component.component_spec.implementation.container
+        assert container.image == pipeline.IMAGE, name
+        command = " ".join(container.command)
+        assert "pip install" not in command, name  # kfp and shardtrain are in the image
+        # The body is one call into shardtrain.pipeline.
+        assert "from shardtrain import pipeline" in command, name
+
+
+def test_step_pods_get_the_storage_secret_by_name_only(compiled):
+    _, spec, platform = compiled
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert set(executors) == STEP_EXECUTORS
+    wanted = {key: optional for key, optional in tfjob.STORAGE_ENV}
+    for name, config in executors.items():
+        seen = {}
+        for entry in config["secretAsEnv"]:
+            # The Secret's name comes from the `secret_name` pipeline parameter.
+            source = entry["secretNameParameter"]["componentInputParameter"]
+            assert source.removeprefix("pipelinechannel--") == "secret_name", name
+            assert "secretName" not in entry or entry["secretName"] == ""
+            for pair in entry["keyToEnv"]:
+                assert pair["secretKey"] == pair["envVar"]
+                seen[pair["envVar"]] = entry.get("optional", False)
+        assert seen == wanted, name
+    params = spec["root"]["inputDefinitions"]["parameters"]
+    assert params["secret_name"]["defaultValue"] == tfjob.JobConfig.default("secret")
+
+
+def test_no_credential_value_anywhere_in_the_yaml(compiled):
+    text, spec, _ = compiled
+    for name, value in FAKE_ENV.items():
+        assert value not in text, name
+    # Nor are storage variables set as plain values on any container.
+    for executor in spec["deploymentSpec"]["executors"].values():
+        env = {e["name"] for e in executor["container"].get("env", [])}
+        assert not env & set(FAKE_ENV)
+    # No parameter is meant to carry one either: the Secret is given by name.
+    names = set(spec["root"]["inputDefinitions"]["parameters"])
+    suspicious = ("password", "token", "access", "credential", "secret")
+    assert {n for n in names if any(w in n for w in suspicious)} == {"secret_name"}
+
+
+def test_no_gpu_on_step_pods_and_resources_set(compiled):
+    _, spec, _ = compiled
+    for name, executor in spec["deploymentSpec"]["executors"].items():
+        resources = executor["container"].get("resources", {})
+        assert "accelerator" not in resources, name
+        assert not any("gpu" in str(k).lower() for k in resources), name
+        assert resources.get("resourceCpuRequest"), name
+        assert resources.get("resourceMemoryRequest"), name
+    shard = spec["deploymentSpec"]["executors"]["exec-shard"]["container"]["resources"]
+    assert shard["resourceCpuRequest"] == "{{$.inputs.parameters['pipelinechannel--shard_cpu']}}"
+
+
+def test_graph_fans_out_shard_workers_and_collects_them(compiled):
+    _, spec, _ = compiled
+    root = spec["root"]["dag"]["tasks"]
+    assert set(root) == {
+        "plan-shards",
+        "for-loop-1",
+        "finalize-shards",
+        "train",
+        "evaluate",
+        "export",
+    }
+    loop = root["for-loop-1"]
+    assert loop["parameterIterator"]["items"]["inputParameter"].endswith("plan-shards-Output")
+    assert "plan-shards" in loop["dependentTasks"]
+    inner = spec["components"][loop["componentRef"]["name"]]["dag"]["tasks"]
+    assert set(inner) == {"shard"}
+    finalize_inputs = root["finalize-shards"]["inputs"]["parameters"]["worker_reports"]
+    assert finalize_inputs["taskOutputParameter"]["producerTask"] == "for-loop-1"
+    assert set(root["export"]["dependentTasks"]) == {"train", "evaluate"}
+    # The steps resume by themselves; KFP's cache must not skip one whose outputs are gone.
+    for name, task in root.items():
+        if name != "for-loop-1":
+            assert not task.get("cachingOptions", {}).get("enableCache"), name
+    # Every run gets its own TFJob name from the run id.
+    run_id = root["train"]["inputs"]["parameters"]["run_id"]["runtimeValue"]["constant"]
+    assert run_id == dsl.PIPELINE_JOB_ID_PLACEHOLDER
+    outputs = spec["root"]["outputDefinitions"]["artifacts"]
+    assert set(outputs) == {"model", "metrics", "classification", "report", "served_model"}
+
+
+def test_cli_compile_writes_the_yaml_with_new_defaults(tmp_path):
+    out = tmp_path / "p.yaml"
+    proc = run_cli(
+        "pipeline", "compile", "-o", str(out), "-p", "image=registry.example/st:9", "-p",
+        "tfjob_workers=3",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    spec = next(yaml.safe_load_all(out.read_text()))
+    params = spec["root"]["inputDefinitions"]["parameters"]
+    assert params["image"]["defaultValue"] == "registry.example/st:9"
+    assert params["tfjob_workers"]["defaultValue"] == 3
+    bad = run_cli("pipeline", "compile", "-o", str(out), "-p", "gpus=2")
+    assert bad.returncode == 1
+    assert bad.stderr.strip().splitlines()[-1].startswith("error: unknown pipeline parameter")
+
+
+# --------------------------------------------------------------------------------------------
+# Arguments, names, configuration
+# --------------------------------------------------------------------------------------------
+
+
+def test_parse_arguments_converts_by_parameter_type():
+    args = pipeline.parse_arguments(
+        [
+            "sources=s3://b/a.csv, s3://b/b.csv",
+            "train-steps=300",
+            "task_mb=0.5",
+            "evaluator=no",
+            "secret_name=",
+            "splits=train=0.8,eval=0.2",
+        ]
+    )
+    assert args == {
+        "sources": ["s3://b/a.csv", "s3://b/b.csv"],
+        "train_steps": 300,
+        "task_mb": 0.5,
+        "evaluator": False,
+        "secret_name": "",
+        "splits": "train=0.8,eval=0.2",
+    }
+    assert pipeline.parse_arguments(['sources=["x,1.csv"]']) == {"sources": ["x,1.csv"]}
+    for bad, message in (
+        ("train_steps=many", "train_steps (Integer)"),
+        ("evaluator=maybe", "expected true or false"),
+        ("nope=1", "unknown pipeline parameter 'nope'"),
+        ("train_steps", "NAME=VALUE"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            pipeline.parse_arguments([bad])
+
+
+def test_cpu_count_from_kubernetes_quantities():
+    assert [pipeline.cpu_count(q) for q in ("4", "3500m", "0.5", "250m", "16")] == [4, 3, 1, 1, 16]
+    for bad in ("four", "-1", "0", ""):
+        with pytest.raises(ConfigError):
+            pipeline.cpu_count(bad)
+
+
+def test_job_config_names_each_run_and_maps_the_parameters(monkeypatch, tmp_path):
+    monkeypatch.setattr(pipeline, "_POD_NAMESPACE_FILE", "/nonexistent/namespace")
+    kwargs = dict(
+        data="s3://b/ds",
+        model_dir="s3://b/m",
+        image="reg/st:1",
+        namespace="",
+        workers=1,
+        gpus_per_worker=2,
+        evaluator=True,
+        secret="",
+        service_account="sa",
+        cpu="2",
+        memory="4Gi",
+        train_steps=300,
+        batch_size=128,
+        checkpoint_every=100,
+        train_flags="--learning-rate 0.003 --exclude 'player id'",
+    )
+    a = pipeline.job_config(run_id="run-a", **kwargs)
+    b = pipeline.job_config(run_id="run-b", **kwargs)
+    assert a.name != b.name and a.name == pipeline.job_config(run_id="run-a", **kwargs).name
+    assert a.namespace == tfjob.JobConfig.default("namespace")  # not in a pod
+    assert a.secret is None  # '' = no Secret (GCS with Workload Identity)
+    assert a.train_args == (
+        "--train-steps", "300", "--batch-size", "128", "--checkpoint-every", "100",
+        "--learning-rate", "0.003", "--exclude", "player id",
+    )  # fmt: skip
+    pod_namespace = tmp_path / "namespace"  # what a pod finds in its service account mount
+    pod_namespace.write_text("team-a\n")
+    monkeypatch.setattr(pipeline, "_POD_NAMESPACE_FILE", str(pod_namespace))
+    assert pipeline.job_config(run_id="r", **kwargs).namespace == "team-a"
+    with pytest.raises(ConfigError, match="train_flags"):
+        pipeline.job_config(run_id="r", **{**kwargs, "train_flags": "--x 'unclosed"})
+    with pytest.raises(ConfigError, match="--data"):
+        pipeline.job_config(run_id="r", **{**kwargs, "train_flags": "--data s3://other"})
+
+
+def test_project_dir_from_the_environment_must_hold_the_definitions(monkeypatch, tmp_path):
+    monkeypatch.setenv(pipeline.PROJECT_DIR_ENV, str(tmp_path))
+    with pytest.raises(ConfigError, match="SHARDTRAIN_PROJECT_DIR"):
+        pipeline.project_dir()
+    monkeypatch.delenv(pipeline.PROJECT_DIR_ENV)
+    assert (pipeline.project_dir() / "pipelines" / "csv_to_model.py").is_file()
+
+
+# --------------------------------------------------------------------------------------------
+# Steps on tiny data
+# --------------------------------------------------------------------------------------------
+
+METRICS = {
+    "auc": 0.84,
+    "accuracy": 0.77,
+    "log_loss": 0.48,
+    "num_examples": 40,
+    "step": 300,
+    "confusion_matrix": {"labels": ["0", "1"], "matrix": [[15, 5], [4, 16]]},
+    "roc": {"fpr": [0.0, 0.25, 1.0], "tpr": [0.0, 0.8, 1.0], "thresholds": [1.0, 0.5, 0.0]},
+}
+VERSION = "1700000000"
+
+
+@pytest.fixture(scope="module")
+def tiny_dataset(tmp_path_factory) -> str:
+    base = tmp_path_factory.mktemp("tiny")
+    csv = str(base / "quest.csv")
+    datagen.generate_quest_logs(csv, 400, seed=3, bad_fraction=0.01)
+    out = str(base / "ds")
+    sharding.shard(
+        sharding.ShardConfig(
+            sources=(csv,),
+            output=out,
+            label="cleared",
+            key="attempt_id",
+            processes=1,
+            max_bad_fraction=0.05,
+        )
+    )
+    return out
+
+
+def _model_dir(root: Path, metrics: dict | None = None) -> str:
+    """A model directory as the trainer leaves it (a fake SavedModel: files, not a model)."""
+    model_dir = root / "model"
+    files = {
+        f"export/{VERSION}/variables/variables.index": b"index",
+        f"export/{VERSION}/variables/variables.data-00000-of-00001": b"\x00" * 1000,
+        f"export/{VERSION}/saved_model.pb": b"graph",
+        f"export/{VERSION}/fingerprint.pb": b"fp",
+    }
+    for rel, data in files.items():
+        storage.write_bytes(str(model_dir / rel), data)
+    storage.write_json(
+        str(model_dir / "export/latest.json"), {"path": f"export/{VERSION}", "step": 300}
+    )
+    storage.write_json(str(model_dir / "eval/metrics.json"), metrics or METRICS)
+    return str(model_dir)
+
+
+def _artifact(kind, root: Path, name: str):
+    return kind(name=name, uri=str(root / "artifacts" / name), metadata={})
+
+
+def _inputs(root: Path, dataset_uri: str, model_dir: str):
+    dataset = _artifact(dsl.Dataset, root, "dataset")
+    pipeline.write_pointer(dataset, dataset_uri)
+    model = _artifact(dsl.Model, root, "model")
+    pipeline.write_pointer(
+        model,
+        model_dir,
+        export=f"{model_dir}/export/{VERSION}",
+        step=300,
+        tensorboard=f"{model_dir}/logs",
+    )
+    return dataset, model
+
+
+def _outputs(root: Path):
+    return (
+        _artifact(dsl.Metrics, root, "metrics"),
+        _artifact(dsl.ClassificationMetrics, root, "classification"),
+        _artifact(dsl.Markdown, root, "report"),
+    )
+
+
+def test_pointers_round_trip_through_artifacts(tmp_path):
+    model = _artifact(dsl.Model, tmp_path, "m")
+    pipeline.write_pointer(model, "s3://b/m", step=3)
+    assert model.metadata == {"uri": "s3://b/m", "step": 3}
+    fresh = dsl.Model(name="m", uri=model.uri, metadata={})  # the next step's view
+    assert pipeline.read_pointer(fresh) == {"uri": "s3://b/m", "step": 3}
+    with pytest.raises(ConfigError, match="not a shardtrain pointer"):
+        pipeline.read_pointer(_artifact(dsl.Model, tmp_path, "missing"))
+
+
+def test_evaluate_step_logs_ui_metrics_and_writes_the_report(tmp_path, tiny_dataset):
+    model_dir = _model_dir(tmp_path)
+    dataset, model = _inputs(tmp_path, tiny_dataset, model_dir)
+    metrics, classification, report = _outputs(tmp_path)
+    pipeline.evaluate_step(
+        dataset=dataset, model=model, metrics=metrics, classification=classification, report=report
+    )
+    assert metrics.metadata == {k: METRICS[k] for k in pipeline.METRIC_KEYS}
+    roc = classification.metadata["confidenceMetrics"]
+    assert [(p["falsePositiveRate"], p["recall"], p["confidenceThreshold"]) for p in roc] == [
+        (0.0, 0.0, 1.0),
+        (0.25, 0.8, 0.5),
+        (1.0, 1.0, 0.0),
+    ]
+    cm = classification.metadata["confusionMatrix"]
+    assert [s["displayName"] for s in cm["annotationSpecs"]] == ["0", "1"]
+    assert [r["row"] for r in cm["rows"]] == [[15, 5], [4, 16]]
+
+    text = Path(report.path).read_text()
+    meta = sharding.load_metadata(tiny_dataset)
+    assert "| auc | 0.84 |" in text
+    assert "| 1 | 4 | 16 |" in text  # confusion matrix row of class 1
+    assert (
+        f"{meta['rows_read']:,} rows read" in text and f"{meta['rows_rejected']:,} rejected" in text
+    )
+    for split, s in meta["splits"].items():
+        assert f"| {split} | {s['fraction']:g} | {s['num_records']:,} |" in text
+    assert "| player_level |" in text and "| player_class |" in text  # numeric, categorical
+    assert f"tensorboard --logdir {model_dir}/logs" in text
+
+
+def test_report_covers_columns_of_any_kind_and_a_multiclass_label(tiny_dataset):
+    meta = json.loads(json.dumps(sharding.load_metadata(tiny_dataset)))
+    meta["schema"]["columns"].append({"name": "photo", "type": "image", "drop": False})
+    meta["stats"]["columns"]["photo"] = {"kind": "image", "count": 12, "missing": 0}
+    meta["stats"]["label"]["counts"] = {"cat": 5, "dog": 4, "eel": 3}
+    meta["label_info"]["task"] = "multiclass"
+    metrics = {
+        **METRICS,
+        "confusion_matrix": {
+            "labels": ["cat", "dog", "eel"],
+            "matrix": [[4, 1, 0], [0, 4, 0], [1, 0, 2]],
+        },
+    }
+    model = {
+        "uri": "gs://b/m",
+        "export": "gs://b/m/export/1",
+        "step": 9,
+        "tensorboard": "gs://b/m/logs",
+    }
+    text = pipeline.render_report(metrics, meta, dataset_uri=tiny_dataset, model=model)
+    assert "| photo | image | 12 | 0 |" in text
+    assert "| true \\ predicted | cat | dog | eel |" in text and "| eel | 1 | 0 | 2 |" in text
+    assert "Label `cleared` (multiclass)" in text and "| cat | 5 | 41.7% |" in text
+
+
+def test_evaluate_step_leaves_out_non_finite_metrics_and_gates_on_auc(tmp_path, tiny_dataset):
+    model_dir = _model_dir(tmp_path, {**METRICS, "auc": math.nan})
+    dataset, model = _inputs(tmp_path, tiny_dataset, model_dir)
+    metrics, classification, report = _outputs(tmp_path)
+    pipeline.evaluate_step(
+        dataset=dataset, model=model, metrics=metrics, classification=classification, report=report
+    )
+    assert "auc" not in metrics.metadata and metrics.metadata["accuracy"] == 0.77
+    assert "| auc | n/a |" in Path(report.path).read_text()
+    json.dumps(metrics.metadata, allow_nan=False)  # what KFP's backend can parse
+
+    model_dir = _model_dir(tmp_path / "low", {**METRICS, "auc": 0.61})
+    dataset, model = _inputs(tmp_path / "low", tiny_dataset, model_dir)
+    metrics, classification, report = _outputs(tmp_path / "low")
+    with pytest.raises(DataError, match=r"AUC 0\.61 is below min_auc 0\.8"):
+        pipeline.evaluate_step(
+            dataset=dataset,
+            model=model,
+            metrics=metrics,
+            classification=classification,
+            report=report,
+            min_auc=0.8,
+        )
+    assert Path(report.path).is_file()  # the UI still shows why
+
+
+def test_evaluate_step_without_metrics_fails_with_one_line(tmp_path, tiny_dataset):
+    model_dir = _model_dir(tmp_path)
+    storage.delete(f"{model_dir}/eval", recursive=True)
+    dataset, model = _inputs(tmp_path, tiny_dataset, model_dir)
+    with pytest.raises(NotCommittedError, match="no evaluation metrics"):
+        pipeline.evaluate_step(dataset=dataset, model=model, **dict(zip(
+            ("metrics", "classification", "report"), _outputs(tmp_path), strict=True
+        )))  # fmt: skip
+
+
+def test_export_step_publishes_variables_then_graph_then_manifest(tmp_path):
+    model_dir = _model_dir(tmp_path)
+    _, model = _inputs(tmp_path, "unused", model_dir)
+    serving = str(tmp_path / "serving")
+    served = _artifact(dsl.Model, tmp_path, "served")
+    real_copy, real_publish = storage.copy, storage.publish
+    order = []
+
+    def copy(src, dst):
+        order.append(dst)
+        real_copy(src, dst)
+
+    def publish(uri, manifest, name=storage.MANIFEST_NAME):
+        order.append("MANIFEST")
+        return real_publish(uri, manifest, name)
+
+    with (
+        mock.patch.object(storage, "copy", autospec=True, side_effect=copy),
+        mock.patch.object(storage, "publish", autospec=True, side_effect=publish),
+    ):
+        target = pipeline.export_step(model=model, serving_uri=serving, served_model=served)
+
+    assert target == f"{serving}/{VERSION}"
+    names = [o.rsplit(f"/{VERSION}/", 1)[-1] for o in order]
+    assert names[-2:] == ["saved_model.pb", "MANIFEST"]
+    assert set(names[:-2]) == {
+        "fingerprint.pb",
+        "variables/variables.index",
+        "variables/variables.data-00000-of-00001",
+    }
+    manifest = storage.read_committed(target)
+    assert manifest["source"] == f"{model_dir}/export/{VERSION}" and manifest["step"] == 300
+    assert {f["path"]: f["bytes"] for f in manifest["files"]}["saved_model.pb"] == 5
+    assert storage.read_json(f"{serving}/latest.json") == {
+        "version": VERSION,
+        "path": VERSION,
+        "step": 300,
+        "source": f"{model_dir}/export/{VERSION}",
+    }
+    assert Path(f"{target}/variables/variables.data-00000-of-00001").read_bytes() == b"\x00" * 1000
+    assert pipeline.read_pointer(served)["uri"] == target
+
+    # Again: already published from the same export, nothing is copied.
+    with mock.patch.object(storage, "copy", autospec=True) as copy:
+        assert pipeline.export_step(model=model, serving_uri=serving, served_model=served) == target
+    copy.assert_not_called()
+
+
+def test_export_step_without_an_export_fails(tmp_path):
+    model_dir = _model_dir(tmp_path)
+    storage.delete(f"{model_dir}/export", recursive=True)
+    _, model = _inputs(tmp_path, "unused", model_dir)
+    with pytest.raises(NotCommittedError, match="no exported model"):
+        pipeline.export_step(
+            model=model,
+            serving_uri=str(tmp_path / "s"),
+            served_model=_artifact(dsl.Model, tmp_path, "s"),
+        )
+
+
+def test_plan_and_shard_steps_use_only_workers_with_tasks(tmp_path):
+    csv = str(tmp_path / "q.csv")
+    datagen.generate_quest_logs(csv, 3000, seed=5)  # ~350 KB
+    common = dict(
+        sources=[csv],
+        dataset_uri=str(tmp_path / "ds"),
+        label="cleared",
+        key="attempt_id",
+        splits="train=0.9,eval=0.1",
+        num_shards=0,
+        task_mb=0.1,  # → 4 tasks (8 shards per split at least)
+    )
+    assert pipeline.plan_step(**common, num_workers=9) == [0, 1, 2, 3]
+    assert pipeline.plan_step(**common, num_workers=2) == [0, 1]
+    reports = [
+        pipeline.shard_step(
+            **common, max_bad_fraction=0.0, worker_index=i, num_workers=2, cpu="500m"
+        )
+        for i in (0, 1)
+    ]
+    assert [json.loads(r)["status"] for r in reports] == ["worker-done", "worker-done"]
+    assert sum(json.loads(r)["tasks_run"] for r in reports) == 4
+    dataset = _artifact(dsl.Dataset, tmp_path, "dataset")
+    meta = pipeline.finalize_step(
+        dataset_uri=common["dataset_uri"], worker_reports=reports, dataset=dataset
+    )
+    assert meta["rows_accepted"] == 3000
+    assert pipeline.read_pointer(dataset)["splits"] == {
+        n: s["num_records"] for n, s in meta["splits"].items()
+    }
+    with pytest.raises(StorageError, match=r"missing\.csv: no such file"):
+        pipeline.plan_step(**{**common, "sources": [str(tmp_path / "missing.csv")]}, num_workers=2)
+    with pytest.raises(ConfigError, match="shard_workers"):
+        pipeline.plan_step(**common, num_workers=0)
+
+
+# --------------------------------------------------------------------------------------------
+# The train step: the TFJob it renders and how it ends
+# --------------------------------------------------------------------------------------------
+
+JOB = dict(
+    image="reg/st:1",
+    namespace="team-a",
+    workers=1,
+    gpus_per_worker=2,
+    evaluator=True,
+    secret="shardtrain-storage",
+    service_account="shardtrain-trainer",
+    cpu="4",
+    memory="16Gi",
+    train_steps=300,
+    batch_size=128,
+    checkpoint_every=100,
+    train_flags="",
+)
+
+
+def test_train_step_submits_the_tfjob_with_gpus_on_training_replicas_only(tmp_path):
+    model_dir = _model_dir(tmp_path, {**METRICS, "step": 100})  # not finished yet
+    dataset, _ = _inputs(tmp_path, "s3://data/quest", model_dir)
+    model = _artifact(dsl.Model, tmp_path, "trained")
+    with mock.patch.object(tfjob, "submit_and_wait", autospec=True) as submit:
+        pointer = pipeline.train_step(
+            dataset=dataset,
+            model=model,
+            model_dir=model_dir,
+            local=False,
+            run_id="run-1",
+            timeout=3600,
+            **JOB,
+        )
+    submit.assert_called_once()
+    assert submit.call_args.kwargs["wait_timeout"] == 3600
+    manifest = tfjob.to_manifest(submit.call_args.args[0])
+    specs = manifest["spec"]["tfReplicaSpecs"]
+    assert {k: v["replicas"] for k, v in specs.items()} == {"Chief": 1, "Worker": 1, "Evaluator": 1}
+    for rtype, rspec in specs.items():
+        container = rspec["template"]["spec"]["containers"][0]
+        gpus = container["resources"]["limits"].get("nvidia.com/gpu")
+        assert gpus == (None if rtype == "Evaluator" else "2"), rtype
+        assert container["image"] == "reg/st:1"
+        assert container["args"][:5] == [
+            "train",
+            "--data",
+            "s3://data/quest",
+            "--model-dir",
+            model_dir,
+        ]
+        refs = {
+            e["name"]: e["valueFrom"]["secretKeyRef"]["name"]
+            for e in container["env"]
+            if "valueFrom" in e
+        }
+        assert refs == {k: "shardtrain-storage" for k, _ in tfjob.STORAGE_ENV}
+        assert not any(e.get("value") for e in container["env"] if e["name"].startswith("AWS_"))
+    assert manifest["metadata"]["namespace"] == "team-a"
+    assert pointer["uri"] == model_dir and pointer["export"] == f"{model_dir}/export/{VERSION}"
+    assert model.metadata["tfjob"] == f"team-a/{pipeline.tfjob_name('run-1')}"
+
+
+def test_train_step_fails_when_the_tfjob_fails_and_skips_a_finished_model(tmp_path):
+    model_dir = _model_dir(tmp_path, {**METRICS, "step": 100})
+    dataset, _ = _inputs(tmp_path, "s3://data/quest", model_dir)
+    model = _artifact(dsl.Model, tmp_path, "trained")
+    args = dict(dataset=dataset, model=model, model_dir=model_dir, run_id="r", timeout=60, **JOB)
+    failed = tfjob.JobFailedError("TFJob team-a/x failed: chief exited with code 1")
+    with (
+        mock.patch.object(tfjob, "submit_and_wait", autospec=True, side_effect=failed),
+        pytest.raises(tfjob.JobFailedError, match="chief exited"),
+    ):
+        pipeline.train_step(local=False, **args)
+
+    storage.write_json(f"{model_dir}/eval/metrics.json", METRICS)  # step 300: finished
+    assert pipeline.trained_step(model_dir) == 300
+    with mock.patch.object(tfjob, "submit_and_wait", autospec=True) as submit:
+        assert pipeline.train_step(local=False, **args)["step"] == 300
+    submit.assert_not_called()
+
+
+def test_a_failing_local_tfjob_fails_the_step(tmp_path):
+    config = pipeline.job_config(data="d", model_dir="m", run_id="r", **{**JOB, "workers": 0})
+    manifest = tfjob.to_manifest(tfjob.build_tfjob(config))
+    for rspec in manifest["spec"]["tfReplicaSpecs"].values():
+        container = rspec["template"]["spec"]["containers"][0]
+        container["command"] = ["python3", "-c", "import sys; sys.exit(7)"]
+        container["args"] = []
+    with pytest.raises(ShardtrainError, match=r"local TFJob shardtrain-\w+ failed: .*code 7"):
+        pipeline.run_tfjob_locally(manifest, timeout=60)
+
+
+def test_the_step_functions_import_without_tensorflow():
+    """Step pods that only copy files or log metrics do not pay for importing TensorFlow."""
+    code = "import sys; from shardtrain import pipeline; print('tensorflow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# Submission to a Kubeflow Pipelines server (the kfp.Client seam)
+# --------------------------------------------------------------------------------------------
+
+REQUIRED = {
+    "sources": ["s3://b/q.csv"],
+    "dataset_uri": "s3://b/ds",
+    "model_dir": "s3://b/m",
+    "serving_uri": "s3://b/s",
+}
+
+
+def test_submit_creates_a_run_and_reports_how_it_ended():
+    import kfp
+
+    with mock.patch.object(kfp, "Client", autospec=True) as client_cls:
+        client = client_cls.return_value
+        client.create_run_from_pipeline_func.return_value.run_id = "run-42"
+        run = pipeline.submit(
+            "http://kfp.example:8080/",
+            REQUIRED,
+            namespace="team-a",
+            service_account="default-editor",
+        )
+        assert run == pipeline.SubmittedRun(
+            "run-42", "http://kfp.example:8080/#/runs/details/run-42"
+        )
+        client_cls.assert_called_once_with(host="http://kfp.example:8080/", namespace="team-a")
+        call = client.create_run_from_pipeline_func.call_args
+        assert call.args[0].name == "csv-to-model"
+        assert call.kwargs["arguments"] == REQUIRED
+        assert call.kwargs["service_account"] == "default-editor"
+        client.wait_for_run_completion.assert_not_called()
+
+        client.wait_for_run_completion.return_value.state = "FAILED"
+        with pytest.raises(ShardtrainError, match="run run-42 ended FAILED"):
+            pipeline.submit("http://kfp.example:8080", REQUIRED, wait=True)
+        client.wait_for_run_completion.return_value.state = "SUCCEEDED"
+        assert pipeline.submit("http://h", REQUIRED, wait=True).state == "SUCCEEDED"
+
+        client.create_run_from_pipeline_func.side_effect = ValueError("403 Forbidden")
+        with pytest.raises(ShardtrainError, match="cannot create the run: 403 Forbidden"):
+            pipeline.submit("http://h", REQUIRED)
+    with pytest.raises(ConfigError, match=r"missing pipeline argument.*serving_uri"):
+        pipeline.submit("http://h", {k: v for k, v in REQUIRED.items() if k != "serving_uri"})
