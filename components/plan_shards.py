@@ -15,6 +15,8 @@ def plan_shards(
     num_shards: int,
     task_mb: float,
     num_workers: int,
+    images: bool = False,
+    image_column: str = "",
 ) -> list[int]:
     """Lists the CSV sources and settles the schema as every shard worker will, so a missing
     file or label fails once, here; returns the indices of the shard workers that have work
@@ -31,4 +33,6 @@ def plan_shards(
         num_shards=num_shards,
         task_mb=task_mb,
         num_workers=num_workers,
+        images=images,
+        image_column=image_column,
     )

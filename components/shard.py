@@ -18,6 +18,8 @@ def shard(
     worker_index: int,
     num_workers: int,
     cpu: str,
+    images: bool = False,
+    image_column: str = "",
 ) -> str:
     """Shards the tasks of worker worker_index of num_workers into TFRecords at dataset_uri,
     in as many processes as the cpu it requests; resumes after a crash. Returns a JSON report
@@ -37,4 +39,6 @@ def shard(
         worker_index=worker_index,
         num_workers=num_workers,
         cpu=cpu,
+        images=images,
+        image_column=image_column,
     )

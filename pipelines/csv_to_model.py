@@ -21,15 +21,15 @@ adds, and why:
 
 from typing import NamedTuple
 
+from kfp import dsl, kubernetes
+from kfp.dsl import ClassificationMetrics, Markdown, Metrics, Model
+
 from components.evaluate import evaluate
 from components.export import export
 from components.finalize_shards import finalize_shards
 from components.plan_shards import plan_shards
 from components.shard import shard
 from components.train import train
-from kfp import dsl, kubernetes
-from kfp.dsl import ClassificationMetrics, Markdown, Metrics, Model
-
 from shardtrain.pipeline import IMAGE, STORAGE_SECRET_KEYS
 from shardtrain.tfjob import JobConfig
 
@@ -100,6 +100,8 @@ def csv_to_model(
     namespace: str = "",
     service_account: str = JobConfig.default("service_account"),
     local: bool = False,
+    images: bool = False,
+    image_column: str = "",
 ) -> Outputs:
     """Shards CSV into TFRecords, trains on a TFJob, evaluates and publishes the model.
 
@@ -133,6 +135,10 @@ def csv_to_model(
         namespace: The TFJob's namespace ('' is the namespace the run is in).
         service_account: Service account of the TFJob's pods.
         local: Run the TFJob as local processes (kfp.local runs; never on a cluster).
+        images: The sources are image directory trees ROOT/<class>/*.jpg|png (set label to
+            'label' and leave key empty; train with e.g. train_flags '--image-size 128').
+        image_column: The sources are manifests (CSV) whose column of this name holds image
+            paths or URIs.
     """
     plan = plan_shards(
         sources=sources,
@@ -143,6 +149,8 @@ def csv_to_model(
         num_shards=num_shards,
         task_mb=task_mb,
         num_workers=shard_workers,
+        images=images,
+        image_column=image_column,
     )
     _small(_step(plan, image, secret_name, "plan shards"))
 
@@ -159,6 +167,8 @@ def csv_to_model(
             worker_index=worker_index,
             num_workers=shard_workers,
             cpu=shard_cpu,
+            images=images,
+            image_column=image_column,
         )
         _step(worker, image, secret_name, "shard")
         worker.set_cpu_request(shard_cpu).set_memory_request(SHARD_MEMORY)

@@ -144,7 +144,7 @@ BACKBONES = ("small_cnn", "mobilenet_v3_small", "mobilenet_v3_large", "resnet50"
 def image_model(spec: FeatureSpec, hparams: dict[str, Any]) -> keras.Model:
     """The built-in image classifier: decoded ``[batch, h, w, 3]`` images in [0, 1] → logits.
 
-    ``hparams["backbone"]`` picks the network: ``small_cnn`` (default; three conv blocks,
+    ``hparams["backbone"]`` picks the network: ``small_cnn`` (default; four conv blocks,
     quick on a CPU) or a ``keras.applications`` network (``mobilenet_v3_small``,
     ``mobilenet_v3_large``, ``resnet50``) built with ``weights=None``. Then global average
     pooling, optional dropout, and one logit (binary) or one per class. The logits layer
@@ -165,7 +165,7 @@ def image_model(spec: FeatureSpec, hparams: dict[str, Any]) -> keras.Model:
         width = int((hparams.get("hidden_units") or [32])[0])
         width = max(8, min(width, 64))
         x = inputs
-        for i, filters in enumerate((width, width * 2, width * 4)):
+        for i, filters in enumerate((width, width * 2, width * 4, width * 4)):
             x = keras.layers.Conv2D(filters, 3, padding="same", name=f"conv_{i}")(x)
             # A short moving-average memory: inference statistics keep up with the weights
             # even in runs of a few hundred steps.

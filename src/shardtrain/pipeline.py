@@ -193,6 +193,8 @@ def _shard_config(
     worker_index: int = 0,
     num_workers: int = 1,
     processes: int | None = None,
+    images: bool = False,
+    image_column: str = "",
 ) -> sharding.ShardConfig:
     if task_mb <= 0:
         raise ConfigError(f"task_mb must be positive, not {task_mb}")
@@ -208,6 +210,8 @@ def _shard_config(
         worker_index=worker_index,
         num_workers=num_workers,
         processes=processes,
+        images=images,
+        image_column=image_column or None,
     )
 
 
@@ -221,6 +225,8 @@ def plan_step(
     num_shards: int,
     task_mb: float,
     num_workers: int,
+    images: bool = False,
+    image_column: str = "",
 ) -> list[int]:
     """Check the inputs once and choose the shard workers that have work.
 
@@ -239,6 +245,10 @@ def plan_step(
         num_shards: shards per split (0: from the data size).
         task_mb: input MB per task (the unit of parallelism).
         num_workers: shard workers asked for.
+        images: the sources are image directory trees ``ROOT/<class>/*.{jpg,png}`` (the
+            label column is then ``label``; leave ``key`` empty: the path is the key).
+        image_column: the sources are manifests (CSV) whose column of this name holds image
+            paths or URIs.
 
     Returns:
         The worker indices to fan out over, ``[0, 1, …]``.
@@ -257,6 +267,8 @@ def plan_step(
         splits=splits,
         num_shards=num_shards,
         task_mb=task_mb,
+        images=images,
+        image_column=image_column,
     )
     plan = sharding.build_plan(config)
     workers = min(num_workers, len(plan.tasks))
@@ -285,13 +297,16 @@ def shard_step(
     worker_index: int,
     num_workers: int,
     cpu: str,
+    images: bool = False,
+    image_column: str = "",
 ) -> str:
     """Run shard worker ``worker_index`` of ``num_workers`` (its tasks, in ``cpu`` processes).
 
     Re-running resumes: committed tasks are skipped, and a complete dataset is left alone.
 
     Args:
-        sources, dataset_uri, label, key, splits, num_shards, task_mb: as :func:`plan_step`.
+        sources, dataset_uri, label, key, splits, num_shards, task_mb, images, image_column:
+            as :func:`plan_step`.
         max_bad_fraction: fail when more rows than this are rejected.
         worker_index: this worker.
         num_workers: the workers sharing the job (all of them use the same number).
@@ -313,6 +328,8 @@ def shard_step(
         worker_index=int(worker_index),
         num_workers=int(num_workers),
         processes=cpu_count(cpu),
+        images=images,
+        image_column=image_column,
     )
     outcome = sharding.shard(config)
     report = {

@@ -56,11 +56,11 @@ def test_the_image_model_learns_shapes_and_serves_encoded_bytes(images, tmp_path
         "--hidden-units",  # the small CNN's first width
         "16",
         "--train-steps",
-        "700",
+        "500",
         "--batch-size",
         "32",
         "--checkpoint-every",
-        "350",
+        "250",
         "--learning-rate",
         "0.002",
     )

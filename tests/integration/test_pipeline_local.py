@@ -97,3 +97,32 @@ def test_csv_to_model_end_to_end_on_minio(minio, tmp_path, capfd):
     # No credential value of the environment was printed by any step or replica.
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         assert minio.env[name] not in text, name
+
+
+def test_the_same_pipeline_trains_on_an_image_directory_tree(tmp_path):
+    """Image datasets go through the same pipeline: a tree shards, the image model trains."""
+    root = tmp_path / "images"
+    datagen.generate_images(str(root), 960, size=64, seed=3, manifest=False)
+    arguments = pipeline.parse_arguments([f"sources={root}"]) | {
+        "dataset_uri": str(tmp_path / "dataset"),
+        "model_dir": str(tmp_path / "model"),
+        "serving_uri": str(tmp_path / "serving"),
+        "images": True,
+        "label": "label",
+        "shard_workers": 1,
+        "shard_cpu": "1",
+        "tfjob_workers": 0,
+        "evaluator": False,
+        "gpus_per_worker": 0,
+        "train_steps": 500,
+        "batch_size": 32,
+        "checkpoint_every": 250,
+        "train_flags": "--image-size 64 --hidden-units 16 --learning-rate 0.002",
+    }
+    run = pipeline.run_local(arguments, pipeline_root=str(tmp_path / "runs"))
+    meta = sharding.load_metadata(arguments["dataset_uri"])
+    assert meta["data_kind"] == "image" and meta["rows_accepted"] == 960
+    assert run.metrics["accuracy"] >= 0.9, run.metrics
+    matrix = [r["row"] for r in run.classification["confusionMatrix"]["rows"]]
+    assert len(matrix) == 3  # circle, square, triangle
+    assert storage.exists(f"{run.served}/saved_model.pb")
