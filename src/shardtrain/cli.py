@@ -412,6 +412,12 @@ def inspect_cmd(uri: str, show_rejects: int, as_json: bool) -> None:
 @click.option("--train-steps", type=click.IntRange(min=1), default=None, help="Global steps.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Global batch.")
 @click.option("--learning-rate", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option(
+    "--lr-schedule",
+    type=click.Choice(["constant", "cosine"]),
+    default=None,
+    help="Learning-rate schedule [default: constant].",
+)
 @click.option("--eval-every", type=click.IntRange(min=1), default=None, help="Steps between evals.")
 @click.option(
     "--checkpoint-every",

@@ -109,7 +109,9 @@ class TrainConfig:
             gs://).
         train_steps: total global steps; training stops there (also after a restart).
         batch_size: global batch size, split evenly over every replica of every worker.
-        learning_rate: Adam's learning rate.
+        learning_rate: Adam's (initial) learning rate.
+        lr_schedule: ``constant``, or ``cosine``: decays from ``learning_rate`` to 0 at
+            ``train_steps`` (steadier final weights; resumes where it was after a restart).
         steps_per_loop: steps run inside one ``tf.function`` call (fewer Python round trips).
         checkpoint_every: steps between checkpoints (and the last step always).
         eval_every: steps between in-process evaluations when the job has no evaluator.
@@ -132,6 +134,7 @@ class TrainConfig:
     train_steps: int = 1000
     batch_size: int = 256
     learning_rate: float = 1e-3
+    lr_schedule: str = "constant"
     steps_per_loop: int = 50
     checkpoint_every: int = 500
     eval_every: int = 500
@@ -171,6 +174,10 @@ class TrainConfig:
                 raise ConfigError(f"train: {name} must be a positive integer, got {value!r}")
         if self.eval_steps < 0 or self.devices < 0:
             raise ConfigError("train: eval_steps and devices must be >= 0")
+        if self.lr_schedule not in ("constant", "cosine"):
+            raise ConfigError(
+                f"train: lr_schedule must be constant or cosine, got {self.lr_schedule!r}"
+            )
         if not self.learning_rate > 0:
             raise ConfigError(f"train: learning_rate must be > 0, got {self.learning_rate}")
         if not 0 <= self.model.dropout < 1:

@@ -478,7 +478,13 @@ def _train(
         log.info("mixed precision: float16 compute, float32 variables, dynamic loss scaling")
     with strategy.scope():
         model = build_model(config.model.name, spec, config.model.hparams())
-        optimizer = keras.optimizers.Adam(learning_rate=config.learning_rate)
+        learning_rate: Any = config.learning_rate
+        if config.lr_schedule == "cosine":
+            # A function of the optimizer's step count, which the checkpoint restores.
+            learning_rate = keras.optimizers.schedules.CosineDecay(
+                config.learning_rate, decay_steps=config.train_steps
+            )
+        optimizer = keras.optimizers.Adam(learning_rate=learning_rate)
         if mixed:
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)
@@ -569,7 +575,7 @@ def _train(
                     "loss": loss_sum / examples,
                     "accuracy": float(correct) / examples,
                     "examples_per_second": examples / max(seconds, 1e-9),
-                    "learning_rate": float(config.learning_rate),
+                    "learning_rate": float(optimizer.learning_rate),
                 },
             )
             if not math.isfinite(loss_sum):

@@ -114,10 +114,11 @@ def test_the_same_pipeline_trains_on_an_image_directory_tree(tmp_path):
         "tfjob_workers": 0,
         "evaluator": False,
         "gpus_per_worker": 0,
-        "train_steps": 500,
+        "train_steps": 700,
         "batch_size": 32,
-        "checkpoint_every": 250,
-        "train_flags": "--image-size 64 --hidden-units 16 --learning-rate 0.002",
+        "checkpoint_every": 350,
+        "train_flags": "--image-size 64 --hidden-units 16 --learning-rate 0.002 "
+        "--lr-schedule cosine",
     }
     run = pipeline.run_local(arguments, pipeline_root=str(tmp_path / "runs"))
     meta = sharding.load_metadata(arguments["dataset_uri"])
