@@ -441,7 +441,10 @@ def _read_arrow(
             ) from exc
         else:
             invalid = []
-            table = _read(block, schema, {n: pa.string() for n in schema.names}, invalid)
+            try:
+                table = _read(block, schema, {n: pa.string() for n in schema.names}, invalid)
+            except pa.ArrowInvalid:  # a bad value *and* invalid UTF-8 in one block
+                table, invalid = _read_linewise(block, starts, ends, nonblank, schema)
             converted = True
 
     if table.num_rows + len(invalid) != nonblank.size:

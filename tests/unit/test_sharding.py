@@ -444,3 +444,22 @@ def _dataset_files(root) -> dict[str, bytes | dict]:
             else:
                 files[rel] = data
     return files
+
+
+@pytest.mark.parametrize("fast", ["1", "0"])
+def test_a_bad_value_and_invalid_utf8_in_one_block_are_both_rejected(tmp_path, monkeypatch, fast):
+    """Regression: the re-read after a conversion error crashed on a non-UTF-8 line."""
+    monkeypatch.setenv("SHARDTRAIN_CSV_FAST", fast)
+    csv_path = tmp_path / "mixed.csv"
+    # Past the 4 MB the schema is inferred from (which must be UTF-8), in one block.
+    rows = [b"id,level,note,cleared"] + [f"r{i},{i},ok,{i % 2}".encode() for i in range(300_000)]
+    rows[290_000] = b"r9x,not-a-number,ok,1"  # a bad int
+    rows[290_010] = b"r19x,5,caf\xe9,0"  # not UTF-8
+    csv_path.write_bytes(b"\n".join(rows) + b"\n")
+    meta = sharding.shard(_config([csv_path], tmp_path / "ds", max_bad_fraction=0.05)).metadata
+    assert meta["rows_read"] == 300_000 and meta["rows_rejected"] == 2
+    rejects = [
+        json.loads(x)
+        for x in (tmp_path / "ds" / "rejects" / "rejects.jsonl").read_text().splitlines()
+    ]
+    assert sorted(r["line"] for r in rejects) == [290_001, 290_011]
