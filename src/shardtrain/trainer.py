@@ -575,7 +575,7 @@ def _train(
                     "loss": loss_sum / examples,
                     "accuracy": float(correct) / examples,
                     "examples_per_second": examples / max(seconds, 1e-9),
-                    "learning_rate": float(optimizer.learning_rate),
+                    "learning_rate": _current_learning_rate(optimizer),
                 },
             )
             if not math.isfinite(loss_sum):
@@ -624,6 +624,15 @@ def _train(
     result.metrics = _final_metrics(config, role, evaluator, step)
     summaries.sync()
     return result
+
+
+def _current_learning_rate(optimizer) -> float:
+    """The optimizer's learning rate now (a schedule's current value), as a Python float."""
+    import tensorflow as tf
+
+    value = optimizer.learning_rate
+    # A constant rate is a Keras variable around a (possibly mirrored) tf.Variable.
+    return float(tf.convert_to_tensor(getattr(value, "value", value)))
 
 
 def _use_mixed_precision(config: TrainConfig, spec: FeatureSpec) -> bool:
