@@ -8,7 +8,9 @@ Usage (from the repository root, in the project environment)::
 Generates a synthetic set of 224x224 JPEG/PNG images (``shardtrain gen-data images``) of about
 ``--gb`` GB, then shards it twice with ``shardtrain shard`` — as a directory tree and through
 its manifest — each run a separate process sampled every 50 ms for the RSS of its whole
-process tree (see shard_bench.py). Figures go to stdout; record them in benchmarks/RESULTS.md.
+process tree (see shard_bench.py) — then trains the image model on the shards for
+``--train-steps`` steps, measured the same way. Figures go to stdout; record them in
+benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -62,6 +64,13 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--workdir", default=None, help="Where to generate [default: a tmpdir].")
     parser.add_argument("--keep", action="store_true", help="Keep the images and shards.")
+    parser.add_argument(
+        "--train-steps",
+        type=int,
+        default=200,
+        help="Then train the image model this many steps on the tree's shards (0: skip).",
+    )
+    parser.add_argument("--batch-size", type=int, default=16)
     args = parser.parse_args()
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="image-bench-"))
@@ -94,6 +103,38 @@ def main() -> None:
                 f"({nbytes / 1e6 / r['cpu_seconds']:,.1f} MB/s per CPU-second); "
                 f"peak RSS {r['peak_rss_tree_mb']:,.0f} MB (process tree), "
                 f"{r['peak_rss_process_mb']:,.0f} MB (largest process)"
+            )
+        if args.train_steps:
+            # Training streams the shards: decode/resize/augment in tf.data, the small CNN at
+            # full size, one checkpoint and an export at the end, a bounded evaluation.
+            model_dir = work / "model"
+            shutil.rmtree(model_dir, ignore_errors=True)
+            r = run_measured(
+                _shardtrain(
+                    "train",
+                    "--data",
+                    str(work / "shards-tree"),
+                    "--model-dir",
+                    str(model_dir),
+                    "--image-size",
+                    str(args.size),
+                    "--hidden-units",
+                    "16",
+                    "--train-steps",
+                    str(args.train_steps),
+                    "--batch-size",
+                    str(args.batch_size),
+                    "--checkpoint-every",
+                    str(args.train_steps),
+                    "--eval-steps",
+                    "20",
+                )
+            )
+            images = args.train_steps * args.batch_size
+            print(
+                f"train    {args.train_steps} steps x {args.batch_size} images at "
+                f"{args.size}px in {r['seconds']:.1f}s ({images / r['seconds']:,.1f} images/s "
+                f"with start-up, eval and export); peak RSS {r['peak_rss_tree_mb']:,.0f} MB"
             )
     finally:
         if not args.keep:

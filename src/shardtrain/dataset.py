@@ -234,6 +234,10 @@ def record_dataset(
     )
 
 
+#: Bound on the bytes of serialized records held by one input pipeline's shuffle buffer.
+SHUFFLE_BUFFER_BYTES = 128 << 20
+
+
 def train_dataset(
     data_uri: str,
     metadata: dict[str, Any],
@@ -276,14 +280,19 @@ def train_dataset(
         seed=seed + pipeline_id,
         cycle_length=cycle_length,
     )
+    # The shuffle buffer holds serialized records: bound it in bytes too, or 10,000 encoded
+    # images (~100 KB each) would take a gigabyte per input pipeline.
+    record_bytes = max(1, sum(s.bytes for s in mine) // max(1, sum(s.num_records for s in mine)))
+    buffer = max(1, min(shuffle_buffer, SHUFFLE_BUFFER_BYTES // record_bytes))
     batches = (
         records.repeat()
-        .shuffle(shuffle_buffer, seed=seed + pipeline_id)
+        .shuffle(buffer, seed=seed + pipeline_id)
         .batch(batch_size, drop_remainder=True)
         .map(spec.parse_examples, num_parallel_calls=tf.data.AUTOTUNE)
     )
     if getattr(spec, "image", None) is not None:  # decoded in parse_examples; now augment
-        batches = batches.map(spec.augment, num_parallel_calls=tf.data.AUTOTUNE)
+        # Decoded image batches are big: a fixed, small prefetch instead of AUTOTUNE's.
+        return batches.map(spec.augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
     return batches.prefetch(tf.data.AUTOTUNE)
 
 
@@ -307,8 +316,5 @@ def eval_dataset(
         cache=cache,
         cycle_length=cycle_length,
     )
-    return (
-        records.batch(batch_size)
-        .map(spec.parse_examples, num_parallel_calls=tf.data.AUTOTUNE)
-        .prefetch(tf.data.AUTOTUNE)
-    )
+    parsed = records.batch(batch_size).map(spec.parse_examples, num_parallel_calls=tf.data.AUTOTUNE)
+    return parsed.prefetch(2 if getattr(spec, "image", None) is not None else tf.data.AUTOTUNE)

@@ -211,7 +211,13 @@ class CheckpointEvaluator:
                 self.metadata,
                 self.spec,
                 split=cfg.input.eval_split,
-                batch_size=cfg.eval_batch_size,
+                # Decoded images are large (224x224x3 float32 = 0.6 MB): evaluate them in
+                # training-sized batches, not 1024 at a time.
+                batch_size=(
+                    min(cfg.eval_batch_size, cfg.batch_size)
+                    if self.spec.image is not None
+                    else cfg.eval_batch_size
+                ),
                 cycle_length=cfg.input.cycle_length,
                 cache=cache,
             )
@@ -279,15 +285,20 @@ class CheckpointEvaluator:
             storage.download_file(shards[0].uri, local)
         try:
             comp = "GZIP" if self.metadata.get("compression") == "GZIP" else ""
+            # In small batches: 200 decoded 224 px images at once would need gigabytes of
+            # activations.
+            chunk = 32 if self.spec.image is not None else SAMPLE_SIZE
             raw = tf.data.TFRecordDataset(local, compression_type=comp).take(SAMPLE_SIZE)
-            serialized = tf.stack(list(raw))
-            features, labels, keys = self.spec.parse_examples(serialized, with_key=True)
-            probs = self._predict(features).numpy()
+            rows = []
+            for serialized in raw.batch(chunk):
+                features, labels, keys = self.spec.parse_examples(serialized, with_key=True)
+                probs = self._predict(features).numpy()
+                rows += zip(keys.numpy(), labels.numpy(), probs, strict=True)
         finally:
             if tmp:
                 shutil.rmtree(tmp, ignore_errors=True)
         out = []
-        for key, label, p in zip(keys.numpy(), labels.numpy(), probs, strict=True):
+        for key, label, p in rows:
             full = [1.0 - float(p), float(p)] if self.spec.is_binary else [float(v) for v in p]
             out.append(
                 {"key": key.decode(), "label": self.spec.classes[int(label)], "probabilities": full}
