@@ -18,26 +18,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+from shard_bench import _minio_env  # noqa: E402  (the same private MinIO as the shard bench)
+
 NUMERIC, CATEGORICAL = 30, 5
-
-
-def _minio_env(state: Path) -> dict[str, str]:
-    env = {**os.environ, "SHARDTRAIN_MINIO_STATE": str(state)}
-    out = subprocess.run(
-        [str(REPO / "scripts" / "minio-up")], env=env, check=True, capture_output=True, text=True
-    ).stdout
-    parsed = {}
-    for line in out.splitlines():
-        name, _, value = line.removeprefix("export ").partition("=")
-        parsed[name] = shlex.split(value)[0]
-    return parsed
 
 
 def input_rate(uri: str, batch: int, batches: int, warmup: int = 20) -> float:
@@ -122,11 +113,8 @@ def main() -> None:
     results = {"local disk": input_rate(local, args.batch, args.batches)}
     if not args.no_minio:
         state = work / "minio-state"
-        os.environ.update(_minio_env(state))
+        os.environ.update(_minio_env(state))  # its bucket "bench" exists
         try:
-            import boto3
-
-            boto3.client("s3").create_bucket(Bucket="bench")
             shard("s3://bench/ds")
             results["MinIO (s3://, shard cache)"] = input_rate(
                 "s3://bench/ds", args.batch, args.batches

@@ -8,7 +8,6 @@ stderr with the error's exit code (see :mod:`shardtrain.errors`), never as a tra
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 
@@ -17,8 +16,6 @@ import click
 from shardtrain import __version__
 from shardtrain.errors import ShardtrainError
 
-_NOISY_LOGGERS = ("botocore", "aiobotocore", "s3fs", "fsspec", "urllib3", "google", "numba")
-
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="shardtrain")
@@ -26,15 +23,9 @@ _NOISY_LOGGERS = ("botocore", "aiobotocore", "s3fs", "fsspec", "urllib3", "googl
 def cli(verbose: bool) -> None:
     """Shard data far larger than memory into TFRecords in object storage and train
     TensorFlow models on it with tf.distribute on Kubeflow."""
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        datefmt="%H:%M:%S",
-        stream=sys.stderr,
-    )
-    # The storage stack's own chatter is noise at INFO level.
-    for name in _NOISY_LOGGERS:
-        logging.getLogger(name).setLevel(logging.WARNING)
+    from shardtrain.progress import setup_logging
+
+    setup_logging(verbose)
 
 
 # --------------------------------------------------------------------------------------------
@@ -80,12 +71,6 @@ def gen_data_quest(
     from shardtrain.progress import RateProgress
 
     with RateProgress(f"writing {output}", None) as bar:
-        last = [0, 0]
-
-        def progress(rows_done: int, bytes_done: int) -> None:
-            bar.advance(rows_done - last[0], bytes_done - last[1])
-            last[:] = [rows_done, bytes_done]
-
         summary = datagen.generate_quest_logs(
             output,
             rows,
@@ -93,7 +78,7 @@ def gen_data_quest(
             bad_fraction=bad_fraction,
             numeric=numeric,
             categorical=categorical,
-            progress=progress,
+            progress=bar.advance_to,
         )
     bad = sum(summary.bad_rows_by_kind.values())
     click.echo(
@@ -128,12 +113,6 @@ def gen_data_images(
     from shardtrain.progress import RateProgress
 
     with RateProgress(f"writing {output}", None) as bar:
-        last = [0, 0]
-
-        def progress(done: int, bytes_done: int) -> None:
-            bar.advance(done - last[0], bytes_done - last[1])
-            last[:] = [done, bytes_done]
-
         summary = datagen.generate_images(
             output,
             count,
@@ -141,7 +120,7 @@ def gen_data_images(
             seed=seed,
             classes=classes,
             manifest=manifest,
-            progress=progress,
+            progress=bar.advance_to,
         )
     per_class = ", ".join(f"{k}={v:,}" for k, v in sorted(summary.classes.items()))
     click.echo(

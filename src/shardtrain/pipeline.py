@@ -74,6 +74,9 @@ from typing import Any
 
 from shardtrain import export, launcher, sharding, storage, tfjob
 from shardtrain.errors import ConfigError, DataError, NotCommittedError, ShardtrainError
+from shardtrain.progress import setup_logging
+from shardtrain.trainer import METRICS_NAME
+from shardtrain.trainer import finished_step as trained_step
 
 log = logging.getLogger(__name__)
 
@@ -89,23 +92,11 @@ PROJECT_DIR_ENV = "SHARDTRAIN_PROJECT_DIR"
 #: The file a Kubernetes pod finds its own namespace in.
 _POD_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 SERVING_POINTER = "latest.json"
-#: The trainer's final evaluation, ``MODEL_DIR/eval/metrics.json``.
-METRICS_NAME = "metrics.json"
-_NOISY_LOGGERS = ("botocore", "aiobotocore", "s3fs", "fsspec", "urllib3", "google", "numba")
 
 
 def _setup_logging() -> None:
     """INFO logs on stderr in a step's process (a component body starts with no handler)."""
-    root = logging.getLogger()
-    if not root.handlers:
-        logging.basicConfig(
-            level=logging.INFO,
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-            datefmt="%H:%M:%S",
-            stream=sys.stderr,
-        )
-    for name in _NOISY_LOGGERS:
-        logging.getLogger(name).setLevel(logging.WARNING)
+    setup_logging()
 
 
 # --------------------------------------------------------------------------------------------
@@ -482,19 +473,6 @@ def run_tfjob_locally(manifest: Mapping[str, Any], *, timeout: float | None = No
     if not result.succeeded:
         name = manifest.get("metadata", {}).get("name", "TFJob")
         raise ShardtrainError(f"local TFJob {name} failed: {result.reason}")
-
-
-def trained_step(model_dir: str) -> int | None:
-    """The step a finished training left in ``model_dir``: the lower of its export's and its
-    final metrics' steps; None when either is missing."""
-    pointer = storage.join(model_dir, "export", export.EXPORT_POINTER)
-    metrics = storage.join(model_dir, "eval", METRICS_NAME)
-    if not (storage.exists(pointer) and storage.exists(metrics)):
-        return None
-    steps = [storage.read_json(uri).get("step") for uri in (pointer, metrics)]
-    if not all(isinstance(s, int) for s in steps):
-        return None
-    return min(steps)
 
 
 def train_step(

@@ -27,6 +27,25 @@ from rich.text import Text
 
 log = logging.getLogger(__name__)
 
+#: Libraries whose INFO chatter (every S3 request, every compile) is noise in our logs.
+NOISY_LOGGERS = ("botocore", "aiobotocore", "s3fs", "fsspec", "urllib3", "google", "numba")
+
+
+def setup_logging(verbose: bool = False) -> None:
+    """Log lines on stderr (``HH:MM:SS LEVEL logger: message``), the storage stack quieted.
+
+    Used by the CLI and by pipeline component processes, which start with no handler; a
+    process that already has handlers keeps them.
+    """
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+        stream=sys.stderr,
+    )
+    for name in NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
 
 class _RatesColumn(ProgressColumn):
     """rows, rows/s and MB/s of a task whose `completed` counts bytes and fields hold rows."""
@@ -88,6 +107,10 @@ class RateProgress:
         if now - self._last_log >= self._log_every:
             self._last_log = now
             log.info("%s: %s", self.description, self.summary())
+
+    def advance_to(self, rows_done: int, bytes_done: int) -> None:
+        """Like :meth:`advance`, from running totals (what the data generators report)."""
+        self.advance(rows_done - self.rows, bytes_done - self.bytes)
 
     def summary(self) -> str:
         """'N rows, R rows/s, M MB, S MB/s' so far."""

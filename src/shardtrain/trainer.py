@@ -681,18 +681,25 @@ def _final_metrics(
     return evaluator.evaluate(step, sample=True)
 
 
-def _complete(config: TrainConfig) -> bool:
-    """The model dir has the final export and final metrics (a finished job)."""
+def finished_step(model_dir: str) -> int | None:
+    """The step a finished training left in ``model_dir``: the lower of its export's and its
+    final metrics' steps; None when either is missing."""
     from shardtrain.export import EXPORT_POINTER
 
-    export_ptr = storage.join(config.model_dir, "export", EXPORT_POINTER)
-    metrics = storage.join(config.model_dir, "eval", METRICS_NAME)
-    if not (storage.exists(export_ptr) and storage.exists(metrics)):
-        return False
-    return (
-        storage.read_json(export_ptr).get("step", -1) >= config.train_steps
-        and storage.read_json(metrics).get("step", -1) >= config.train_steps
-    )
+    pointer = storage.join(model_dir, "export", EXPORT_POINTER)
+    metrics = storage.join(model_dir, "eval", METRICS_NAME)
+    if not (storage.exists(pointer) and storage.exists(metrics)):
+        return None
+    steps = [storage.read_json(uri).get("step") for uri in (pointer, metrics)]
+    if not all(isinstance(s, int) for s in steps):
+        return None
+    return min(steps)
+
+
+def _complete(config: TrainConfig) -> bool:
+    """The model dir has the final export and final metrics (a finished job)."""
+    done = finished_step(config.model_dir)
+    return done is not None and done >= config.train_steps
 
 
 def train_and_evaluate(config: TrainConfig, environ: dict[str, str] | None = None) -> TrainResult:

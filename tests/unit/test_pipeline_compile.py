@@ -35,7 +35,7 @@ from shardtrain.errors import (
 
 #: Credentials and endpoints present in the compiling process: none may reach the YAML.
 FAKE_ENV = {
-    "AWS_ACCESS_KEY_ID": "AKIAFAKE0SHARDTRAIN0",
+    "AWS_ACCESS_KEY_ID": "fake-key-id-for-the-leak-check",
     "AWS_SECRET_ACCESS_KEY": "fake/Secret+Key/shardtrain-unit-test-0123",
     "AWS_ENDPOINT_URL": "http://fake-minio.shardtrain.invalid:9000",
     "AWS_REGION": "xx-fake-1",
