@@ -466,11 +466,13 @@ def _column_data(values: pa.Array, kind: str) -> tuple:
             else np.empty(0, dtype=np.uint8)
         )
         return data, offsets, valid
-    if pa.types.is_boolean(values.type):
+    if pa.types.is_boolean(values.type):  # bit-packed in Arrow: one int64 per value here
         values = pc.cast(values, pa.int64())
-    filled = pc.fill_null(values, 0) if values.null_count else values
-    dtype = np.float32 if kind == "float" else np.int64
-    return np.asarray(filled.to_numpy(zero_copy_only=False), dtype=dtype), valid
+    # The values buffer as it is (the encoder skips missing values, so what a null's slot
+    # holds does not matter): no copy, no filling.
+    dtype = np.dtype(values.type.to_pandas_dtype())
+    data = np.frombuffer(values.buffers()[1], dtype=dtype)[values.offset :][: len(values)]
+    return data, valid
 
 
 def _encode(
@@ -491,8 +493,8 @@ class _ShardWriter:
         self.bytes = 0
         self.crc = 0
         # The S3 minimum part size: a task keeps several shards open at once, each with one
-        # part in memory.
-        self._f = stack.enter_context(storage.open(uri, "wb", block_size=5 * MIB))
+        # part in memory. Local shards bypass the page cache (see storage._DirectWriter).
+        self._f = stack.enter_context(storage.open(uri, "wb", block_size=5 * MIB, direct=True))
         self._z = zlib.compressobj(gzip_level, zlib.DEFLATED, 31) if gzip_level else None
 
     def write(self, framed: memoryview, records: int) -> None:
