@@ -638,7 +638,8 @@ def run_task(
         "top_k": config.top_k,
         **result.__dict__,  # plain JSON values; asdict() would deep-copy large statistics
     }
-    storage.write_json(_task_uri(plan.output, task.index), manifest)
+    # Internal, and large (the top values of every categorical column): compact JSON.
+    storage.write_json(_task_uri(plan.output, task.index), manifest, compact=True)
     return result
 
 

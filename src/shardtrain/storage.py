@@ -740,9 +740,15 @@ def read_json(uri: str) -> Any:
         raise StorageError(f"{uri}: not valid JSON ({exc})") from exc
 
 
-def write_json(uri: str, obj: Any) -> None:
-    """Write ``obj`` as indented JSON, atomically."""
-    write_text(uri, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+def write_json(uri: str, obj: Any, *, compact: bool = False) -> None:
+    """Write ``obj`` as JSON, atomically: indented for people to read, or ``compact`` for
+    large internal documents (Python's C encoder only runs without indentation, ~10x
+    faster)."""
+    if compact:
+        text = json.dumps(obj, separators=(",", ":"))
+    else:
+        text = json.dumps(obj, indent=2, sort_keys=False)
+    write_text(uri, text + "\n")
 
 
 # --------------------------------------------------------------------------------------------

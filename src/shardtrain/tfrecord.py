@@ -177,20 +177,44 @@ def _check_uint(value: int, bits: int, what: str) -> int:
 # --------------------------------------------------------------------------------------------
 
 
+#: Bytes per stream in the three-stream hardware CRC (see :func:`_crc32c_hw`).
+_CRC_STREAM = 128
+
+
+def _shift_tables(byte_table: np.ndarray, zeros: int) -> np.ndarray:
+    """``t[b][v]``: the CRC register ``v << 8b`` after ``zeros`` zero bytes.
+
+    The register's update is linear over GF(2), so the register ``s`` after ``zeros`` zero
+    bytes is ``t[0][s & 0xFF] ^ t[1][(s >> 8) & 0xFF] ^ t[2][(s >> 16) & 0xFF] ^
+    t[3][s >> 24]``: four lookups instead of ``zeros`` steps.
+    """
+    t = np.arange(256, dtype=np.uint32)[None, :] << (8 * np.arange(4, dtype=np.uint32))[:, None]
+    for _ in range(zeros):
+        t = byte_table[t & 0xFF] ^ (t >> 8)
+    return t.astype(np.uint32)
+
+
 @functools.cache
 def _crc32c_tables() -> np.ndarray:
-    """Slicing-by-8 tables: ``tables[k][b]`` is the CRC of byte ``b`` followed by ``k`` zeros.
+    """The CRC-32C lookup tables, 12 rows of 256 ``uint32``.
 
-    With them a kernel folds 8 input bytes per step with 8 independent table lookups instead
-    of 8 dependent ones, which is what makes a table-driven CRC run at several bytes per cycle.
+    Rows 0-7, slicing-by-8: ``tables[k][b]`` is the CRC of byte ``b`` followed by ``k``
+    zeros. With them a kernel folds 8 input bytes per step with 8 independent table lookups
+    instead of 8 dependent ones, which is what makes a table-driven CRC run at several bytes
+    per cycle (CPUs without SSE4.2).
+
+    Rows 8-11 and 12-15, for the hardware CRC: :func:`_shift_tables` for ``_CRC_STREAM`` and
+    ``2 * _CRC_STREAM`` zero bytes, which join three CRCs computed side by side.
     """
     crc = np.arange(256, dtype=np.uint32)
     for _ in range(8):
         crc = np.where(crc & 1, (crc >> 1) ^ np.uint32(_CRC32C_POLY), crc >> 1).astype(np.uint32)
-    tables = np.empty((8, 256), dtype=np.uint32)
+    tables = np.empty((16, 256), dtype=np.uint32)
     tables[0] = crc
     for k in range(1, 8):
         tables[k] = (tables[k - 1] >> 8) ^ tables[0][tables[k - 1] & 0xFF]
+    tables[8:12] = _shift_tables(crc, _CRC_STREAM)
+    tables[12:16] = _shift_tables(crc, 2 * _CRC_STREAM)
     tables.flags.writeable = False
     return tables
 
@@ -226,10 +250,37 @@ def _crc32c_sw(tables, crc, src, start, end):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _shift(tables, row, s):
+    """Register ``s`` after the zero bytes of shift-table rows ``row..row + 3``."""
+    base = 4 * 256 * row
+    return (
+        load_u32(tables, base + 4 * (s & np.uint64(0xFF)))
+        ^ load_u32(tables, base + 4 * (256 + ((s >> np.uint64(8)) & np.uint64(0xFF))))
+        ^ load_u32(tables, base + 4 * (512 + ((s >> np.uint64(16)) & np.uint64(0xFF))))
+        ^ load_u32(tables, base + 4 * (768 + ((s >> np.uint64(24)) & np.uint64(0xFF))))
+    )
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _crc32c_hw(tables, crc, src, start, end):
-    """As :func:`_crc32c_sw`, with the SSE4.2 instruction: ~8 GB/s, 4-5x the tables."""
+    """As :func:`_crc32c_sw`, with the SSE4.2 instruction, three streams at a time.
+
+    One ``crc32`` waits 3 cycles for the previous one, but the CPU can start one every
+    cycle: so each run of ``3 * _CRC_STREAM`` bytes is folded as three independent streams
+    (the second and third from a zero register), joined with the shift tables
+    (``crc(A B C) = shift2(crc(A)) ^ shift1(crc(B)) ^ crc(C)``). ~3x one stream.
+    """
     c = np.uint64(np.uint32(crc) ^ np.uint32(0xFFFFFFFF))
     p = start
+    while p + 3 * _CRC_STREAM <= end:
+        b = np.uint64(0)
+        d = np.uint64(0)
+        for k in range(0, _CRC_STREAM, 8):
+            c = sse42_crc32_u64(c, load_u64(src, p + k))
+            b = sse42_crc32_u64(b, load_u64(src, p + _CRC_STREAM + k))
+            d = sse42_crc32_u64(d, load_u64(src, p + 2 * _CRC_STREAM + k))
+        c = _shift(tables, 12, c) ^ _shift(tables, 8, b) ^ d
+        p += 3 * _CRC_STREAM
     while p + 8 <= end:
         c = sse42_crc32_u64(c, load_u64(src, p))
         p += 8
