@@ -216,16 +216,18 @@ def _iter_line_blocks(piece: Piece, schema: Schema, block_bytes: int) -> Iterato
         carry = b""  # the start of a line that begins at `pos` but is not complete yet
         while True:
             chunk = f.read(block_bytes)
-            buf = carry + chunk if carry else chunk
             if not chunk:
-                if buf:  # the file's last line, without a trailing newline
-                    yield buf
+                if carry:  # the file's last line, without a trailing newline
+                    yield carry
                 return
-            cut = buf.rfind(b"\n")
+            cut = chunk.rfind(b"\n")
             if cut < 0:
-                carry = buf
+                carry += chunk
                 continue
-            complete, carry = buf[: cut + 1], buf[cut + 1 :]
+            # One copy of the block's bytes: the carried line start + the chunk up to its
+            # last newline (bytes + memoryview concatenates without slicing first).
+            complete = carry + memoryview(chunk)[: cut + 1]
+            carry = chunk[cut + 1 :]
             if pos + len(complete) >= end:
                 # Lines starting at or after `end` belong to the next piece. The last line we
                 # own holds byte `end - 1`: it runs to the first newline from there.

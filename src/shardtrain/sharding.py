@@ -42,6 +42,7 @@ does nothing.
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
 import logging
@@ -558,6 +559,10 @@ def run_task(
             more rejected rows than the whole run may have.
     """
     started = time.monotonic()
+    # Everything alive now (modules, compiled kernels, the plan) lives as long as the
+    # process: keep it out of the cyclic collector, whose full passes over those objects
+    # cost ~4% of a run otherwise (a block makes hundreds of short-lived objects).
+    gc.freeze()
     schema = plan.schema
     result = TaskResult(task=task.index)
     column_stats = {c.name: new_stats(c.type) for c in schema.features}
