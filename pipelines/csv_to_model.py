@@ -80,7 +80,7 @@ def csv_to_model(
     key: str = "",
     splits: str = "train=0.9,eval=0.1",
     num_shards: int = 0,
-    task_mb: float = 256.0,
+    task_mb: float = 128.0,
     max_bad_fraction: float = 0.001,
     shard_workers: int = 4,
     shard_cpu: str = "4",

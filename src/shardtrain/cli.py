@@ -184,7 +184,7 @@ def gen_data_images(
 @click.option(
     "--task-mb",
     type=click.FloatRange(min=0.01),
-    default=256,
+    default=128,
     show_default=True,
     help="Input MB per task (unit of parallelism and resume).",
 )

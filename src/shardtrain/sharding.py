@@ -113,7 +113,10 @@ class ShardConfig:
         num_shards: shards per split; None derives it from the estimated size (*plan*).
         target_shard_bytes: size aimed at per shard when ``num_shards`` is None (*plan*).
         min_shards: never fewer shards per split than this (*plan*).
-        task_bytes: input bytes per task: the unit of parallelism and of resume (*plan*).
+        task_bytes: input bytes per task: the unit of parallelism and of resume (*plan*). A
+            task keeps its shards open until it ends, each with an upload buffer on object
+            storage: 128 MiB tasks hold half the buffers of 256 MiB ones (~25 MB less per
+            process when sharding 1 GB into S3) at the same speed.
         block_bytes: bytes parsed at once; bounds memory per process. Small blocks keep the
             working set in the CPU caches: 4 MiB is ~1.5x faster than 16 MiB here.
         max_bad_fraction: fail when more than this fraction of rows is rejected.
@@ -141,7 +144,7 @@ class ShardConfig:
     num_shards: int | None = None
     target_shard_bytes: int = 128 * MIB
     min_shards: int = 8
-    task_bytes: int = 256 * MIB
+    task_bytes: int = 128 * MIB
     block_bytes: int = 4 * MIB
     max_bad_fraction: float = 0.001
     top_k: int = 100
@@ -728,10 +731,12 @@ class _BackgroundWriter:
 
     Writing is mostly kernel time (page cache copies, network sends) and zlib releases the
     GIL, so it overlaps with parsing and encoding. At most ``depth`` blocks wait in the queue,
-    which bounds memory. An error on the thread is raised on the next submit or on close.
+    which bounds memory: each is ~15 MB of encoded Examples per 4 MiB of CSV, and a deeper
+    queue measured no faster (1 GB, 2 processes: 6.1-6.3 s either way). An error on the
+    thread is raised on the next submit or on close.
     """
 
-    def __init__(self, depth: int = 2):
+    def __init__(self, depth: int = 1):
         self._queue: queue_module.Queue = queue_module.Queue(maxsize=depth)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="shard-writer", daemon=True)
