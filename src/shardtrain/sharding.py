@@ -108,8 +108,8 @@ class ShardConfig:
         splits: split names and fractions, in order; fractions sum to 1 (*plan*).
         schema_file: YAML/JSON overrides of inferred types, dropped columns (*plan*).
         compression: 'gzip' or 'none' for the shards (*plan*).
-        compression_level: zlib level 1-9 for gzip shards; 1 is ~4x faster than 6 and about
-            10% larger.
+        compression_level: gzip level 1-9: 1 (the default) is ISA-L's deflate, ~4.7x zlib's
+            level 1 (see :func:`_gzip_compressor`); 2-9 are zlib's, smaller and slower.
         num_shards: shards per split; None derives it from the estimated size (*plan*).
         target_shard_bytes: size aimed at per shard when ``num_shards`` is None (*plan*).
         min_shards: never fewer shards per split than this (*plan*).
@@ -347,7 +347,8 @@ def _estimate_output_ratio(sample: bytes, schema: Schema, gzip_level: int | None
     framed, _ = _encode(batch.table, schema, framed=True)
     out = len(framed)
     if gzip_level is not None:
-        out = len(zlib.compress(framed.tobytes(), gzip_level))
+        z = _gzip_compressor(gzip_level)
+        out = len(z.compress(framed)) + len(z.flush())
     return max(out / len(body), 0.01)
 
 
@@ -503,6 +504,26 @@ def _encode(
     return tfrecord.encode_examples(columns, arrays, table.num_rows, order=order, framed=framed)
 
 
+def _gzip_compressor(level: int) -> Any:
+    """A streaming gzip compressor (``compress``/``flush``) at ``level`` (1-9).
+
+    Level 1, the default, is ISA-L's deflate (the ``isal`` package, Intel's igzip): 4.7x
+    zlib's level 1 on Examples (663 vs 142 MB/s of input on the benchmark VM) for slightly
+    smaller output (23.6% vs 23.9%), which takes gzip shards from ~25 to ~5.5 CPU-seconds
+    per GB of CSV. Its output is ordinary gzip: TensorFlow's ``GZIP`` readers, ``gzip`` and
+    ``zlib`` read it. Levels 2-9 trade speed for size with zlib, as before; so does every
+    level where ``isal`` is not installed.
+    """
+    if level == 1:
+        try:
+            from isal import isal_zlib
+        except ImportError:  # a platform without wheels: zlib is always there
+            pass
+        else:
+            return isal_zlib.compressobj(1, isal_zlib.DEFLATED, 31)
+    return zlib.compressobj(level, zlib.DEFLATED, 31)
+
+
 class _ShardWriter:
     """Streams framed records into one shard object, gzip-compressing and checksumming."""
 
@@ -515,7 +536,7 @@ class _ShardWriter:
         # The S3 minimum part size: a task keeps several shards open at once, each with one
         # part in memory. Local shards bypass the page cache (see storage._DirectWriter).
         self._f = stack.enter_context(storage.open(uri, "wb", block_size=5 * MIB, direct=True))
-        self._z = zlib.compressobj(gzip_level, zlib.DEFLATED, 31) if gzip_level else None
+        self._z = _gzip_compressor(gzip_level) if gzip_level else None
 
     def write(self, framed: memoryview, records: int) -> None:
         self.records += records
