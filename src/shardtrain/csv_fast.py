@@ -371,8 +371,9 @@ def _parse_float_loop(buf, p, end, pow10):
     sign = negative << 31
     if m == 0:
         return q, sign, _PARSED
-    nd = 0 if m <= 16777216 else _decimal_digits(m)  # only case 2 of _float_bits needs it
-    bits = _float_bits(m, nd, e10, sign, pow10)
+    # The digit count matters only outside case 1 of _float_bits (exact operands).
+    exact = m <= 16777216 and -10 <= e10 <= 10
+    bits = _float_bits(m, 0 if exact else _decimal_digits(m), e10, sign, pow10)
     if bits < 0:
         return q, 0, _TOO_CLOSE
     return q, bits, _PARSED

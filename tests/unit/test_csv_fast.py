@@ -478,12 +478,13 @@ def test_field_scanning_around_word_boundaries_and_the_buffer_end():
 
 
 def test_plain_numerals_of_every_length_like_arrow():
-    # The word-at-a-time path for `-`? digits [. digits] ending at a comma or the line end,
-    # and the numerals just outside it, at every length up to and past a word.
+    # The byte-loop path for `-`? digits [. digits] (18 digits at most) ending at a comma or
+    # the line end, and the numerals just outside it, at every length up to and past 18
+    # digits, with leading zeros (which push the exponent far down for few digits).
     rng = np.random.default_rng(17)
     numerals = []
-    for n_int in range(0, 12):
-        for n_frac in [*range(0, 12), None]:
+    for n_int in range(0, 21):
+        for n_frac in [*range(0, 21), None]:
             for sign in ("", "-"):
                 for _ in range(3):
                     digits = "".join(map(str, rng.integers(0, 10, n_int + (n_frac or 0))))
@@ -491,6 +492,9 @@ def test_plain_numerals_of_every_length_like_arrow():
                     if n_frac is not None:
                         text += "." + digits[n_int:]
                     numerals.append(text.encode())
+                    if n_frac:  # the same fraction behind leading zeros: 0.000ddd
+                        zeros = "0" * int(rng.integers(1, n_frac + 1))
+                        numerals.append(f"{sign}0.{zeros}{digits[n_int:]}".encode())
     numerals = [v for v in numerals if v not in (b"", b"-", b".", b"-.")]
     valid = list(numerals)
     for tail in (b"x", b" ", b"e3", b".", b"-", b"0x1"):
@@ -499,9 +503,8 @@ def test_plain_numerals_of_every_length_like_arrow():
     assert_block_same_as_arrow([v + b",1" for v in valid] * 3, [KIND_FLOAT, KIND_INT])
     integers = [v for v in numerals if b"." not in v]
     _in_both_positions(integers, KIND_INT)
-    assert_block_same_as_arrow(
-        [b"1," + v for v in integers if v.lstrip(b"-").isdigit()], [KIND_INT] * 2
-    )
+    fits = [v for v in integers if v.lstrip(b"-").isdigit() and len(v.lstrip(b"-")) <= 18]
+    assert_block_same_as_arrow([b"1," + v for v in fits], [KIND_INT] * 2)
 
 
 def test_line_ranges_that_end_inside_a_number():
