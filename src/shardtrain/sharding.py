@@ -51,6 +51,7 @@ import multiprocessing
 import os
 import queue as queue_module
 import re
+import sys
 import threading
 import time
 import zlib
@@ -347,8 +348,9 @@ def _estimate_output_ratio(sample: bytes, schema: Schema, gzip_level: int | None
     framed, _ = _encode(batch.table, schema, framed=True)
     out = len(framed)
     if gzip_level is not None:
-        z = _gzip_compressor(gzip_level)
-        out = len(z.compress(framed)) + len(z.flush())
+        # zlib whatever compresses the shards: the estimate sets the shard counts, which are
+        # part of the plan, so it must not depend on whether isal is installed.
+        out = len(zlib.compress(framed.tobytes(), gzip_level))
     return max(out / len(body), 0.01)
 
 
@@ -594,15 +596,24 @@ def run_task(
 ) -> TaskResult:
     """Shard one task's pieces into its shards and commit the task manifest.
 
+    During the task, everything alive before it (modules, compiled kernels, the plan) is
+    kept out of the cyclic garbage collector, whose full passes over those objects cost ~4%
+    of a run otherwise (a block makes hundreds of short-lived objects); it goes back to the
+    collector afterwards, so a long-lived caller (a notebook) loses nothing.
+
     Raises:
         DataError: a source is malformed beyond repair, or this task alone already holds
             more rejected rows than the whole run may have.
     """
-    started = time.monotonic()
-    # Everything alive now (modules, compiled kernels, the plan) lives as long as the
-    # process: keep it out of the cyclic collector, whose full passes over those objects
-    # cost ~4% of a run otherwise (a block makes hundreds of short-lived objects).
     gc.freeze()
+    try:
+        return _run_task(plan, task, config, progress)
+    finally:
+        gc.unfreeze()
+
+
+def _run_task(plan: Plan, task: Task, config: ShardConfig, progress: Progress | None) -> TaskResult:
+    started = time.monotonic()
     schema = plan.schema
     result = TaskResult(task=task.index)
     column_stats = {c.name: new_stats(c.type) for c in schema.features}
@@ -891,16 +902,6 @@ def shard(
         ``worker-done`` (this worker's tasks are committed; run finalize after all workers).
     """
     started = time.monotonic()
-    with _WorkerPool(config) as pool:  # spawned now: they start up while we plan
-        return _shard(config, progress_factory, pool, started)
-
-
-def _shard(
-    config: ShardConfig,
-    progress_factory: Callable[[int], Any] | None,
-    pool: _WorkerPool,
-    started: float,
-) -> ShardOutcome:
     plan = build_plan(config)
     state = _check_existing(config, plan)
     if state == "complete":
@@ -929,10 +930,12 @@ def _shard(
     )
     outcome = ShardOutcome("worker-done", config.output, tasks_skipped=len(done))
     total_bytes = sum(t.input_bytes for t in todo)
-    bar = progress_factory(total_bytes) if progress_factory else contextlib.nullcontext()
-    with bar as reporter:
-        advance = reporter.advance if reporter is not None else None
-        results = _run_tasks(plan, todo, config, advance, pool)
+    # The pool first: forking is only safe before the progress bar starts its thread.
+    with _WorkerPool(config, len(todo)) as pool:
+        bar = progress_factory(total_bytes) if progress_factory else contextlib.nullcontext()
+        with bar as reporter:
+            advance = reporter.advance if reporter is not None else None
+            results = _run_tasks(plan, todo, config, advance, pool)
     outcome.tasks_run = len(results)
     outcome.rows_read = sum(r.rows_read for r in results)
     outcome.bytes_read = sum(r.bytes_read for r in results)
@@ -953,36 +956,40 @@ def _task_committed(plan: Plan, index: int) -> bool:
 
 
 class _WorkerPool:
-    """The processes that run tasks beside the parent, started as early as possible.
+    """The processes that run tasks beside the parent: ``min(processes, tasks) - 1`` of them.
 
-    On Linux they are *forked* at the start of ``shard``, after the parent has loaded the
-    compiled kernels (:func:`_warm_up`) and before it starts any thread of its own or opens
-    any connection: each child starts with everything imported and compiled, where a
-    spawned interpreter spends ~1 CPU-second importing shardtrain and loading the kernels
-    from numba's cache (a tenth of the whole job's CPU for 1 GB on 2 cores). Arrow, jemalloc
-    and OpenBLAS reset their own threads in a forked child. Elsewhere (no ``fork``) they are
-    spawned, and warm up while the parent plans. Unused processes (a plan with fewer tasks
-    than processes) just exit at the end.
+    Where it is safe they are *forked*, right after the parent has loaded the compiled
+    kernels (:func:`_warm_up`): each child starts with everything imported and compiled,
+    where a spawned interpreter spends ~1 CPU-second importing shardtrain and loading the
+    kernels from numba's cache (a tenth of the whole job's CPU for 1 GB on 2 cores).
+    Arrow, jemalloc, OpenBLAS and fsspec reset their own threads in a forked child. Forking
+    is not safe when other threads may hold locks the child would need, so the pool spawns
+    instead when the process runs threads of its own (fsspec's I/O thread aside) or has
+    TensorFlow loaded, and where there is no ``fork`` (macOS, Windows).
     """
 
-    def __init__(self, config: ShardConfig):
-        self.workers = max(0, (config.processes or os.cpu_count() or 1) - 1)
+    def __init__(self, config: ShardConfig, tasks: int):
+        self.workers = max(0, min(config.processes or os.cpu_count() or 1, tasks) - 1)
         self.executor: ProcessPoolExecutor | None = None
         self.progress = None
         if self.workers:
-            fork = "fork" in multiprocessing.get_all_start_methods()
-            ctx = multiprocessing.get_context("fork" if fork else "spawn")
+            fork = _fork_is_safe()
             if fork and config.data_kind == "tabular":
-                _warm_up()
+                try:
+                    _warm_up()
+                except Exception:  # only a head start: each task loads what it needs
+                    log.debug("warm-up failed", exc_info=True)
+            ctx = multiprocessing.get_context("fork" if fork else "spawn")
+            log.debug("%d pool process(es), %s", self.workers, ctx.get_start_method())
             self.progress = ctx.SimpleQueue()  # (rows, bytes) per block from the processes
             self.executor = ProcessPoolExecutor(
                 max_workers=self.workers,
                 mp_context=ctx,
                 initializer=_init_pool_process,
-                initargs=(self.progress, config.data_kind if not fork else ""),
+                initargs=(self.progress, "" if fork else config.data_kind),
             )
-            # A spawning executor starts a process per submission, a forking one all of
-            # them at the first: either way, every process starts now.
+            # A forking executor starts all its processes at the first submission, a
+            # spawning one a process per submission: either way, every process starts now.
             for _ in range(self.workers):
                 self.executor.submit(int)
 
@@ -1069,6 +1076,14 @@ def _run_tasks(
     if errors:
         raise errors[0]
     return [results[t.index] for t in tasks]
+
+
+def _fork_is_safe() -> bool:
+    """Whether this process can fork pool processes (see :class:`_WorkerPool`)."""
+    if "fork" not in multiprocessing.get_all_start_methods() or "tensorflow" in sys.modules:
+        return False
+    main = threading.main_thread()
+    return all(t is main or t.name == "fsspecIO" for t in threading.enumerate())
 
 
 def _die_with_parent() -> None:

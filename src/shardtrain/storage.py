@@ -55,7 +55,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import errno
-import fcntl
+import functools
 import gzip
 import io
 import json
@@ -587,6 +587,9 @@ class _DirectWriter(io.RawIOBase):
     page-aligned buffer (an anonymous ``mmap``) and leave in whole ``buffer_size`` chunks;
     on close, whole blocks of the remainder go the same way and the last partial block is
     written after switching ``O_DIRECT`` off for the descriptor.
+
+    Whatever happens (a full disk, an interrupt), ``close`` and ``discard`` close the
+    descriptor; no view of the buffer outlives a call, so the buffer can always be freed.
     """
 
     ALIGN = 4096  # a multiple of every common logical block size (512, 4096)
@@ -595,7 +598,11 @@ class _DirectWriter(io.RawIOBase):
         super().__init__()
         self._fd = fd
         self._size = buffer_size
-        self._buf = mmap.mmap(-1, buffer_size)  # page-aligned, zero-filled
+        try:
+            self._buf = mmap.mmap(-1, buffer_size)  # page-aligned, zero-filled
+        except BaseException:
+            os.close(fd)
+            raise
         self._view = memoryview(self._buf)
         self._used = 0
 
@@ -603,31 +610,35 @@ class _DirectWriter(io.RawIOBase):
         return True
 
     def write(self, data: Any) -> int:
-        data = memoryview(data).cast("B")
-        n = len(data)
-        pos = 0
-        while pos < n:
-            take = min(n - pos, self._size - self._used)
-            self._view[self._used : self._used + take] = data[pos : pos + take]
-            self._used += take
-            pos += take
-            if self._used == self._size:
-                self._write_all(self._view)
-                self._used = 0
+        with memoryview(data) as raw, raw.cast("B") as source:
+            n = len(source)
+            pos = 0
+            while pos < n:
+                take = min(n - pos, self._size - self._used)
+                self._view[self._used : self._used + take] = source[pos : pos + take]
+                self._used += take
+                pos += take
+                if self._used == self._size:
+                    self._write_range(0, self._size)
+                    self._used = 0
         return n
 
-    def _write_all(self, view: memoryview) -> None:
-        while len(view):
-            try:
-                view = view[os.write(self._fd, view) :]
-            except OSError as exc:
-                # Some file systems accept O_DIRECT at open and refuse it at write: carry on
-                # through the page cache.
-                if exc.errno != errno.EINVAL or not self._buffered_from_now_on():
-                    raise
+    def _write_range(self, start: int, end: int) -> None:
+        """Write ``buffer[start:end]``, all of it."""
+        while start < end:
+            with self._view[start:end] as chunk:
+                try:
+                    start += os.write(self._fd, chunk)
+                except OSError as exc:
+                    # Some file systems accept O_DIRECT at open and refuse it at write:
+                    # carry on through the page cache.
+                    if exc.errno != errno.EINVAL or not self._buffered_from_now_on():
+                        raise
 
     def _buffered_from_now_on(self) -> bool:
         """Switch O_DIRECT off; False if it was off already (the EINVAL has another cause)."""
+        import fcntl  # POSIX only, like O_DIRECT itself
+
         flags = fcntl.fcntl(self._fd, fcntl.F_GETFL)
         if not flags & os.O_DIRECT:
             return False
@@ -635,28 +646,65 @@ class _DirectWriter(io.RawIOBase):
         return True
 
     def close(self) -> None:
+        """Write what is staged, then release everything (also when the write fails)."""
         if self.closed:
             return
         try:
             whole = self._used - self._used % self.ALIGN
             if whole:
-                self._write_all(self._view[:whole])
+                self._write_range(0, whole)
             if self._used > whole:
                 self._buffered_from_now_on()  # the last, partial block
-                self._write_all(self._view[whole : self._used])
+                self._write_range(whole, self._used)
+        finally:
+            self.discard()
+
+    def discard(self) -> None:
+        """Release the descriptor and the buffer without writing what is staged."""
+        if self.closed:
+            return
+        try:
+            os.close(self._fd)
         finally:
             self._view.release()
-            self._buf.close()
-            os.close(self._fd)
+            with contextlib.suppress(BufferError):  # a caller's view: freed with it
+                self._buf.close()
             super().close()
 
 
+#: File systems on a local block device, where O_DIRECT does what it should. Elsewhere
+#: (NFS, CIFS, FUSE, overlay, tmpfs) it is refused, ignored, or makes every write a round
+#: trip, so local writes there go through the page cache.
+_DIRECT_IO_FILE_SYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs"})
+
+
+@functools.cache
+def _mounts() -> tuple[tuple[str, str], ...]:
+    """``(mount point, file system type)`` of every mount, longest mount point first."""
+    try:
+        with builtins.open("/proc/self/mounts", encoding="utf-8") as f:
+            entries = [line.split()[1:3] for line in f if len(line.split()) >= 3]
+    except OSError:
+        return ()
+    points = [(point.replace("\\040", " "), kind) for point, kind in entries]
+    return tuple(sorted(points, key=lambda e: len(e[0]), reverse=True))
+
+
+def _on_block_device(path: str) -> bool:
+    """Whether ``path`` lies on a file system from :data:`_DIRECT_IO_FILE_SYSTEMS`."""
+    path = os.path.realpath(path)
+    for point, kind in _mounts():
+        if path == point or path.startswith(point.rstrip("/") + "/"):
+            return kind in _DIRECT_IO_FILE_SYSTEMS
+    return False
+
+
 def _open_local_for_writing(tmp: str, direct: bool) -> IO[bytes]:
-    if direct and direct_io_enabled():
+    if direct and direct_io_enabled() and _on_block_device(os.path.dirname(tmp) or "."):
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT, 0o666)
         except OSError as exc:
-            if exc.errno != errno.EINVAL:  # EINVAL: this file system has no O_DIRECT (tmpfs)
+            if exc.errno != errno.EINVAL:  # EINVAL: no O_DIRECT here after all
                 raise
         else:
             return _DirectWriter(fd)  # type: ignore[return-value]
@@ -678,8 +726,11 @@ def _open_write(uri: str, block_size: int | None, direct: bool = False) -> Itera
             fobj.close()
             os.replace(tmp, path)
         except BaseException:
-            fobj.close()
-            with contextlib.suppress(FileNotFoundError):
+            # Nothing may stop the clean-up or hide the first error (a full disk fails the
+            # close too): drop what is staged and the temporary file.
+            with contextlib.suppress(Exception):
+                getattr(fobj, "discard", fobj.close)()
+            with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
         return

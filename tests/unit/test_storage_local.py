@@ -65,7 +65,8 @@ def test_direct_writes_give_the_same_bytes_for_every_size(tmp_path, monkeypatch,
         data = rng.randbytes(total)
         uri = str(tmp_path / f"direct-{total}.bin")
         with storage.open(uri, "wb", direct=True) as f:
-            assert isinstance(f, storage._DirectWriter) == (direct_io == "1" and supported)
+            expected = direct_io == "1" and supported and storage._on_block_device(tmp_path)
+            assert isinstance(f, storage._DirectWriter) == expected
             pos = 0
             while pos < total:  # writes of every size, some larger than the staging buffer
                 step = rng.choice([1, 511, 4096, 65_537, 1_500_000])
@@ -87,6 +88,30 @@ def test_direct_writes_fall_back_where_o_direct_is_refused(tmp_path):
     finally:
         if os.path.exists(target):
             os.unlink(target)
+
+
+@pytest.mark.parametrize("fail_at", ["write", "close"])
+def test_a_full_disk_during_a_direct_write_leaves_nothing_open(tmp_path, monkeypatch, fail_at):
+    """ENOSPC from a staged chunk (write) or from the last blocks (close): the disk's error
+    reaches the caller, the descriptor is closed and the temporary file is gone."""
+    real_write = os.write
+
+    def full_disk(fd, data):
+        raise OSError(28, "No space left on device")
+
+    uri = str(tmp_path / "full.bin")
+    fds = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError) as caught, storage.open(uri, "wb", direct=True) as f:
+        f.write(b"a" * 5000)
+        if fail_at == "write":
+            monkeypatch.setattr(os, "write", full_disk)
+            f.write(b"b" * (2 << 20))  # fills the 1 MiB staging buffer: a write
+        else:
+            monkeypatch.setattr(os, "write", full_disk)  # the write at close fails
+    monkeypatch.setattr(os, "write", real_write)
+    assert caught.value.errno == 28
+    assert os.listdir(tmp_path) == []
+    assert len(os.listdir("/proc/self/fd")) == fds
 
 
 def test_failed_direct_write_leaves_nothing(tmp_path):
