@@ -8,6 +8,7 @@ stderr with the error's exit code (see :mod:`shardtrain.errors`), never as a tra
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -861,6 +862,13 @@ def main(argv: list[str] | None = None) -> None:
             raise
         click.secho(f"error: {exc}", err=True, fg="red")
         sys.exit(exc.exit_code)
+    finally:
+        if argv is None:
+            # The console script: the process ends here. Spare the interpreter's last cyclic
+            # collection over every object of numba, Arrow (and TensorFlow) -- 0.3 s after a
+            # sharding run, 0.7 s with TensorFlow loaded; the memory goes back to the OS with
+            # the process anyway. (Callers that pass ``argv`` carry on: nothing is frozen.)
+            gc.freeze()
 
 
 if __name__ == "__main__":
