@@ -21,8 +21,11 @@ How a run works
    with xxHash64 to choose its split (the same row lands in the same split on every run, on
    every machine, with any number of workers) and a shard inside the task's range, encodes
    Examples and TFRecord frames in compiled code (:mod:`shardtrain.tfrecord`) and streams
-   them to its shard objects. It then writes its manifest ``_tasks/task-NNNNN.json`` with
-   counts, checksums and partial statistics — the task's commit.
+   them to its shard objects from a writer thread (gzip level 1 through ISA-L; local files
+   with ``O_DIRECT``, see :func:`shardtrain.storage.open`). It then writes its manifest
+   ``_tasks/task-NNNNN.json`` with counts, checksums and partial statistics — the task's
+   commit. The extra local processes are forked from the parent once it has loaded the
+   compiled kernels (:class:`_WorkerPool`), so they start with nothing to import or load.
 3. **Finalize** (``shardtrain finalize URI``, automatic with one worker): check that every task
    committed, merge statistics, write ``rejects/rejects.jsonl`` with file line numbers, enforce
    ``max_bad_fraction``, and publish ``metadata.json``.
@@ -1008,7 +1011,7 @@ def _run_tasks(
     advance: Progress | None,
     pool: _WorkerPool,
 ) -> list[TaskResult]:
-    """Run tasks here and in the pool's spawned processes, taking them in turn.
+    """Run tasks here and in the pool's processes, taking them in turn.
 
     The parent works too (it has the plan and its imports loaded already), so N processes
     cost N process footprints, not N + 1. Tasks are handed out one at a time from a shared
