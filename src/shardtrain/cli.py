@@ -291,6 +291,7 @@ def shard_cmd(
         image_column=image_column,
         resize=image_source.parse_resize(resize),
     )
+    sharding.tune_process_memory()
     outcome = sharding.shard(config, lambda total: RateProgress("sharding", total))
     if outcome.status == "already-complete":
         click.echo(f"{output} is already complete (metadata.json present); nothing to do")

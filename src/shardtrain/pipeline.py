@@ -322,6 +322,7 @@ def shard_step(
         images=images,
         image_column=image_column,
     )
+    sharding.tune_process_memory()  # this step's process only shards
     outcome = sharding.shard(config)
     report = {
         "worker": config.worker_index,

@@ -45,6 +45,7 @@ does nothing.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import hashlib
 import json
@@ -1079,6 +1080,27 @@ def _run_tasks(
     if errors:
         raise errors[0]
     return [results[t.index] for t in tasks]
+
+
+def tune_process_memory() -> None:
+    """Have glibc keep freed memory for reuse instead of returning it to the OS at once.
+
+    A block allocates and frees tens of MB of NumPy buffers (the encoded Examples alone are
+    ~15 MB per 4 MiB of CSV). With glibc's defaults a freed buffer is often given back
+    (``munmap``, or trimming the heap top) and the next block's comes back as fresh pages
+    that the kernel zeroes: ~7% of a run's CPU. Raising the mmap and trim thresholds keeps
+    them in the heap (1 GB, 2 processes: 160k → 102k page faults, 1.2 → 0.9 s of system
+    time, ~20 MB more RSS per process). Process-wide, so the CLI and the pipeline's shard
+    step call it for their own process; library callers decide for theirs. No-op without
+    glibc.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
+        libc.mallopt(m_mmap_threshold, 64 * MIB)
+        libc.mallopt(m_trim_threshold, 256 * MIB)
+    except (OSError, AttributeError):
+        pass
 
 
 def _fork_is_safe() -> bool:
