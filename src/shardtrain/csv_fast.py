@@ -110,8 +110,10 @@ import numpy as np
 import pyarrow as pa
 
 from shardtrain.native import (
+    as_bytes_array,
     f32_bits,
     f64_bits,
+    kernel_input,
     load_f64,
     load_i64,
     load_u8,
@@ -190,29 +192,8 @@ class FastColumns:
 
 
 # --------------------------------------------------------------------------------------------
-# Argument normalisation and lookup tables
+# Lookup tables (argument normalisation: shardtrain.native.kernel_input)
 # --------------------------------------------------------------------------------------------
-
-
-def _kernel_input(array: np.ndarray, dtype: type) -> np.ndarray:
-    """A C-contiguous, read-only view of ``array`` as ``dtype`` (copies only when it must).
-
-    numba compiles one specialisation per argument type, and dtype, layout and writeability
-    are all part of an array's type: normalising every externally supplied array keeps each
-    kernel at one specialisation (one compile, one cache entry).
-    """
-    out = np.ascontiguousarray(array, dtype=dtype).view()
-    out.flags.writeable = False
-    return out
-
-
-def _as_bytes_array(data: np.ndarray | bytes | bytearray | memoryview) -> np.ndarray:
-    """The raw bytes of ``data`` as a read-only 1-D uint8 array (zero-copy when possible)."""
-    if isinstance(data, np.ndarray):
-        data = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-    else:
-        data = np.frombuffer(data, dtype=np.uint8)
-    return _kernel_input(data, np.uint8)
 
 
 @functools.cache
@@ -249,8 +230,8 @@ def _null_table(
         any(48 <= b <= 57 for b in t) or b"nan" in t.lower() or b"inf" in t.lower() for t in tokens
     )
     return (
-        _kernel_input(data, np.uint8),
-        _kernel_input(offsets, np.int64),
+        kernel_input(data, np.uint8),
+        kernel_input(offsets, np.int64),
         length_mask,
         long_tokens,
         numeric,
@@ -267,8 +248,8 @@ def _column_slots(kinds_key: bytes) -> tuple[np.ndarray, np.ndarray, tuple[int, 
         slots[j] = counts[kind]
         counts[kind] += 1
     return (
-        _kernel_input(kinds, np.int8),
-        _kernel_input(slots, np.int64),
+        kernel_input(kinds, np.int8),
+        kernel_input(slots, np.int64),
         (counts[0], counts[1], counts[2], counts[3]),
     )
 
@@ -982,9 +963,9 @@ def parse_block_fast(
     Raises:
         ValueError: malformed line ranges or unknown kinds.
     """
-    buf = _as_bytes_array(block)
-    starts = _kernel_input(starts, np.int64)
-    ends = _kernel_input(ends, np.int64)
+    buf = as_bytes_array(block)
+    starts = kernel_input(starts, np.int64)
+    ends = kernel_input(ends, np.int64)
     if starts.ndim != 1 or starts.shape != ends.shape:
         raise ValueError("starts and ends must be 1-D arrays of the same length")
     if len(starts) and (starts.min() < 0 or ends.max() > len(buf) or bool(np.any(ends < starts))):

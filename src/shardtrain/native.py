@@ -24,15 +24,18 @@ hardware).
 from __future__ import annotations
 
 import llvmlite.binding as llvm
+import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
 __all__ = [
+    "as_bytes_array",
     "f32_bits",
     "f64_bits",
     "has_hardware_crc32c",
+    "kernel_input",
     "load_f64",
     "load_i64",
     "load_u8",
@@ -46,6 +49,38 @@ __all__ = [
     "trailing_zeros",
     "u64_as_i64",
 ]
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel arguments
+# --------------------------------------------------------------------------------------------
+
+
+def kernel_input(array: np.ndarray, dtype: type) -> np.ndarray:
+    """A C-contiguous, read-only view of ``array`` as ``dtype`` (copies only when it must).
+
+    numba compiles one specialisation per argument *type*, and dtype, layout and
+    writeability are all part of an array's type. Normalising every externally supplied
+    array here keeps each kernel at exactly one specialisation: one compile, one cache entry,
+    whatever mix of Arrow views (read-only), fresh arrays and slices callers pass.
+    """
+    out = np.ascontiguousarray(array, dtype=dtype).view()
+    out.flags.writeable = False
+    return out
+
+
+def as_bytes_array(data: np.ndarray | bytes | bytearray | memoryview) -> np.ndarray:
+    """The raw bytes of ``data`` as a read-only 1-D uint8 array (zero-copy when possible)."""
+    if isinstance(data, np.ndarray):
+        data = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+    else:
+        data = np.frombuffer(data, dtype=np.uint8)
+    return kernel_input(data, np.uint8)
+
+
+# --------------------------------------------------------------------------------------------
+# Raw loads and stores
+# --------------------------------------------------------------------------------------------
 
 
 def _address_and_index(context, builder, signature, args, element):

@@ -74,6 +74,7 @@ from shardtrain.errors import ConfigError, DataError, ShardtrainError
 from shardtrain.schema import SAMPLE_BYTES, Schema, SchemaOverrides, infer_schema
 from shardtrain.statistics import (
     MANIFEST_TOP,
+    NUMPY_TYPES,
     CategoricalStats,
     ImageStats,
     LabelStats,
@@ -477,29 +478,14 @@ def _column_data(values: pa.Array, kind: str) -> tuple:
             else np.empty(0, dtype=np.uint8)
         )
         return data, offsets, valid
-    dtype = _NUMPY_TYPES.get(values.type)
+    dtype = NUMPY_TYPES.get(values.type)
     if dtype is None:  # bool (bit-packed in Arrow), or a type the parsers do not produce
         values = pc.cast(values, pa.float64() if kind == "float" else pa.int64())
-        dtype = _NUMPY_TYPES[values.type]
+        dtype = NUMPY_TYPES[values.type]
     # The values buffer as it is (the encoder skips missing values, so what a null's slot
     # holds does not matter): no copy, no filling.
     data = np.frombuffer(values.buffers()[1], dtype=dtype)[values.offset :][: len(values)]
     return data, valid
-
-
-# Arrow's numeric types as NumPy dtypes (``DataType.to_pandas_dtype`` would import pandas,
-# a quarter of a second).
-_NUMPY_TYPES = {
-    pa.float32(): np.float32,
-    pa.float64(): np.float64,
-    pa.int64(): np.int64,
-    pa.int32(): np.int32,
-    pa.int16(): np.int16,
-    pa.int8(): np.int8,
-    pa.uint32(): np.uint32,
-    pa.uint16(): np.uint16,
-    pa.uint8(): np.uint8,
-}
 
 
 def _encode(

@@ -45,6 +45,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shardtrain.native import load_u64
+
 #: Distinct values tracked per categorical column before pruning to the most frequent half.
 #: Memory per high-cardinality column is ~56 bytes plus the value's bytes per tracked value
 #: (~13 MB at 200k nine-character ids), allocated as the column's distinct values appear.
@@ -237,9 +239,9 @@ def _count_true(bits, validity, offset, n):
     return trues
 
 
-#: numpy dtypes the kernel reads in place; other numeric types (float16, decimals) are cast
-#: to float64 first.
-_NUMPY_TYPES = {
+#: NumPy dtypes of the Arrow numeric types that kernels read in place (here and in the
+#: sharder's encoder); other types (float16, decimals, bool) are cast first.
+NUMPY_TYPES = {
     pa.float32(): np.float32,
     pa.float64(): np.float64,
     pa.int8(): np.int8,
@@ -292,7 +294,7 @@ class NumericStats:
                     trues * (valid - trues) / valid,
                 )
                 continue
-            dtype = _NUMPY_TYPES.get(chunk.type)
+            dtype = NUMPY_TYPES.get(chunk.type)
             if dtype is None:
                 chunk = pc.cast(chunk, pa.float64())
                 dtype = np.float64
@@ -422,15 +424,14 @@ def _count_values(
     value costs two cache lines: its slot and its record. Longer values are then compared
     with the arena. Counts are exact whatever the hashes.
 
-    Bytes are read eight at a time: ``data[p] | data[p + 1] << 8 | ...`` with unsigned
-    indices (no negative-index wraparound code) is merged by LLVM into one unaligned 8-byte
-    load, and masked to the value's length. Values of up to 16 bytes (at least 16 bytes
-    before the buffer's end) take a path without loops or unpredictable branches; longer
-    ones and the last few of the buffer take a loop that reads whole words where it can and
-    single bytes at the end. Both hash the same words: the value's bytes zero-padded to at
-    least two words, ``h = (h ^ word) * K`` from ``h = length``. Everything is inline in
-    this one function: helpers taking the arrays would cost atomic reference-count updates
-    per call (per value), more than the lookup itself.
+    Bytes are read eight at a time (one unaligned 8-byte load through the address of
+    ``data``, see :mod:`shardtrain.native`), masked to the value's length. Values of up to
+    16 bytes (at least 16 bytes before the buffer's end) take a path without loops or
+    unpredictable branches; longer ones and the last few of the buffer take a loop that
+    reads whole words where it can and single bytes at the end. Both hash the same words:
+    the value's bytes zero-padded to at least two words, ``h = (h ^ word) * K`` from
+    ``h = length``. Everything is inline in this one function: helpers taking the arrays
+    would cost atomic reference-count updates per call (per value), more than the lookup.
 
     Returns ``(i, size, status)``: with ``_DONE``, every value was counted (``i == stop``);
     otherwise value ``i`` is new and needs an entry (``_FULL``) or arena space
@@ -439,6 +440,7 @@ def _count_values(
     has_nulls = validity.size > 0
     has_weights = weights.size > 0
     n_bytes = np.uint64(data.size)
+    src = data.ctypes.data
     mask = np.uint64(slots.size - 1)
     shift = np.uint64(64)
     while np.uint64(1) << (np.uint64(64) - shift) < np.uint64(slots.size):
@@ -455,27 +457,8 @@ def _count_values(
         b = np.uint64(value_offsets[i + 1])
         length = b - a
         if length <= _INLINE and a + np.uint64(16) <= n_bytes:
-            w0 = (
-                np.uint64(data[a])
-                | np.uint64(data[a + u1]) << np.uint64(8)
-                | np.uint64(data[a + np.uint64(2)]) << np.uint64(16)
-                | np.uint64(data[a + np.uint64(3)]) << np.uint64(24)
-                | np.uint64(data[a + np.uint64(4)]) << np.uint64(32)
-                | np.uint64(data[a + np.uint64(5)]) << np.uint64(40)
-                | np.uint64(data[a + np.uint64(6)]) << np.uint64(48)
-                | np.uint64(data[a + np.uint64(7)]) << np.uint64(56)
-            )
-            c = a + u8
-            w1 = (
-                np.uint64(data[c])
-                | np.uint64(data[c + u1]) << np.uint64(8)
-                | np.uint64(data[c + np.uint64(2)]) << np.uint64(16)
-                | np.uint64(data[c + np.uint64(3)]) << np.uint64(24)
-                | np.uint64(data[c + np.uint64(4)]) << np.uint64(32)
-                | np.uint64(data[c + np.uint64(5)]) << np.uint64(40)
-                | np.uint64(data[c + np.uint64(6)]) << np.uint64(48)
-                | np.uint64(data[c + np.uint64(7)]) << np.uint64(56)
-            )
+            w0 = load_u64(src, a)
+            w1 = load_u64(src, a + u8)
             r0 = min(length, u8)  # bytes of the value in each word
             r1 = length - r0
             w0 = w0 & (ones >> (np.uint64(64) - u8 * r0)) if r0 else u0
@@ -490,16 +473,7 @@ def _count_values(
             while p < b or k < 2:
                 w = u0
                 if p + u8 <= b or (p < b and b + u8 <= n_bytes):
-                    w = (
-                        np.uint64(data[p])
-                        | np.uint64(data[p + u1]) << np.uint64(8)
-                        | np.uint64(data[p + np.uint64(2)]) << np.uint64(16)
-                        | np.uint64(data[p + np.uint64(3)]) << np.uint64(24)
-                        | np.uint64(data[p + np.uint64(4)]) << np.uint64(32)
-                        | np.uint64(data[p + np.uint64(5)]) << np.uint64(40)
-                        | np.uint64(data[p + np.uint64(6)]) << np.uint64(48)
-                        | np.uint64(data[p + np.uint64(7)]) << np.uint64(56)
-                    )
+                    w = load_u64(src, p)
                     if b - p < u8:
                         w &= ones >> (np.uint64(64) - u8 * (b - p))
                 else:

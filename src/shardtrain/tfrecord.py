@@ -70,7 +70,9 @@ import numpy as np
 from numba.extending import overload
 
 from shardtrain.native import (
+    as_bytes_array,
     has_hardware_crc32c,
+    kernel_input,
     load_i64,
     load_u8,
     load_u32,
@@ -123,30 +125,8 @@ _P5 = np.uint64(0x27D4EB2F165667C5)
 
 
 # --------------------------------------------------------------------------------------------
-# Argument normalisation
+# Argument checks (normalisation: shardtrain.native.kernel_input)
 # --------------------------------------------------------------------------------------------
-
-
-def _kernel_input(array: np.ndarray, dtype: type) -> np.ndarray:
-    """A C-contiguous, read-only view of ``array`` as ``dtype`` (copies only when it must).
-
-    numba compiles one specialisation per argument *type*, and dtype, layout and
-    writeability are all part of an array's type. Normalising every externally supplied
-    array here keeps each kernel at exactly one specialisation: one compile, one cache entry,
-    whatever mix of Arrow views (read-only), fresh arrays and slices callers pass.
-    """
-    out = np.ascontiguousarray(array, dtype=dtype).view()
-    out.flags.writeable = False
-    return out
-
-
-def _as_bytes_array(data: np.ndarray | bytes | bytearray | memoryview) -> np.ndarray:
-    """The raw bytes of ``data`` as a read-only 1-D uint8 array (zero-copy when possible)."""
-    if isinstance(data, np.ndarray):
-        data = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-    else:
-        data = np.frombuffer(data, dtype=np.uint8)
-    return _kernel_input(data, np.uint8)
 
 
 def _check_offsets(offsets: np.ndarray, data_size: int, what: str) -> None:
@@ -340,7 +320,7 @@ def crc32c(data: np.ndarray | bytes, value: int = 0) -> int:
         The CRC as an unsigned 32-bit integer.
     """
     value = _check_uint(value, 32, "value")
-    buf = _as_bytes_array(data)
+    buf = as_bytes_array(data)
     return int(_crc32c_buffer(_crc32c_tables(), value, buf, 0, len(buf)))
 
 
@@ -446,7 +426,7 @@ def xxh64(data: bytes | np.ndarray, seed: int = 0) -> int:
         The hash as an unsigned 64-bit integer.
     """
     seed = _check_uint(seed, 64, "seed")
-    buf = _as_bytes_array(data)
+    buf = as_bytes_array(data)
     return int(_xxh64(buf, 0, len(buf), np.uint64(seed)))
 
 
@@ -470,9 +450,9 @@ def hash_slices(
     Raises:
         ValueError: shapes differ or a slice lies outside ``data``.
     """
-    buf = _as_bytes_array(data)
-    starts = _kernel_input(starts, np.int64)
-    ends = _kernel_input(ends, np.int64)
+    buf = as_bytes_array(data)
+    starts = kernel_input(starts, np.int64)
+    ends = kernel_input(ends, np.int64)
     if starts.ndim != 1 or starts.shape != ends.shape:
         raise ValueError("starts and ends must be 1-D arrays of the same length")
     if len(starts) and (starts.min() < 0 or ends.max() > len(buf) or bool(np.any(ends < starts))):
@@ -506,8 +486,8 @@ def hash_strings(data: np.ndarray, offsets: np.ndarray, seed: int = 0) -> np.nda
     Raises:
         ValueError: offsets are malformed or point outside ``data``.
     """
-    buf = _as_bytes_array(data)
-    offsets = _kernel_input(offsets, np.int64)
+    buf = as_bytes_array(data)
+    offsets = kernel_input(offsets, np.int64)
     _check_offsets(offsets, len(buf), "hash_strings")
     return _hash(buf, offsets[:-1], offsets[1:], seed)
 
@@ -912,7 +892,7 @@ def encode_examples(
                     f"feature {name!r}: offsets must be {num_rows + 1} integers, "
                     f"got {offsets.dtype} {offsets.shape}"
                 )
-            offsets = _kernel_input(offsets, np.int64)
+            offsets = kernel_input(offsets, np.int64)
             _check_offsets(offsets, len(data), f"feature {name!r}")
             data = np.ascontiguousarray(data)
             values_addr[j] = address(data)
@@ -928,11 +908,9 @@ def encode_examples(
                 if values.dtype.kind not in "fiub":
                     raise TypeError(f"feature {name!r}: float values, got {values.dtype}")
                 with np.errstate(over="ignore"):  # out of float32 range → ±inf, as in C
-                    values = _kernel_input(values, np.float32)
+                    values = kernel_input(values, np.float32)
             else:
-                values = _kernel_input(
-                    values.astype(np.int64, casting="safe", copy=False), np.int64
-                )
+                values = kernel_input(values.astype(np.int64, casting="safe", copy=False), np.int64)
             # Bit patterns, so the kernels copy floats exactly (NaN payloads, -0.0) and write
             # int64 as the uint64 two's complement protobuf uses for negative varints.
             values_addr[j] = address(values)
@@ -950,7 +928,7 @@ def encode_examples(
             raise ValueError("order must be a 1-D integer array")
         if len(order) and (order.min() < 0 or order.max() >= num_rows):
             raise ValueError(f"order has indices outside [0, {num_rows})")
-    order = _kernel_input(order, np.int64)
+    order = kernel_input(order, np.int64)
     if framed:
         sizes += _FRAME_OVERHEAD
     out_offsets = np.zeros(len(order) + 1, dtype=np.int64)
@@ -1036,8 +1014,8 @@ def frame_records(
     Raises:
         ValueError: malformed offsets or indices out of range.
     """
-    buf = _as_bytes_array(data)
-    offsets = _kernel_input(offsets, np.int64)
+    buf = as_bytes_array(data)
+    offsets = kernel_input(offsets, np.int64)
     _check_offsets(offsets, len(buf), "frame_records")
     num_records = len(offsets) - 1
     if order is None:
@@ -1048,7 +1026,7 @@ def frame_records(
             raise ValueError("order must be a 1-D integer array")
         if len(order) and (order.min() < 0 or order.max() >= num_records):
             raise ValueError(f"order has indices outside [0, {num_records})")
-    order = _kernel_input(order, np.int64)
+    order = kernel_input(order, np.int64)
     lengths = offsets[order + 1] - offsets[order]
     framed_offsets = np.zeros(len(order) + 1, dtype=np.int64)
     np.cumsum(lengths + _FRAME_OVERHEAD, out=framed_offsets[1:])
