@@ -109,6 +109,7 @@ import numba
 import numpy as np
 import pyarrow as pa
 
+from shardtrain import arrow
 from shardtrain.native import (
     as_bytes_array,
     f32_bits,
@@ -1083,7 +1084,7 @@ def to_arrow(
                 null_count=null_count,
             )
             if rows is not None:
-                array = array.take(pa.array(rows, type=pa.int64()))
+                array = array.take(arrow.from_numpy(rows))
             out.append(array)
             continue
         if rows is not None:

@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from shardtrain import csv_fast, storage, tfrecord
+from shardtrain import arrow, csv_fast, storage, tfrecord
 from shardtrain.errors import DataError
 from shardtrain.schema import (
     FALSE_VALUES,
@@ -317,13 +317,11 @@ def _read_linewise(
             invalid.append((number, len(fields), text))
         else:
             rows.append(fields)
-    nulls = pa.array(list(schema.null_values), pa.string())
+    nulls = arrow.strings(schema.null_values)
     columns = []
     for values in zip(*rows, strict=True) if rows else [[] for _ in range(width)]:
-        arr = pa.array(list(values), pa.string())
-        columns.append(
-            pc.if_else(pc.is_in(arr, value_set=nulls), pa.scalar(None, pa.string()), arr)
-        )
+        arr = arrow.strings(values)
+        columns.append(pc.if_else(pc.is_in(arr, value_set=nulls), arrow.null(pa.string()), arr))
     return pa.Table.from_arrays(columns, names=schema.names), invalid
 
 
@@ -385,17 +383,17 @@ def _safe_convert(strings: pa.Array, column_type: str) -> tuple[pa.Array, np.nda
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
     if column_type == "bool":
-        ok = pc.is_in(strings, value_set=pa.array(TRUE_VALUES + FALSE_VALUES))
+        ok = pc.is_in(strings, value_set=arrow.strings(TRUE_VALUES + FALSE_VALUES))
     else:
         ok = pc.match_substring_regex(
             strings, INT_PATTERN if column_type == "int" else FLOAT_PATTERN
         )
-    ok = pc.fill_null(ok, True)
-    bad = ~np.asarray(ok.to_numpy(zero_copy_only=False), dtype=bool)
-    cleaned = pc.if_else(ok, strings, pa.scalar(None, pa.string()))
+    ok = pc.fill_null(ok, arrow.scalar(True))
+    bad = ~arrow.to_bools(ok)
+    cleaned = pc.if_else(ok, strings, arrow.null(pa.string()))
     if column_type == "bool":
-        values = pc.is_in(cleaned, value_set=pa.array(TRUE_VALUES))
-        values = pc.if_else(pc.is_null(cleaned), pa.scalar(None, pa.bool_()), values)
+        values = pc.is_in(cleaned, value_set=arrow.strings(TRUE_VALUES))
+        values = pc.if_else(pc.is_null(cleaned), arrow.null(pa.bool_()), values)
     else:
         try:
             values = pc.cast(cleaned, target)
@@ -553,9 +551,7 @@ def parse_block(
         key_hash = _hash_string_array(key_strings)
 
     label_col = columns[schema.names.index(schema.label)]
-    missing_label = (
-        np.asarray(label_col.is_null().to_numpy(zero_copy_only=False), dtype=bool) & ~bad
-    )
+    missing_label = arrow.to_bools(label_col.is_null()) & ~bad
 
     for i in np.flatnonzero(bad):
         line_idx = int(row_lines[i])
@@ -586,7 +582,7 @@ def parse_block(
     accept = ~(bad | missing_label)
     table = pa.Table.from_arrays(columns, names=schema.names)
     if not accept.all():
-        mask = pa.array(accept)
+        mask = arrow.from_numpy(accept)
         table = table.filter(mask)
         if key_hash is not None:
             key_hash = key_hash[accept]
@@ -600,7 +596,7 @@ def parse_block(
 
 def _hash_string_array(values: pa.Array) -> np.ndarray:
     """xxh64 of each string's UTF-8 bytes (nulls hash like the empty string)."""
-    values = pc.fill_null(values, "")
+    values = pc.fill_null(values, arrow.scalar(""))
     if values.type != pa.string():
         values = pc.cast(values, pa.string())
     offsets_buf, data_buf = values.buffers()[1], values.buffers()[2]

@@ -41,7 +41,7 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from shardtrain import storage
+from shardtrain import arrow, storage
 from shardtrain.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -251,7 +251,7 @@ def _infer_type(values: pa.Array) -> ColumnType | None:
     allowed = len(present) - need  # values that may fail a type's test
     head = present.slice(0, 1000)
     checks: list[tuple[ColumnType, Callable[[pa.Array], pa.Array]]] = [
-        ("bool", lambda v: pc.is_in(v, value_set=pa.array(TRUE_VALUES + FALSE_VALUES))),
+        ("bool", lambda v: pc.is_in(v, value_set=arrow.strings(TRUE_VALUES + FALSE_VALUES))),
         ("int", lambda v: pc.match_substring_regex(v, INT_PATTERN)),
         ("float", lambda v: pc.match_substring_regex(v, FLOAT_PATTERN)),
     ]

@@ -68,13 +68,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shardtrain import __version__, csv_source, images, storage, tfrecord
+from shardtrain import __version__, arrow, csv_source, images, storage, tfrecord
 from shardtrain.csv_source import Batch, Piece, SourceFile
 from shardtrain.errors import ConfigError, DataError, ShardtrainError
 from shardtrain.schema import SAMPLE_BYTES, Schema, SchemaOverrides, infer_schema
 from shardtrain.statistics import (
     MANIFEST_TOP,
-    NUMPY_TYPES,
     CategoricalStats,
     ImageStats,
     LabelStats,
@@ -464,7 +463,7 @@ def _column_data(values: pa.Array, kind: str) -> tuple:
         values = values.combine_chunks()
     valid = None
     if values.null_count:
-        valid = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        valid = arrow.valid_mask(values)
     if kind == "bytes":
         if values.type not in (pa.string(), pa.binary()):  # binary: encoded images
             values = pc.cast(values, pa.string())
@@ -478,14 +477,12 @@ def _column_data(values: pa.Array, kind: str) -> tuple:
             else np.empty(0, dtype=np.uint8)
         )
         return data, offsets, valid
-    dtype = NUMPY_TYPES.get(values.type)
-    if dtype is None:  # bool (bit-packed in Arrow), or a type the parsers do not produce
+    if values.type not in arrow.NUMPY_TYPES:  # bool (bit-packed in Arrow), or a type the
+        # parsers do not produce
         values = pc.cast(values, pa.float64() if kind == "float" else pa.int64())
-        dtype = NUMPY_TYPES[values.type]
     # The values buffer as it is (the encoder skips missing values, so what a null's slot
     # holds does not matter): no copy, no filling.
-    data = np.frombuffer(values.buffers()[1], dtype=dtype)[values.offset :][: len(values)]
-    return data, valid
+    return arrow.to_numpy(values), valid
 
 
 def _encode(

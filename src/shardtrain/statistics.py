@@ -45,6 +45,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shardtrain import arrow
 from shardtrain.native import load_u64
 
 #: Distinct values tracked per categorical column before pruning to the most frequent half.
@@ -239,22 +240,6 @@ def _count_true(bits, validity, offset, n):
     return trues
 
 
-#: NumPy dtypes of the Arrow numeric types that kernels read in place (here and in the
-#: sharder's encoder); other types (float16, decimals, bool) are cast first.
-NUMPY_TYPES = {
-    pa.float32(): np.float32,
-    pa.float64(): np.float64,
-    pa.int8(): np.int8,
-    pa.int16(): np.int16,
-    pa.int32(): np.int32,
-    pa.int64(): np.int64,
-    pa.uint8(): np.uint8,
-    pa.uint16(): np.uint16,
-    pa.uint32(): np.uint32,
-    pa.uint64(): np.uint64,
-}
-
-
 @dataclass
 class NumericStats:
     """Count, missing, min, max, mean and standard deviation of a numeric (or bool) column."""
@@ -294,7 +279,7 @@ class NumericStats:
                     trues * (valid - trues) / valid,
                 )
                 continue
-            dtype = NUMPY_TYPES.get(chunk.type)
+            dtype = arrow.NUMPY_TYPES.get(chunk.type)
             if dtype is None:
                 chunk = pc.cast(chunk, pa.float64())
                 dtype = np.float64
@@ -706,7 +691,7 @@ class _ValueCounts:
             [None, pa.py_buffer(self.offsets[: self.size + 1]), pa.py_buffer(self.arena)],
         )
         counts = self.entries[: self.size, _COUNT].astype(np.int64)
-        return pa.table({"value": values, "count": counts})
+        return pa.table({"value": values, "count": arrow.from_numpy(counts)})
 
 
 def _next_power_of_two(n: int) -> int:
@@ -747,9 +732,9 @@ class CategoricalStats:
         self.missing += other.missing
         if other._values.size:
             table = other._values.table()  # views of other's arrays
-            values, counts = table.column("value").chunk(0), table.column("count").to_numpy()
+            values, counts = table.column("value").chunk(0), arrow.to_numpy(table.column("count"))
             if other is self:  # counting into the arrays the views read: copy them first
-                values, counts = pa.array(values.to_pylist(), pa.large_string()), counts.copy()
+                values, counts = arrow.strings(values.to_pylist(), pa.large_string()), counts.copy()
             self._values.add(values, counts)
         self.approximate |= other.approximate or self._values.pruned
 
@@ -801,7 +786,7 @@ class CategoricalStats:
         )
         if d["top"]:
             stats._values.add(
-                pa.array([t["value"] for t in d["top"]], pa.string()),
+                arrow.strings(t["value"] for t in d["top"]),
                 np.array([t["count"] for t in d["top"]], dtype=np.int64),
             )
             stats.approximate |= stats._values.pruned
@@ -860,7 +845,7 @@ class ImageStats:
         self.bytes += int(pc.sum(pc.binary_length(images)).as_py() or 0)
         for extent, column in ((self.height, "height"), (self.width, "width")):
             values = table.column(f"{name}/{column}").drop_null()
-            extent.update(np.asarray(values.to_numpy(), dtype=np.int64))
+            extent.update(np.asarray(arrow.to_numpy(values), dtype=np.int64))
         vc = pc.value_counts(table.column(f"{name}/format").drop_null())
         for value, n in zip(
             vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True

@@ -1,0 +1,127 @@
+"""Arrow arrays from Python and NumPy values, and back, without importing pandas.
+
+pyarrow imports pandas the first time a value crosses from Python or NumPy into Arrow the
+usual ways (``pa.array``, ``pa.scalar``, a compute function given a Python value such as
+``pc.fill_null(strings, "")``) or back (``Array.to_numpy``, even zero-copy): it checks
+whether the value is a pandas object. That import costs ~0.2 s and ~400 modules. A sharding
+run pays it in its parent process before the pool starts, while the other cores wait (3-4%
+of sharding 1 GB on 2 cores), and again in each spawned process. The functions here build
+and read the same arrays through their buffers, where pyarrow does not look for pandas;
+sharding code uses them instead of those calls.
+
+Example::
+
+    from shardtrain import arrow
+
+    names = arrow.strings(["true", "false"])                # pa.array(["true", "false"])
+    mask = arrow.from_numpy(np.array([True, False]))        # pa.array(np.array(...))
+    missing = arrow.to_bools(names.is_null())               # ....to_numpy(zero_copy_only=False)
+    cleaned = pc.if_else(mask, names, arrow.null(pa.string()))  # ... pa.scalar(None, ...)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pyarrow as pa
+
+#: NumPy dtypes of the Arrow numeric types that kernels read in place (statistics, the
+#: sharder's encoder); other types (float16, decimals, bool) are cast first.
+NUMPY_TYPES = {
+    pa.float32(): np.float32,
+    pa.float64(): np.float64,
+    pa.int8(): np.int8,
+    pa.int16(): np.int16,
+    pa.int32(): np.int32,
+    pa.int64(): np.int64,
+    pa.uint8(): np.uint8,
+    pa.uint16(): np.uint16,
+    pa.uint32(): np.uint32,
+    pa.uint64(): np.uint64,
+}
+
+
+def _bitmap(bits: np.ndarray) -> pa.Buffer:
+    return pa.py_buffer(np.packbits(np.asarray(bits, dtype=bool), bitorder="little"))
+
+
+def strings(values: Iterable[str | bytes], type: pa.DataType | None = None) -> pa.Array:
+    """A string (or ``large_string``/``binary``) array of ``values``, none of them null."""
+    type = type or pa.string()
+    data = [v.encode() if isinstance(v, str) else bytes(v) for v in values]
+    wide = type in (pa.large_string(), pa.large_binary())
+    offsets = np.zeros(len(data) + 1, dtype=np.int64 if wide else np.int32)
+    np.cumsum([len(d) for d in data], out=offsets[1:])
+    return pa.Array.from_buffers(
+        type, len(data), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))]
+    )
+
+
+def from_numpy(values: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
+    """A bool or numeric Arrow array of a 1-D NumPy array; ``valid`` False marks nulls.
+
+    Numeric values are not copied: the array holds a reference to ``values``.
+    """
+    values = np.ascontiguousarray(values)
+    if values.ndim != 1:
+        raise ValueError(f"a 1-D array is needed, not {values.ndim}-D")
+    if values.dtype == np.bool_:
+        type, data = pa.bool_(), _bitmap(values)
+    else:
+        type, data = pa.from_numpy_dtype(values.dtype), pa.py_buffer(values)
+    validity, nulls = None, 0
+    if valid is not None:
+        nulls = len(valid) - int(np.count_nonzero(valid))
+        validity = _bitmap(valid) if nulls else None
+    return pa.Array.from_buffers(type, len(values), [validity, data], null_count=nulls)
+
+
+def null(type: pa.DataType) -> pa.Scalar:
+    """A null scalar of ``type`` (``pa.scalar(None, type)``)."""
+    return pa.nulls(1, type)[0]
+
+
+def scalar(value: str | bool, type: pa.DataType | None = None) -> pa.Scalar:
+    """A string or bool scalar (``pa.scalar(value)``), e.g. for ``pc.fill_null``."""
+    if isinstance(value, bool):
+        return from_numpy(np.array([value]))[0]
+    return strings([value], type)[0]
+
+
+def to_bools(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A bool array's values as a NumPy bool array (a null reads as False)."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    n, offset = len(array), array.offset
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    bits = array.buffers()[1]
+    out = np.unpackbits(np.frombuffer(bits, dtype=np.uint8), count=offset + n, bitorder="little")[
+        offset:
+    ].view(bool)
+    if array.null_count:
+        out &= valid_mask(array)
+    return out
+
+
+def valid_mask(array: pa.Array) -> np.ndarray:
+    """Which entries of ``array`` are not null, as a NumPy bool array."""
+    n, offset = len(array), array.offset
+    validity = array.buffers()[0]
+    if validity is None or array.null_count == 0:
+        return np.ones(n, dtype=bool)
+    return np.unpackbits(
+        np.frombuffer(validity, dtype=np.uint8), count=offset + n, bitorder="little"
+    )[offset:].view(bool)
+
+
+def to_numpy(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A numeric array's values as a NumPy view of its buffer, not to be written to (what a
+    null's slot holds is unspecified)."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    dtype = NUMPY_TYPES.get(array.type)
+    if dtype is None:
+        raise TypeError(f"no NumPy view of Arrow {array.type}")
+    return np.frombuffer(array.buffers()[1], dtype=dtype)[array.offset :][: len(array)]
