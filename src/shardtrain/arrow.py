@@ -77,6 +77,16 @@ def from_numpy(values: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
     return pa.Array.from_buffers(type, len(values), [validity, data], null_count=nulls)
 
 
+def contiguous(array: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``array`` as one ``pa.Array``: a ChunkedArray's only chunk as it is (where
+    ``combine_chunks`` would copy it), several chunks concatenated."""
+    if not isinstance(array, pa.ChunkedArray):
+        return array
+    if array.num_chunks == 1:
+        return array.chunk(0)
+    return array.combine_chunks()
+
+
 def null(type: pa.DataType) -> pa.Scalar:
     """A null scalar of ``type`` (``pa.scalar(None, type)``)."""
     return pa.nulls(1, type)[0]
@@ -91,8 +101,7 @@ def scalar(value: str | bool, type: pa.DataType | None = None) -> pa.Scalar:
 
 def to_bools(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """A bool array's values as a NumPy bool array (a null reads as False)."""
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
+    array = contiguous(array)
     n, offset = len(array), array.offset
     if n == 0:
         return np.zeros(0, dtype=bool)
@@ -119,8 +128,7 @@ def valid_mask(array: pa.Array) -> np.ndarray:
 def to_numpy(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """A numeric array's values as a NumPy view of its buffer, not to be written to (what a
     null's slot holds is unspecified)."""
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
+    array = contiguous(array)
     dtype = NUMPY_TYPES.get(array.type)
     if dtype is None:
         raise TypeError(f"no NumPy view of Arrow {array.type}")

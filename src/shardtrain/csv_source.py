@@ -257,18 +257,6 @@ def read_piece(
 # --------------------------------------------------------------------------------------------
 
 
-def _line_bounds(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end (exclusive, without '\\r\\n') of every line of a block of whole lines."""
-    newlines = np.flatnonzero(arr == 10)
-    starts = np.concatenate(([0], newlines + 1)).astype(np.int64)
-    ends = np.concatenate((newlines, [arr.size])).astype(np.int64)
-    if starts[-1] == arr.size:  # block ends with '\n': no trailing partial line
-        starts, ends = starts[:-1], ends[:-1]
-    cr = (ends > starts) & (arr[np.maximum(ends - 1, 0)] == 13)
-    ends = ends - cr
-    return starts, ends
-
-
 def _convert_options(schema: Schema, types: dict[str, pa.DataType]) -> pacsv.ConvertOptions:
     return pacsv.ConvertOptions(
         column_types=types,
@@ -480,7 +468,7 @@ def parse_block(
         DataError: the block is not CSV the reader can parse.
     """
     arr = np.frombuffer(block, dtype=np.uint8)
-    starts, ends = _line_bounds(arr)
+    starts, ends = csv_fast.line_bounds(arr)
     nonblank = np.flatnonzero(ends > starts)  # line indices (0-based) of rows
     batch = Batch(
         table=None,  # type: ignore[arg-type]
@@ -528,7 +516,7 @@ def parse_block(
     bad_detail: dict[int, str] = {}
     columns = []
     for col, arr_col in zip(schema.columns, table.columns, strict=True):
-        values = arr_col.combine_chunks() if isinstance(arr_col, pa.ChunkedArray) else arr_col
+        values = arrow.contiguous(arr_col)
         want_string = col.type == "string" or col.name == schema.key
         if converted and not want_string:
             values, col_bad = _safe_convert(values, col.type)

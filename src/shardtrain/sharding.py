@@ -459,8 +459,7 @@ def _feature_columns(schema: Schema) -> list[tfrecord.FeatureColumn]:
 
 
 def _column_data(values: pa.Array, kind: str) -> tuple:
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
+    values = arrow.contiguous(values)
     valid = None
     if values.null_count:
         valid = arrow.valid_mask(values)

@@ -670,3 +670,44 @@ def test_fast_path_follows_the_environment(monkeypatch):
     assert not csv_source.fast_path_enabled()
     monkeypatch.setenv(csv_source.FAST_PATH_ENV, "1")
     assert csv_source.fast_path_enabled()
+
+
+def _line_bounds_reference(block: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Lines the obvious NumPy way: split at every line feed, drop one trailing \\r."""
+    arr = np.frombuffer(block, dtype=np.uint8)
+    newlines = np.flatnonzero(arr == 10)
+    starts = np.concatenate(([0], newlines + 1)).astype(np.int64)
+    ends = np.concatenate((newlines, [arr.size])).astype(np.int64)
+    if starts[-1] == arr.size:
+        starts, ends = starts[:-1], ends[:-1]
+    ends = ends - ((ends > starts) & (arr[np.maximum(ends - 1, 0)] == 13))
+    return starts, ends
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_line_bounds_match_a_numpy_reference(seed):
+    """Random blocks of short and long lines, blank lines, CRLF, lone CRs, line feeds at
+    every offset inside an eight-byte word and at the block's edges, with and without a
+    final line feed; several blocks have more lines than the first guess of capacity."""
+    rng = np.random.default_rng(seed)
+    alphabet = np.frombuffer(b"ab,1.\r\n\n\x0b\x8a\x0a\x7f\xff", dtype=np.uint8)
+    n = int(rng.integers(0, 3000))
+    block = alphabet[rng.integers(0, len(alphabet), n)].tobytes()
+    if seed % 3 == 0:
+        block += b"\n"
+    if seed % 5 == 0:
+        block = b"\r\n" * int(rng.integers(0, 40)) + block
+    want = _line_bounds_reference(block)
+    got = csv_fast.line_bounds(block)
+    assert got[0].dtype == got[1].dtype == np.int64
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize(
+    "block",
+    [b"", b"\n", b"\r", b"\r\n", b"abc", b"abc\r", b"abc\n", b"a\n\nb", b"\n" * 9, b"x" * 17],
+)
+def test_line_bounds_edge_cases(block):
+    want = _line_bounds_reference(block)
+    got = csv_fast.line_bounds(block)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
