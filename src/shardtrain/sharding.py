@@ -513,7 +513,13 @@ def _gzip_compressor(level: int) -> Any:
 
 
 class _ShardWriter:
-    """Streams framed records into one shard object, gzip-compressing and checksumming."""
+    """Streams framed records into one shard object, gzip-compressing and checksumming.
+
+    Uncompressed local shards written with ``O_DIRECT`` are written *in place*: the
+    encoder puts each shard's records of a block at the page phase its file has reached
+    (:attr:`phase`), so that whole pages go to the disk straight from the encoder's buffer
+    (see ``storage._DirectWriter.write_in_place``).
+    """
 
     def __init__(self, uri: str, path: str, gzip_level: int | None, stack: contextlib.ExitStack):
         self.uri = uri
@@ -525,10 +531,28 @@ class _ShardWriter:
         # part in memory. Local shards bypass the page cache (see storage._DirectWriter).
         self._f = stack.enter_context(storage.open(uri, "wb", block_size=5 * MIB, direct=True))
         self._z = _gzip_compressor(gzip_level) if gzip_level else None
+        self.in_place = self._z is None and hasattr(self._f, "write_in_place")
+        self.queued = 0  # bytes handed to write() so far, counted where jobs are made
 
-    def write(self, framed: memoryview, records: int) -> None:
+    @property
+    def phase(self) -> int:
+        """Where in its last page the file will end once every queued write is done."""
+        return self.queued % tfrecord.PAGE
+
+    def write(self, buffer: np.ndarray, start: int, end: int, records: int) -> None:
+        """Write the framed records ``buffer[start:end]`` (on the writer thread)."""
         self.records += records
-        self._emit(self._z.compress(framed) if self._z else framed)
+        if self._z is not None:
+            self._emit(self._z.compress(memoryview(buffer)[start:end]))
+            return
+        if end > start:
+            # The checksum first: an in-place write overwrites the room before `start`.
+            self.crc = tfrecord.crc32c(buffer[start:end], self.crc)
+            self.bytes += end - start
+            if self.in_place:
+                self._f.write_in_place(buffer, start, end)
+            else:
+                self._f.write(memoryview(buffer)[start:end])
 
     def _emit(self, data: bytes | memoryview) -> None:
         if len(data):
@@ -734,8 +758,9 @@ def _write_batch(
     base: np.ndarray,
     counts: np.ndarray,
     writers: list[_ShardWriter],
-) -> list[tuple[_ShardWriter, memoryview, int]]:
-    """Encode a batch into TFRecord frames grouped by shard; returns the writes to do."""
+) -> list[tuple[_ShardWriter, np.ndarray, int, int, int]]:
+    """Encode a batch into TFRecord frames grouped by shard; returns the writes to do:
+    ``(writer, buffer, start, end, records)``."""
     # High 53 bits → split (uniform in [0, 1)); low 32 bits → shard inside the task's range.
     unit = (row_hash >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
     split = np.minimum(np.searchsorted(fractions, unit, side="right"), len(fractions) - 1)
@@ -746,18 +771,26 @@ def _write_batch(
     # (8x faster than its merge sort of int64 keys here).
     keys = slot.astype(np.uint16) if len(writers) <= 1 << 16 else slot
     order = np.argsort(keys, kind="stable")
-    framed, framed_offsets = _encode(table, schema, order=order, framed=True)
     per_slot = np.bincount(slot, minlength=len(writers))
     bounds = np.concatenate(([0], np.cumsum(per_slot)))
-    view = memoryview(framed)
-    return [
-        (
-            writers[s],
-            view[framed_offsets[bounds[s]] : framed_offsets[bounds[s + 1]]],
-            int(per_slot[s]),
+    columns = _feature_columns(schema)
+    arrays = [_column_data(table.column(c.name), c.kind) for c in columns]
+    if all(w.in_place for w in writers):
+        phases = np.array([w.phase for w in writers], dtype=np.int64)
+        framed, starts, ends = tfrecord.encode_example_groups(
+            columns, arrays, table.num_rows, order=order, bounds=bounds, phases=phases
         )
-        for s in np.flatnonzero(per_slot)
-    ]
+    else:
+        framed, offsets = tfrecord.encode_examples(
+            columns, arrays, table.num_rows, order=order, framed=True
+        )
+        starts, ends = offsets[bounds[:-1]], offsets[bounds[1:]]
+    jobs = []
+    for s in np.flatnonzero(per_slot).tolist():
+        start, end = int(starts[s]), int(ends[s])
+        writers[s].queued += end - start
+        jobs.append((writers[s], framed, start, end, int(per_slot[s])))
+    return jobs
 
 
 class _BackgroundWriter:
@@ -782,8 +815,8 @@ class _BackgroundWriter:
             if self._error is not None:
                 continue  # drain without writing after a failure
             try:
-                for writer, data, records in jobs:
-                    writer.write(data, records)
+                for writer, buffer, start, end, records in jobs:
+                    writer.write(buffer, start, end, records)
             except BaseException as exc:  # handed to the producing thread
                 self._error = exc
 

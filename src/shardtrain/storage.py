@@ -72,6 +72,7 @@ from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
 import fsspec
+import numpy as np
 
 from shardtrain.errors import NotCommittedError, StorageError, StorageUnavailableError
 
@@ -623,12 +624,57 @@ class _DirectWriter(io.RawIOBase):
                     self._used = 0
         return n
 
+    def write_in_place(self, buffer: np.ndarray, start: int, end: int) -> int:
+        """Write ``buffer[start:end]``, sending its whole pages from ``buffer`` itself.
+
+        ``write`` copies everything into the staging buffer first (~1.3 ms per 15 MB,
+        a twentieth of sharding's CPU). Here only the edges are copied: the bytes of the
+        file's last, partial page still staged (``tail``: the file size so far modulo
+        :attr:`ALIGN`) go into ``buffer[start - tail:start]``, which the caller left free
+        for them, and from there whole pages are written straight out of ``buffer``; the
+        last partial page is staged for the next write. That needs ``buffer`` (1-D uint8,
+        writable) to have ``buffer[start - tail]`` at an aligned address, which
+        ``tfrecord.encode_example_groups`` arranges when given the tail as the phase.
+        Anything else is written with ``write``: still correct, only slower.
+        """
+        tail = self._used % self.ALIGN
+        room = start - tail
+        if (
+            room < 0
+            or end - start < self.ALIGN
+            or buffer.dtype != np.uint8
+            or buffer.ndim != 1
+            or not buffer.flags.writeable
+            or not buffer.flags.c_contiguous
+            or (buffer.ctypes.data + room) % self.ALIGN
+            or not 0 <= start <= end <= len(buffer)
+        ):
+            return self.write(memoryview(buffer)[start:end])
+        if self._used > tail:  # whole pages staged by `write`: out first
+            self._write_range(0, self._used - tail)
+            self._view[:tail] = self._view[self._used - tail : self._used]
+        buffer[room:start] = np.frombuffer(self._view, dtype=np.uint8, count=tail)
+        whole = (end - room) // self.ALIGN * self.ALIGN
+        self._used = 0  # the staged tail now lives in `buffer`
+        with memoryview(buffer) as view:
+            self._write_all(view[room : room + whole])
+            rest = view[room + whole : end]
+            self._view[: len(rest)] = rest
+            self._used = len(rest)
+        return end - start
+
     def _write_range(self, start: int, end: int) -> None:
         """Write ``buffer[start:end]``, all of it."""
-        while start < end:
-            with self._view[start:end] as chunk:
+        with self._view[start:end] as chunk:
+            self._write_all(chunk)
+
+    def _write_all(self, data: memoryview) -> None:
+        """Write all of ``data`` (aligned in address and length while O_DIRECT is on)."""
+        done = 0
+        while done < len(data):
+            with data[done:] as chunk:
                 try:
-                    start += os.write(self._fd, chunk)
+                    done += os.write(self._fd, chunk)
                 except OSError as exc:
                     # Some file systems accept O_DIRECT at open and refuse it at write:
                     # carry on through the page cache.

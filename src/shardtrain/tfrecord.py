@@ -88,6 +88,7 @@ __all__ = [
     "ColumnData",
     "FeatureColumn",
     "crc32c",
+    "encode_example_groups",
     "encode_examples",
     "frame_records",
     "hash_slices",
@@ -851,6 +852,84 @@ def encode_examples(
         ValueError: mismatched lengths, malformed offsets, unknown kinds, duplicate names.
         TypeError: values of a type that does not convert safely (e.g. uint64 → int64).
     """
+    return _encode(columns, arrays, num_rows, order=order, framed=framed)  # type: ignore[return-value]
+
+
+def encode_example_groups(
+    columns: Sequence[FeatureColumn],
+    arrays: Sequence[ColumnData],
+    num_rows: int,
+    *,
+    order: np.ndarray,
+    bounds: np.ndarray,
+    phases: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Framed Examples laid out for ``O_DIRECT`` writes straight from the buffer.
+
+    As :func:`encode_examples` with ``framed=True``, but the output records form groups --
+    records ``bounds[g]:bounds[g + 1]`` of ``order``, one per shard in the sharder -- and
+    group ``g`` starts at an offset that is ``phases[g]`` (``0 <= phases[g] < PAGE``) past
+    a page boundary, with that page's first ``phases[g]`` bytes left free and ``data``
+    itself page-aligned. A writer that has ``phases[g]`` bytes of its file's last page
+    still to write (its file size modulo ``PAGE``) copies them into that room and writes
+    whole pages from ``data`` itself, instead of copying all of the group into an aligned
+    buffer first (see ``storage._DirectWriter.write_in_place``). The room costs at most two
+    pages per group.
+
+    Returns:
+        ``(data, starts, ends)``: group ``g`` is ``data[starts[g]:ends[g]]``.
+    """
+    return _encode(  # type: ignore[return-value]
+        columns, arrays, num_rows, order=order, framed=True, groups=(bounds, phases)
+    )
+
+
+#: Page size for :func:`encode_example_groups` (a multiple of every common block size).
+PAGE = 4096
+
+
+def _page_aligned(size: int) -> np.ndarray:
+    """An uninitialised uint8 array of ``size`` bytes starting on a page boundary."""
+    raw = np.empty(size + PAGE, dtype=np.uint8)
+    skip = -raw.ctypes.data % PAGE
+    return raw[skip : skip + size]
+
+
+def _page_layout(
+    out_offsets: np.ndarray, bounds: np.ndarray, phases: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Positions of the output records once each group is moved to its phase of a page."""
+    bounds = np.asarray(bounds, dtype=np.int64)
+    phases = np.asarray(phases, dtype=np.int64)
+    n = len(out_offsets) - 1
+    if bounds.ndim != 1 or len(bounds) < 1 or bounds[0] != 0 or bounds[-1] != n:
+        raise ValueError(f"bounds must run from 0 to {n}")
+    if np.any(np.diff(bounds) < 0):
+        raise ValueError("bounds must not decrease")
+    if phases.shape != (len(bounds) - 1,) or np.any((phases < 0) | (phases >= PAGE)):
+        raise ValueError(f"phases must be {len(bounds) - 1} integers in [0, {PAGE})")
+    packed_starts = out_offsets[bounds[:-1]]
+    sizes = out_offsets[bounds[1:]] - packed_starts
+    starts = np.empty(len(sizes), dtype=np.int64)
+    end = 0
+    for g, (size, phase) in enumerate(zip(sizes.tolist(), phases.tolist(), strict=True)):
+        if size:  # an empty group needs no room
+            end = -(-end // PAGE) * PAGE + phase
+        starts[g] = end
+        end += size
+    positions = out_offsets[:-1] + np.repeat(starts - packed_starts, np.diff(bounds))
+    return positions, starts, starts + sizes
+
+
+def _encode(
+    columns: Sequence[FeatureColumn],
+    arrays: Sequence[ColumnData],
+    num_rows: int,
+    *,
+    order: np.ndarray | None,
+    framed: bool,
+    groups: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[np.ndarray, ...]:
     columns = tuple(columns)
     if len(arrays) != len(columns):
         raise ValueError(f"{len(columns)} columns but {len(arrays)} arrays")
@@ -933,15 +1012,20 @@ def encode_examples(
         sizes += _FRAME_OVERHEAD
     out_offsets = np.zeros(len(order) + 1, dtype=np.int64)
     np.cumsum(sizes[order], out=out_offsets[1:])
+    positions = out_offsets[:-1]  # of the output records, back to back unless grouped
     size = int(out_offsets[-1])
+    group_starts = group_ends = None
+    if groups is not None:
+        positions, group_starts, group_ends = _page_layout(out_offsets, *groups)
+        size = int(group_ends[-1]) if len(group_ends) else 0
     if len(order) == num_rows and _is_permutation(order, num_rows):
         # Every row once: scatter rows, in their own order, to their output positions.
         rows = np.arange(num_rows, dtype=np.int64)
         starts = np.empty(num_rows, dtype=np.int64)
-        starts[order] = out_offsets[:-1]
+        starts[order] = positions
     else:  # a subset, or repeats: gather in output order
-        rows, starts = order, out_offsets[:-1]
-    out = np.empty(size, dtype=np.uint8)
+        rows, starts = order, positions
+    out = np.empty(size, dtype=np.uint8) if groups is None else _page_aligned(size)
     _write_examples(
         kinds=plan.kinds,
         heads=plan.heads,
@@ -958,7 +1042,9 @@ def encode_examples(
         tables=_crc32c_tables(),
         out=out,
     )
-    return out, out_offsets
+    if groups is None:
+        return out, out_offsets
+    return out, group_starts, group_ends
 
 
 def _is_permutation(order: np.ndarray, n: int) -> bool:

@@ -429,6 +429,40 @@ def test_csv_fast_path_gives_the_same_dataset_as_arrow(tmp_path, monkeypatch, co
     assert meta["rejects_by_reason"]["unreadable_line"] == 1
 
 
+def test_in_place_direct_writes_give_the_same_dataset_as_page_cache_writes(tmp_path, monkeypatch):
+    """Uncompressed shards go to the disk straight from the encoder's buffer (O_DIRECT, each
+    shard's records at its file's page phase): the dataset is byte for byte the one written
+    through the page cache."""
+    if not storage._on_block_device(str(tmp_path)):
+        pytest.skip("O_DIRECT is not used on this file system")
+    csv_path = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(csv_path), 30_000, seed=9, bad_fraction=0.01)
+    calls = collections.Counter()
+    for name in ("write", "write_in_place"):
+        method = getattr(storage._DirectWriter, name)
+
+        def counted(self, *args, _method=method, _name=name):
+            calls[_name] += 1
+            return _method(self, *args)
+
+        monkeypatch.setattr(storage._DirectWriter, name, counted)
+    datasets = {}
+    for flag in ("1", "0"):
+        monkeypatch.setenv(storage.DIRECT_IO_ENV, flag)
+        out = tmp_path / f"ds-{flag}"
+        config = _config(
+            [csv_path], out, compression="none", block_bytes=256 * 1024, max_bad_fraction=0.05
+        )
+        sharding.shard(config)
+        datasets[flag] = _dataset_files(out)
+        if flag == "1":
+            # In place, but for the few groups smaller than a page, which are copied.
+            assert calls["write_in_place"] > 50
+            assert calls["write"] < calls["write_in_place"] / 4
+    assert datasets["1"] == datasets["0"]
+    assert datasets["1"]["metadata.json"]["splits"]["train"]["num_records"] > 20_000
+
+
 def _dataset_files(root) -> dict[str, bytes | dict]:
     """Every file of a dataset; JSON files parsed, without timings and the creation time."""
     files: dict[str, bytes | dict] = {}

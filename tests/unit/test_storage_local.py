@@ -6,6 +6,7 @@ import gzip
 import os
 import random
 
+import numpy as np
 import pytest
 
 from shardtrain import storage
@@ -74,6 +75,60 @@ def test_direct_writes_give_the_same_bytes_for_every_size(tmp_path, monkeypatch,
                 pos += step
         assert storage.read_bytes(uri) == data
     assert not [n for n in os.listdir(tmp_path) if ".tmp-" in n]
+
+
+def test_in_place_direct_writes_mixed_with_copying_writes(tmp_path, monkeypatch):
+    """``write_in_place`` sends whole pages straight from the caller's buffer, with the
+    staged tail copied into the room before the data; in any mix with ``write``, with the
+    room laid out right or wrong (unaligned, too little room, too short: copied instead),
+    the file holds exactly the bytes written, and the room is all that gets overwritten."""
+    if not storage._on_block_device(str(tmp_path)):
+        pytest.skip("O_DIRECT is not used on this file system")
+    sent = []
+    real_write = os.write
+
+    def recording_write(fd, data):
+        sent.append(memoryview(data).obj)
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", recording_write)
+    rng = np.random.default_rng(5)
+    page = storage._DirectWriter.ALIGN
+    uri = str(tmp_path / "in-place.bin")
+    expected, in_place = bytearray(), 0
+    with storage.open(uri, "wb", direct=True) as f:
+        assert isinstance(f, storage._DirectWriter)
+        for step in range(60):
+            n = int(rng.choice([1, 100, page - 1, page, page + 1, 50_000, 1_300_000]))
+            data = rng.integers(0, 256, n, dtype=np.uint8)
+            if step % 4 == 3:
+                f.write(data.tobytes())
+                expected += data.tobytes()
+                continue
+            tail = len(expected) % page
+            layout = ["right", "unaligned", "no room"][step % 3] if step < 40 else "right"
+            raw = np.full(n + 3 * page, 0xEE, dtype=np.uint8)
+            base = -raw.ctypes.data % page
+            start = base + page + tail
+            if layout == "unaligned":
+                start += 1
+            elif layout == "no room":
+                start = tail - 1 if tail else 0
+                raw = raw[base:]  # page-aligned, but no room before a non-zero tail
+            raw[start : start + n] = data
+            before = raw.copy()
+            sent.clear()
+            f.write_in_place(raw, start, start + n)
+            expected += data.tobytes()
+            if layout == "right" and n >= page:
+                in_place += 1
+                assert any(obj is raw for obj in sent)  # pages sent from the buffer itself
+                changed = np.flatnonzero(raw != before)  # only the room before the data
+                assert np.all((changed >= start - tail) & (changed < start))
+            else:
+                assert np.array_equal(raw, before)  # copied: the caller's buffer is untouched
+    assert in_place > 5
+    assert storage.read_bytes(uri) == bytes(expected)
 
 
 def test_direct_writes_fall_back_where_o_direct_is_refused(tmp_path):

@@ -475,6 +475,54 @@ def test_any_row_order_gives_the_same_records(framed):
             assert _records(data, offsets) == [in_order[i] for i in order]
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_example_groups_sit_at_their_page_phase_with_room_before_them(seed):
+    """Each group holds exactly its records, in order, starts ``phase`` bytes past a page
+    boundary with the page's first ``phase`` bytes free (after the previous group's end),
+    and the buffer is page-aligned; empty groups take no room."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    columns, arrays, _ = _random_table(rng, n, with_empty_name=False)
+    slots = rng.integers(0, 9, size=n)
+    order = np.argsort(slots, kind="stable")
+    counts = np.bincount(slots, minlength=9)
+    bounds = np.concatenate(([0], np.cumsum(counts)))
+    phases = rng.integers(0, tfrecord.PAGE, size=9)
+    phases[0] = tfrecord.PAGE - 1
+    packed, offsets = tfrecord.encode_examples(columns, arrays, n, order=order, framed=True)
+    data, starts, ends = tfrecord.encode_example_groups(
+        columns, arrays, n, order=order, bounds=bounds, phases=phases
+    )
+    assert data.ctypes.data % tfrecord.PAGE == 0
+    previous_end = 0
+    for g in range(9):
+        want = packed[offsets[bounds[g]] : offsets[bounds[g + 1]]]
+        assert data[starts[g] : ends[g]].tobytes() == want.tobytes()
+        if counts[g]:
+            assert starts[g] % tfrecord.PAGE == phases[g]
+            assert starts[g] - phases[g] >= previous_end
+        else:
+            assert starts[g] == ends[g] == previous_end
+        previous_end = ends[g]
+    assert len(data) == ends[-1]
+
+
+def test_example_groups_reject_bad_layouts():
+    columns = [FeatureColumn("x", "int")]
+    arrays = [(np.arange(4), None)]
+    order = np.arange(4)
+    for bounds, phases, match in (
+        ([0, 3], [0], "run from 0 to 4"),
+        ([0, 3, 2, 4], [0, 0, 0], "decrease"),
+        ([0, 4], [0, 0], "phases"),
+        ([0, 4], [tfrecord.PAGE], "phases"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            tfrecord.encode_example_groups(
+                columns, arrays, 4, order=order, bounds=np.array(bounds), phases=np.array(phases)
+            )
+
+
 def test_encode_examples_rejects_bad_input():
     ones = np.ones(3)
     with pytest.raises(ValueError, match="duplicate"):
