@@ -638,3 +638,24 @@ def test_nothing_here_prints_secret_values(monkeypatch, capsys, caplog, tmp_path
         tfjob.local_replicas(_manifest())
     assert "super-secret-value-123" not in capsys.readouterr().out + caplog.text
     assert os.environ["AWS_SECRET_ACCESS_KEY"] == "super-secret-value-123"
+
+
+def test_cli_help_shows_the_manifest_defaults_which_start_up_does_not_read():
+    """`tfjob render --help` ends each setting's help with the base manifest's value; just
+    importing the CLI reads no manifest (PyYAML, ~30 ms of every command's start-up)."""
+    import subprocess
+
+    from click.testing import CliRunner
+
+    text = CliRunner().invoke(cli.cli, ["tfjob", "render", "--help"], terminal_width=200).output
+    assert (
+        f"Worker replicas besides the chief. [default: {tfjob.JobConfig.default('workers')}]"
+        in text
+    )
+    assert "[default: none]" in text or "[default: no]" in text or "[default: yes]" in text
+    code = (
+        "import sys, shardtrain.cli; "
+        "print(sorted(m for m in ('yaml', 'shardtrain.tfjob') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
