@@ -484,11 +484,16 @@ def _column_data(values: pa.Array, kind: str) -> tuple:
     return arrow.to_numpy(values), valid
 
 
+def _encoder_input(table: pa.Table, schema: Schema) -> tuple[list, list]:
+    """The features and their column data, as :func:`tfrecord.encode_examples` takes them."""
+    columns = _feature_columns(schema)
+    return columns, [_column_data(table.column(c.name), c.kind) for c in columns]
+
+
 def _encode(
     table: pa.Table, schema: Schema, *, order: np.ndarray | None = None, framed: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    columns = _feature_columns(schema)
-    arrays = [_column_data(table.column(c.name), c.kind) for c in columns]
+    columns, arrays = _encoder_input(table, schema)
     return tfrecord.encode_examples(columns, arrays, table.num_rows, order=order, framed=framed)
 
 
@@ -546,7 +551,6 @@ class _ShardWriter:
             self._emit(self._z.compress(memoryview(buffer)[start:end]))
             return
         if end > start:
-            # The checksum first: an in-place write overwrites the room before `start`.
             self.crc = tfrecord.crc32c(buffer[start:end], self.crc)
             self.bytes += end - start
             if self.in_place:
@@ -773,8 +777,7 @@ def _write_batch(
     order = np.argsort(keys, kind="stable")
     per_slot = np.bincount(slot, minlength=len(writers))
     bounds = np.concatenate(([0], np.cumsum(per_slot)))
-    columns = _feature_columns(schema)
-    arrays = [_column_data(table.column(c.name), c.kind) for c in columns]
+    columns, arrays = _encoder_input(table, schema)
     if all(w.in_place for w in writers):
         phases = np.array([w.phase for w in writers], dtype=np.int64)
         framed, starts, ends = tfrecord.encode_example_groups(

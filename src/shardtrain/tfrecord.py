@@ -930,6 +930,7 @@ def _encode(
     framed: bool,
     groups: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, ...]:
+    """Both encoders' work: ``(data, offsets)``, or with ``groups`` ``(data, starts, ends)``."""
     columns = tuple(columns)
     if len(arrays) != len(columns):
         raise ValueError(f"{len(columns)} columns but {len(arrays)} arrays")
