@@ -435,3 +435,30 @@ def test_categorical_growth_is_exact_past_initial_capacity():
     assert stats.distinct == 70000 and not stats.approximate
     assert set(stats.counts.values()) == {2}
     assert stats.top(2) == [("p00000000", 2), ("p00000001", 2)]
+
+
+@pytest.mark.parametrize(
+    "values, type",
+    [
+        ([0, 1, 1, None, 0, 1], pa.int64()),
+        ([-3, 7, 7, -3, None, 2], pa.int32()),
+        ([0, 1 << 20, 5, 5], pa.int64()),  # a range too wide for bincount: value_counts
+        ([True, False, None, True], pa.bool_()),
+        (["cat", "dog", None, "cat"], pa.string()),
+    ],
+)
+def test_label_stats_count_every_class_exactly(values, type):
+    """Labels are counted by value (as strings, bools as 0/1), nulls as missing, whether
+    the counting goes through bincount (class ids) or value_counts; sliced arrays too."""
+    array = pa.array([None, *values, "x" if type == pa.string() else None], type).slice(
+        1, len(values)
+    )
+    stats = statistics.LabelStats()
+    stats.update(array)
+    stats.update(array.slice(1))
+    want = collections.Counter()
+    for v in [*values, *values[1:]]:
+        if v is not None:
+            want[str(int(v)) if isinstance(v, bool) else str(v)] += 1
+    assert stats.counts == dict(want)
+    assert stats.missing == 2 * values.count(None) - (values[0] is None)
