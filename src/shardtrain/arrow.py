@@ -66,6 +66,10 @@ def from_numpy(values: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
     values = np.ascontiguousarray(values)
     if values.ndim != 1:
         raise ValueError(f"a 1-D array is needed, not {values.ndim}-D")
+    if not values.dtype.isnative:  # Arrow buffers are little-endian
+        values = values.astype(values.dtype.newbyteorder("="))
+    if valid is not None and len(valid) != len(values):
+        raise ValueError(f"{len(valid)} validity flags for {len(values)} values")
     if values.dtype == np.bool_:
         type, data = pa.bool_(), _bitmap(values)
     else:
@@ -93,7 +97,8 @@ def null(type: pa.DataType) -> pa.Scalar:
 
 
 def scalar(value: str | bool, type: pa.DataType | None = None) -> pa.Scalar:
-    """A string or bool scalar (``pa.scalar(value)``), e.g. for ``pc.fill_null``."""
+    """A string (of ``type``, default ``pa.string()``) or bool scalar (``pa.scalar(value)``),
+    e.g. for ``pc.fill_null``."""
     if isinstance(value, bool):
         return from_numpy(np.array([value]))[0]
     return strings([value], type)[0]
@@ -114,9 +119,12 @@ def to_bools(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return out
 
 
-def valid_mask(array: pa.Array) -> np.ndarray:
+def valid_mask(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Which entries of ``array`` are not null, as a NumPy bool array."""
+    array = contiguous(array)
     n, offset = len(array), array.offset
+    if array.null_count == n:  # also the null type, which has no validity buffer
+        return np.zeros(n, dtype=bool)
     validity = array.buffers()[0]
     if validity is None or array.null_count == 0:
         return np.ones(n, dtype=bool)
@@ -132,4 +140,6 @@ def to_numpy(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     dtype = NUMPY_TYPES.get(array.type)
     if dtype is None:
         raise TypeError(f"no NumPy view of Arrow {array.type}")
+    if len(array) == 0:  # an empty array may have no buffer at all
+        return np.empty(0, dtype=dtype)
     return np.frombuffer(array.buffers()[1], dtype=dtype)[array.offset :][: len(array)]

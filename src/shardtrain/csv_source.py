@@ -398,7 +398,11 @@ def _safe_convert(strings: pa.Array, column_type: str) -> tuple[pa.Array, np.nda
                 if column_type == "int" and out[-1] is not None and not -(2**63) <= out[-1] < 2**63:
                     out[-1] = None
                     more_bad[i] = True
-            return pa.array(out, type=target), more_bad
+            present = np.array([v is not None for v in out], dtype=bool)
+            dtype = np.int64 if column_type == "int" else np.float32
+            with np.errstate(over="ignore"):  # beyond float32: ±inf, as Arrow's cast
+                filled = np.array([0 if v is None else v for v in out], dtype=dtype)
+            return arrow.from_numpy(filled, present), more_bad
     return values, bad
 
 

@@ -594,6 +594,10 @@ class _DirectWriter(io.RawIOBase):
     """
 
     ALIGN = 4096  # a multiple of every common logical block size (512, 4096)
+    #: Smaller pieces given to :meth:`write_in_place` are copied and staged instead: a
+    #: direct write per piece would make a task with hundreds of open shards issue
+    #: hundreds of small synchronous writes per block, where staging sends 1 MiB at a time.
+    IN_PLACE_MIN = 128 * 1024
 
     def __init__(self, fd: int, buffer_size: int = 1024 * 1024):
         super().__init__()
@@ -634,20 +638,22 @@ class _DirectWriter(io.RawIOBase):
         for them, and from there whole pages are written straight out of ``buffer``; the
         last partial page is staged for the next write. That needs ``buffer`` (1-D uint8,
         writable) to have ``buffer[start - tail]`` at an aligned address, which
-        ``tfrecord.encode_example_groups`` arranges when given the tail as the phase.
-        Anything else is written with ``write``: still correct, only slower.
+        ``tfrecord.encode_example_groups`` arranges when given the tail as the phase, and
+        at least :attr:`IN_PLACE_MIN` bytes. Anything else is written with ``write``:
+        still correct, only slower.
         """
+        if not 0 <= start <= end <= len(buffer):
+            raise ValueError(f"[{start}, {end}) is not a range of a {len(buffer)}-byte buffer")
         tail = self._used % self.ALIGN
         room = start - tail
         if (
             room < 0
-            or end - start < self.ALIGN
+            or end - start < self.IN_PLACE_MIN
             or buffer.dtype != np.uint8
             or buffer.ndim != 1
             or not buffer.flags.writeable
             or not buffer.flags.c_contiguous
             or (buffer.ctypes.data + room) % self.ALIGN
-            or not 0 <= start <= end <= len(buffer)
         ):
             return self.write(memoryview(buffer)[start:end])
         if self._used > tail:  # whole pages staged by `write`: out first

@@ -102,3 +102,14 @@ def test_sharding_and_inspect_never_import_pandas(tmp_path):
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "PANDAS []" in run.stdout, run.stdout[-500:]
+
+
+def test_edge_cases_nulls_empty_buffers_and_byte_order():
+    assert not arrow.valid_mask(pa.nulls(3)).any()  # the null type has no validity buffer
+    assert arrow.valid_mask(pa.chunked_array([pa.array([1, None])])).tolist() == [True, False]
+    empty = pa.Array.from_buffers(pa.int64(), 0, [None, None])
+    assert arrow.to_numpy(empty).dtype == np.int64 and arrow.to_numpy(empty).size == 0
+    big_endian = np.array([1.0, 2.0], dtype=">f8")
+    assert arrow.from_numpy(big_endian).to_pylist() == [1.0, 2.0]
+    with pytest.raises(ValueError, match="validity flags"):
+        arrow.from_numpy(np.zeros(3), np.ones(2, dtype=bool))

@@ -451,14 +451,14 @@ def test_in_place_direct_writes_give_the_same_dataset_as_page_cache_writes(tmp_p
         monkeypatch.setenv(storage.DIRECT_IO_ENV, flag)
         out = tmp_path / f"ds-{flag}"
         config = _config(
-            [csv_path], out, compression="none", block_bytes=256 * 1024, max_bad_fraction=0.05
+            [csv_path], out, compression="none", block_bytes=1024 * 1024, max_bad_fraction=0.05
         )
         sharding.shard(config)
         datasets[flag] = _dataset_files(out)
         if flag == "1":
-            # In place, but for the few groups smaller than a page, which are copied.
-            assert calls["write_in_place"] > 50
-            assert calls["write"] < calls["write_in_place"] / 4
+            # Every write is offered in place; the groups too small for it (the eval split's,
+            # here) fall back to a copying write(). Most of the train split's go in place.
+            assert calls["write_in_place"] - calls["write"] > 20
     assert datasets["1"] == datasets["0"]
     assert datasets["1"]["metadata.json"]["splits"]["train"]["num_records"] > 20_000
 

@@ -98,8 +98,8 @@ def test_in_place_direct_writes_mixed_with_copying_writes(tmp_path, monkeypatch)
     expected, in_place = bytearray(), 0
     with storage.open(uri, "wb", direct=True) as f:
         assert isinstance(f, storage._DirectWriter)
-        for step in range(60):
-            n = int(rng.choice([1, 100, page - 1, page, page + 1, 50_000, 1_300_000]))
+        for step in range(90):
+            n = int(rng.choice([1, 100, page - 1, page + 1, 50_000, 131_072, 1_300_000]))
             data = rng.integers(0, 256, n, dtype=np.uint8)
             if step % 4 == 3:
                 f.write(data.tobytes())
@@ -120,7 +120,7 @@ def test_in_place_direct_writes_mixed_with_copying_writes(tmp_path, monkeypatch)
             sent.clear()
             f.write_in_place(raw, start, start + n)
             expected += data.tobytes()
-            if layout == "right" and n >= page:
+            if layout == "right" and n >= storage._DirectWriter.IN_PLACE_MIN:
                 in_place += 1
                 assert any(obj is raw for obj in sent)  # pages sent from the buffer itself
                 changed = np.flatnonzero(raw != before)  # only the room before the data
@@ -128,6 +128,8 @@ def test_in_place_direct_writes_mixed_with_copying_writes(tmp_path, monkeypatch)
             else:
                 assert np.array_equal(raw, before)  # copied: the caller's buffer is untouched
     assert in_place > 5
+    with pytest.raises(ValueError, match="not a range"), storage.open(uri, "wb", direct=True) as f:
+        f.write_in_place(np.zeros(10, dtype=np.uint8), 4, 11)
     assert storage.read_bytes(uri) == bytes(expected)
 
 
