@@ -110,10 +110,7 @@ def to_bools(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     n, offset = len(array), array.offset
     if n == 0:
         return np.zeros(0, dtype=bool)
-    bits = array.buffers()[1]
-    out = np.unpackbits(np.frombuffer(bits, dtype=np.uint8), count=offset + n, bitorder="little")[
-        offset:
-    ].view(bool)
+    out = _unpack(array.buffers()[1], offset, n)
     if array.null_count:
         out &= valid_mask(array)
     return out
@@ -128,9 +125,24 @@ def valid_mask(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     validity = array.buffers()[0]
     if validity is None or array.null_count == 0:
         return np.ones(n, dtype=bool)
-    return np.unpackbits(
-        np.frombuffer(validity, dtype=np.uint8), count=offset + n, bitorder="little"
-    )[offset:].view(bool)
+    return _unpack(validity, offset, n)
+
+
+def _unpack(bitmap: pa.Buffer, offset: int, n: int) -> np.ndarray:
+    """Bits ``offset:offset + n`` of an Arrow bitmap (least significant bit first) as bools."""
+    bits = np.frombuffer(bitmap, dtype=np.uint8)
+    return np.unpackbits(bits, count=offset + n, bitorder="little")[offset:].view(bool)
+
+
+def string_buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """``(data, offsets)`` of a string or binary array (int32 offsets), as NumPy views: value
+    ``i`` is ``data[offsets[i]:offsets[i + 1]]`` (``offsets[0]`` is not 0 when sliced)."""
+    if array.type not in (pa.string(), pa.binary()):
+        raise TypeError(f"string or binary array expected, got {array.type}")
+    _, offsets, data = array.buffers()
+    offsets = np.frombuffer(offsets, dtype=np.int32)[array.offset : array.offset + len(array) + 1]
+    data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8)
+    return data, offsets
 
 
 def to_numpy(array: pa.Array | pa.ChunkedArray) -> np.ndarray:

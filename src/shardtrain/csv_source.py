@@ -591,13 +591,7 @@ def _hash_string_array(values: pa.Array) -> np.ndarray:
     values = pc.fill_null(values, arrow.scalar(""))
     if values.type != pa.string():
         values = pc.cast(values, pa.string())
-    offsets_buf, data_buf = values.buffers()[1], values.buffers()[2]
-    offsets = np.frombuffer(offsets_buf, dtype=np.int32)[
-        values.offset : values.offset + len(values) + 1
-    ]
-    data = (
-        np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
-    )
+    data, offsets = arrow.string_buffers(values)
     return tfrecord.hash_slices(data, offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64))
 
 

@@ -466,16 +466,7 @@ def _column_data(values: pa.Array, kind: str) -> tuple:
     if kind == "bytes":
         if values.type not in (pa.string(), pa.binary()):  # binary: encoded images
             values = pc.cast(values, pa.string())
-        buffers = values.buffers()
-        offsets = np.frombuffer(buffers[1], dtype=np.int32)[
-            values.offset : values.offset + len(values) + 1
-        ]
-        data = (
-            np.frombuffer(buffers[2], dtype=np.uint8)
-            if buffers[2] is not None
-            else np.empty(0, dtype=np.uint8)
-        )
-        return data, offsets, valid
+        return (*arrow.string_buffers(values), valid)
     if values.type not in arrow.NUMPY_TYPES:  # bool (bit-packed in Arrow), or a type the
         # parsers do not produce
         values = pc.cast(values, pa.float64() if kind == "float" else pa.int64())
@@ -549,10 +540,8 @@ class _ShardWriter:
         self.records += records
         if self._z is not None:
             self._emit(self._z.compress(memoryview(buffer)[start:end]))
-            return
-        if end > start:
-            self.crc = tfrecord.crc32c(buffer[start:end], self.crc)
-            self.bytes += end - start
+        elif end > start:
+            self._count(buffer[start:end])
             if self.in_place:
                 self._f.write_in_place(buffer, start, end)
             else:
@@ -561,8 +550,12 @@ class _ShardWriter:
     def _emit(self, data: bytes | memoryview) -> None:
         if len(data):
             self._f.write(data)
-            self.bytes += len(data)
-            self.crc = tfrecord.crc32c(np.frombuffer(data, dtype=np.uint8), self.crc)
+            self._count(np.frombuffer(data, dtype=np.uint8))
+
+    def _count(self, data: np.ndarray) -> None:
+        """Add bytes written to the shard's size and checksum."""
+        self.bytes += len(data)
+        self.crc = tfrecord.crc32c(data, self.crc)
 
     def finish(self) -> None:
         if self._z is not None:
