@@ -18,13 +18,6 @@ RUN python3 -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version'
     && mkdir -p /gcs /minio /s3 \
     && chown shardtrain /gcs /minio /s3
 
-# The pipeline definitions, so `shardtrain pipeline compile|submit|run-local` also works in the
-# image (shardtrain.pipeline finds them through SHARDTRAIN_PROJECT_DIR). The component bodies
-# need neither directory: KFP embeds their source in the compiled pipeline.
-COPY components ./components
-COPY pipelines ./pipelines
-ENV SHARDTRAIN_PROJECT_DIR=/opt/shardtrain
-
 USER 10001
 WORKDIR /home/shardtrain
 ENTRYPOINT ["shardtrain"]

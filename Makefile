@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml constraints.txt
 minio:
 	@scripts/install-minio >/dev/null
 
-PY_DIRS := $(wildcard src tests components pipelines benchmarks)
+PY_DIRS := src tests benchmarks
 
 lint: env
 	$(BIN)/ruff check $(PY_DIRS)

@@ -34,7 +34,7 @@ def _shardtrain(*args: str) -> list[str]:
 
 def generate(root: Path, gb: float, size: int) -> tuple[int, int]:
     """About ``gb`` GB of images in ``root`` (reused when already there); (count, bytes)."""
-    from shardtrain import datagen
+    from shardtrain.data import datagen
 
     marker = root / "_bench.json"
     if marker.exists():

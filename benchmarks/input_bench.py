@@ -8,10 +8,10 @@ Usage (from the repository root, in the project environment)::
 
 Targets (issue "Distributed trainer"): from MinIO at least 80% of the local-disk rate, and the
 input pipeline at least 3x what the model consumes, so input is never the bottleneck. The
-input is measured alone (``shardtrain.dataset.train_dataset``: interleave, shuffle, batch,
+input is measured alone (``shardtrain.train.dataset.train_dataset``: interleave, shuffle, batch,
 ``parse_example``, prefetch — through the bounded shard cache for ``s3://``); the model is
 measured alone on one cached batch fed again and again, with the trainer's own distributed
-loop (``shardtrain.trainer.build_train_loop``). Record the figures in benchmarks/RESULTS.md.
+loop (``shardtrain.train.trainer.build_train_loop``). Record the figures in benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -33,8 +33,10 @@ NUMERIC, CATEGORICAL = 30, 5
 
 def input_rate(uri: str, batch: int, batches: int, warmup: int = 20) -> float:
     """Examples/s delivered by one input pipeline reading ``uri``'s train split."""
-    from shardtrain import dataset, sharding, storage
-    from shardtrain.features import FeatureSpec
+    from shardtrain import storage
+    from shardtrain.data import sharding
+    from shardtrain.train import dataset
+    from shardtrain.train.features import FeatureSpec
 
     meta = sharding.load_metadata(uri)
     spec = FeatureSpec.from_metadata(meta)
@@ -58,11 +60,12 @@ def model_rate(uri: str, batch: int, steps: int) -> float:
     import keras
     import tensorflow as tf
 
-    from shardtrain import dataset, sharding
-    from shardtrain.config import ModelConfig
-    from shardtrain.features import FeatureSpec
-    from shardtrain.models import build_model
-    from shardtrain.trainer import build_train_loop
+    from shardtrain.data import sharding
+    from shardtrain.train import dataset
+    from shardtrain.train.config import ModelConfig
+    from shardtrain.train.features import FeatureSpec
+    from shardtrain.train.models import build_model
+    from shardtrain.train.trainer import build_train_loop
 
     strategy = tf.distribute.MirroredStrategy()
     meta = sharding.load_metadata(uri)
@@ -90,7 +93,7 @@ def main() -> None:
     parser.add_argument("--no-minio", action="store_true")
     args = parser.parse_args()
 
-    from shardtrain import datagen, sharding
+    from shardtrain.data import datagen, sharding
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)

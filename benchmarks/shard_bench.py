@@ -39,7 +39,7 @@ def _shardtrain(*args: str) -> list[str]:
 
 def generate(path: Path, gb: float) -> tuple[int, int]:
     """A quest-log CSV of about ``gb`` GB with 30 numeric + 5 categorical columns + label."""
-    from shardtrain import datagen
+    from shardtrain.data import datagen
 
     probe = path.with_suffix(".probe.csv")
     s = datagen.generate_quest_logs(str(probe), 20_000, numeric=NUMERIC, categorical=CATEGORICAL)
@@ -124,7 +124,7 @@ def baseline_rows_per_second(src: Path, sample_rows: int = 20_000) -> float:
     """The plain-Python way: csv.DictReader → tf.train.Example per row → TFRecordWriter."""
     import tensorflow as tf
 
-    from shardtrain.schema import infer_schema
+    from shardtrain.data.schema import infer_schema
 
     with open(src, "rb") as f:
         sample = f.read(4 * 1024 * 1024)

@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from shardtrain import sharding, storage
+from shardtrain import storage
+from shardtrain.data import sharding
 
 REPO = Path(__file__).resolve().parents[1]
 

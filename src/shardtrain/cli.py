@@ -69,7 +69,7 @@ def gen_data_quest(
     rows: int, output: str, seed: int, bad_fraction: float, numeric: int, categorical: int
 ) -> None:
     """Synthetic game quest logs: one row per quest attempt, label `cleared` (0/1)."""
-    from shardtrain import datagen
+    from shardtrain.data import datagen
     from shardtrain.progress import RateProgress
 
     with RateProgress(f"writing {output}", None) as bar:
@@ -111,7 +111,7 @@ def gen_data_images(
     count: int, output: str, size: int, seed: int, classes: int, manifest: bool
 ) -> None:
     """Synthetic labelled images: coloured shapes on noisy backgrounds, JPEG and PNG."""
-    from shardtrain import datagen
+    from shardtrain.data import datagen
     from shardtrain.progress import RateProgress
 
     with RateProgress(f"writing {output}", None) as bar:
@@ -265,8 +265,8 @@ def shard_cmd(
     `shardtrain finalize OUTPUT`. Re-running after a crash resumes; after success it does
     nothing.
     """
-    from shardtrain import images as image_source
-    from shardtrain import sharding
+    from shardtrain.data import sharding
+    from shardtrain.data.sources import images as image_source
     from shardtrain.progress import RateProgress
 
     config = sharding.ShardConfig(
@@ -333,7 +333,7 @@ def _echo_result(output: str, meta: dict, seconds: float | None = None, nbytes: 
 )
 def finalize_cmd(output: str, max_bad_fraction: float | None, top_k: int | None) -> None:
     """Merge the workers' committed tasks at OUTPUT into metadata.json."""
-    from shardtrain import sharding
+    from shardtrain.data import sharding
 
     meta = sharding.finalize(output, max_bad_fraction=max_bad_fraction, top_k=top_k)
     _echo_result(output, meta)
@@ -354,8 +354,8 @@ def inspect_cmd(uri: str, show_rejects: int, as_json: bool) -> None:
     """Summarise the sharded dataset at URI: splits, schema, statistics, rejects."""
     import json
 
-    from shardtrain import sharding
-    from shardtrain.report import render_dataset
+    from shardtrain.data import sharding
+    from shardtrain.data.report import render_dataset
 
     meta = sharding.load_metadata(uri)
     if as_json:
@@ -426,8 +426,8 @@ def train_cmd(config_file: str | None, exclude: tuple[str, ...], **flags) -> Non
     Exit codes: 0 done; 1 bad configuration or data (permanent); 3 storage unreachable;
     128+signal (143) after writing a checkpoint on SIGTERM (restart to resume).
     """
-    from shardtrain.config import resolve_config
-    from shardtrain.trainer import train_and_evaluate
+    from shardtrain.train.config import resolve_config
+    from shardtrain.train.trainer import train_and_evaluate
 
     sections = {
         "model": "model.name",
@@ -499,7 +499,7 @@ def run_local_cmd(
     """
     import sys
 
-    from shardtrain import launcher, tfjob
+    from shardtrain.kubeflow import launcher, tfjob
 
     if tfjob.is_manifest_path(command):
         ctx = click.get_current_context()
@@ -541,7 +541,7 @@ class _TFJobOption(click.Option):
 
     def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
         if self.default_of:
-            from shardtrain.tfjob import JobConfig
+            from shardtrain.kubeflow.tfjob import JobConfig
 
             value = JobConfig.default(self.default_of)
             if isinstance(value, bool) or value is None:
@@ -644,7 +644,7 @@ def tfjob_render_cmd(train_args: tuple[str, ...], **settings) -> None:
 
     Example: shardtrain tfjob render --data s3://b/quest --model-dir s3://b/m -- --train-steps 5000
     """
-    from shardtrain import tfjob
+    from shardtrain.kubeflow import tfjob
 
     config = tfjob.JobConfig.from_overrides(train_args=train_args, **settings)
     click.echo(tfjob.to_yaml(tfjob.build_tfjob(config)), nl=False)
@@ -692,7 +692,7 @@ def tfjob_submit_cmd(
 
     Example: shardtrain tfjob submit --data s3://b/quest --model-dir s3://b/m --delete
     """
-    from shardtrain import tfjob
+    from shardtrain.kubeflow import tfjob
 
     if manifest_file is not None:
         if train_args or any(v is not None for v in settings.values()):
@@ -733,7 +733,7 @@ def pipeline_group() -> None:
 @pipeline_group.command("params")
 def pipeline_params_cmd() -> None:
     """List the pipeline's parameters: type, default, meaning."""
-    from shardtrain import pipeline
+    from shardtrain.kubeflow import pipeline
 
     for p in pipeline.parameters():
         default = "required" if p.required else f"default: {p.default!r}"
@@ -748,7 +748,7 @@ def pipeline_compile_cmd(output: str, params: tuple[str, ...]) -> None:
 
     -p NAME=VALUE changes a parameter's default in the YAML (e.g. -p image=REGISTRY/IMAGE:TAG).
     """
-    from shardtrain import pipeline
+    from shardtrain.kubeflow import pipeline
 
     pipeline.compile_pipeline(output, pipeline.parse_arguments(params))
     click.echo(f"wrote {output}: upload it in the Kubeflow Pipelines UI (Pipelines → Upload)")
@@ -784,7 +784,7 @@ def pipeline_submit_cmd(
     Example: shardtrain pipeline submit --host http://localhost:8080 -p sources=s3://b/q.csv
     -p dataset_uri=s3://b/quest -p model_dir=s3://b/models/quest -p serving_uri=s3://b/serving
     """
-    from shardtrain import pipeline
+    from shardtrain.kubeflow import pipeline
 
     run = pipeline.submit(
         host,
@@ -826,7 +826,7 @@ def pipeline_run_local_cmd(params: tuple[str, ...], pipeline_root: str) -> None:
     Example: shardtrain pipeline run-local -p sources=q.csv -p dataset_uri=ds -p model_dir=m
     -p serving_uri=serving -p secret_name= -p gpus_per_worker=0 -p train_steps=300
     """
-    from shardtrain import pipeline
+    from shardtrain.kubeflow import pipeline
 
     run = pipeline.run_local(pipeline.parse_arguments(params), pipeline_root=pipeline_root)
     _echo_local_run(run)
@@ -857,9 +857,9 @@ def demo_cmd(workdir: str, rows: int, train_steps: int) -> None:
     """Run the main job end to end on local storage (no server needed): quest logs → the
     csv_to_model pipeline with kfp.local (2 shard workers, a local TFJob with a chief, a worker
     and an evaluator, evaluation, export)."""
-    from shardtrain import sharding
+    from shardtrain.data import sharding
+    from shardtrain.data.report import render_dataset
     from shardtrain.demo import run_demo
-    from shardtrain.report import render_dataset
 
     result = run_demo(workdir, rows=rows, train_steps=train_steps)
     rejects = list(sharding.iter_rejects(result.dataset, result.metadata, limit=3))

@@ -1,7 +1,7 @@
 """The end-to-end demo on the embedded default: local storage, no server, a few minutes.
 
 It runs the main job the way a user would, as the Kubeflow pipeline ``csv_to_model`` run on
-this machine with ``kfp.local`` (:func:`shardtrain.pipeline.run_local`):
+this machine with ``kfp.local`` (:func:`shardtrain.kubeflow.pipeline.run_local`):
 
 1. synthetic quest logs (with a few malformed rows) → ``WORKDIR/data/quest_logs.csv``;
 2. two shard workers (``dsl.ParallelFor``) and ``finalize`` → TFRecord shards with schema,
@@ -22,7 +22,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from shardtrain import datagen, pipeline, sharding, storage
+from shardtrain import storage
+from shardtrain.data import datagen, sharding
+from shardtrain.kubeflow import pipeline
 
 log = logging.getLogger(__name__)
 

@@ -112,7 +112,7 @@ def tf_can_open(uri: str) -> bool:
     """True when TensorFlow's own file system layer can read ``uri`` directly.
 
     TF 2.21 reads local paths and ``gs://`` natively; ``s3://`` must be staged through a local
-    cache (see ``shardtrain.dataset``) because tensorflow-io no longer loads.
+    cache (see ``shardtrain.train.dataset``) because tensorflow-io no longer loads.
     """
     return scheme(uri) in _TF_NATIVE_SCHEMES
 

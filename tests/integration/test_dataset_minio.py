@@ -6,8 +6,9 @@ import os
 
 import pytest
 
-from shardtrain import datagen, dataset, sharding
+from shardtrain.data import datagen, sharding
 from shardtrain.errors import ConfigError, DataError
+from shardtrain.train import dataset
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers import run_cli
-from shardtrain import datagen, sharding
+from shardtrain.data import datagen, sharding
 
 pytestmark = [pytest.mark.slow]
 

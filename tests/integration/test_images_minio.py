@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from helpers import read_examples
-from shardtrain import datagen, sharding, storage
+from shardtrain import storage
+from shardtrain.data import datagen, sharding
 
 pytestmark = pytest.mark.minio
 

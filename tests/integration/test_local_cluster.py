@@ -7,13 +7,13 @@ import sys
 
 import pytest
 
-from shardtrain import launcher
+from shardtrain.kubeflow import launcher
 
 pytestmark = pytest.mark.cluster
 
 ALL_REDUCE = """
 import tensorflow as tf
-from shardtrain.cluster import make_strategy, resolve_role
+from shardtrain.train.cluster import make_strategy, resolve_role
 role = resolve_role()
 if role.is_evaluator:
     print("evaluator: no collective")

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from shardtrain import datagen, pipeline, sharding, storage
+from shardtrain import storage
+from shardtrain.data import datagen, sharding
+from shardtrain.kubeflow import pipeline
 
 pytestmark = [pytest.mark.slow, pytest.mark.minio, pytest.mark.cluster]
 

@@ -11,7 +11,8 @@ import time
 import pytest
 
 from helpers import REPO, read_examples, run_cli
-from shardtrain import datagen, sharding, storage
+from shardtrain import storage
+from shardtrain.data import datagen, sharding
 
 pytestmark = pytest.mark.minio
 ALL_TYPES = REPO / "tests" / "data" / "all_types.csv"

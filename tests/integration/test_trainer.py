@@ -18,7 +18,8 @@ import psutil
 import pytest
 
 from helpers import run_cli
-from shardtrain import datagen, sharding, storage
+from shardtrain import storage
+from shardtrain.data import datagen, sharding
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 

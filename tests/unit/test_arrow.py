@@ -1,4 +1,4 @@
-"""Arrow arrays built and read through buffers (shardtrain.arrow) equal pyarrow's own, and a
+"""Arrow arrays built and read through buffers (shardtrain.kernels.arrow) equal pyarrow's own, and a
 sharding run never imports pandas."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from shardtrain import arrow, datagen
+from shardtrain.data import datagen
+from shardtrain.kernels import arrow
 
 
 @pytest.mark.parametrize("type", [pa.string(), pa.large_string(), pa.binary()])

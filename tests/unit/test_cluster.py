@@ -1,4 +1,4 @@
-"""TF_CONFIG → role → strategy: the table in shardtrain.cluster's docstring, case by case.
+"""TF_CONFIG → role → strategy: the table in shardtrain.train.cluster's docstring, case by case.
 
 Role resolution is pure and tested without TensorFlow. Strategy tests build only local
 strategies (one in this process, one in a fresh subprocess for the CPU split); the
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from shardtrain import cluster as cluster_module
-from shardtrain.cluster import Role, make_strategy, resolve_role
 from shardtrain.errors import ConfigError
+from shardtrain.train import cluster as cluster_module
+from shardtrain.train.cluster import Role, make_strategy, resolve_role
 
 CHIEF = ["job-chief-0.ns.svc:2222"]
 WORKERS = ["job-worker-0.ns.svc:2222", "job-worker-1.ns.svc:2222"]
@@ -302,7 +302,7 @@ def test_only_cluster_reads_tf_config():
 
 
 def test_importing_the_module_does_not_import_tensorflow():
-    code = "import sys, shardtrain.cluster; print('tensorflow' in sys.modules)"
+    code = "import sys, shardtrain.train.cluster; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -343,7 +343,7 @@ def test_two_logical_cpus_stand_in_for_a_two_gpu_node():
     # A fresh interpreter: the split must happen before TF initialises its devices.
     code = """
 import tensorflow as tf
-from shardtrain.cluster import Role, make_strategy
+from shardtrain.train.cluster import Role, make_strategy
 strategy = make_strategy(Role(), devices=2)
 again = make_strategy(Role(), devices=2)  # same split again: allowed
 ctx = tf.distribute.get_replica_context

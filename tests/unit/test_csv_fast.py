@@ -1,6 +1,6 @@
 """The numba CSV fast path against its reference, ``pyarrow.csv.read_csv``, value by value.
 
-Every test parses the same lines twice -- with :func:`csv_fast.parse_block_fast` and with
+Every test parses the same lines twice -- with :func:`csv_parse.parse_block_fast` and with
 Arrow's CSV reader given the same column types and null values -- and requires the same
 outcome: the same values (float32 compared bit for bit, so ``-0.0``, ``-nan`` and rounding
 count), the same nulls, the same rejected lines (a line Arrow cannot convert is a bad value
@@ -18,8 +18,10 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 
-from shardtrain import csv_fast, csv_source
-from shardtrain.csv_fast import (
+from shardtrain.data.schema import DEFAULT_NULL_VALUES, FALSE_VALUES, TRUE_VALUES, Column, Schema
+from shardtrain.data.sources import csv as csv_source
+from shardtrain.kernels import csv_parse
+from shardtrain.kernels.csv_parse import (
     KIND_BOOL,
     KIND_FLOAT,
     KIND_INT,
@@ -28,7 +30,6 @@ from shardtrain.csv_fast import (
     STATUS_FIELD_COUNT,
     STATUS_OK,
 )
-from shardtrain.schema import DEFAULT_NULL_VALUES, FALSE_VALUES, TRUE_VALUES, Column, Schema
 
 NULLS = tuple(v.encode() for v in DEFAULT_NULL_VALUES)
 ARROW_TYPES = {
@@ -81,11 +82,11 @@ def arrow_read(lines: list[bytes], kinds, nulls=NULLS) -> tuple[pa.Table, list[i
     return table, skipped
 
 
-def fast_parse(lines: list[bytes], kinds, nulls=NULLS) -> csv_fast.FastColumns | None:
+def fast_parse(lines: list[bytes], kinds, nulls=NULLS) -> csv_parse.FastColumns | None:
     data = b"".join(line + b"\n" for line in lines)
     lengths = np.array([len(line) for line in lines], dtype=np.int64)
     starts = np.concatenate(([0], np.cumsum(lengths + 1)[:-1])).astype(np.int64)
-    return csv_fast.parse_block_fast(
+    return csv_parse.parse_block_fast(
         np.frombuffer(data, dtype=np.uint8), starts, starts + lengths, np.array(kinds), nulls
     )
 
@@ -100,7 +101,7 @@ def _column_summary(array: pa.Array) -> tuple[list[bool], list]:
     return valid, array.to_pylist()
 
 
-def assert_same_as_arrow(lines: list[bytes], kinds, nulls=NULLS) -> csv_fast.FastColumns:
+def assert_same_as_arrow(lines: list[bytes], kinds, nulls=NULLS) -> csv_parse.FastColumns:
     """Parse ``lines`` both ways, line by line for Arrow; return the kernel's result."""
     fast = fast_parse(lines, kinds, nulls)
     assert fast is not None, "the kernel fell back on lines Arrow reads"
@@ -119,7 +120,7 @@ def assert_same_as_arrow(lines: list[bytes], kinds, nulls=NULLS) -> csv_fast.Fas
         assert fast.row_status[i] == STATUS_OK, (line, fast.bad_column[i])
         assert fast.bad_column[i] == -1
         assert fast.field_count[i] == len(kinds)
-        got = csv_fast.to_arrow(fast, kinds, np.array([i]))
+        got = csv_parse.to_arrow(fast, kinds, np.array([i]))
         for j, column in enumerate(table.columns):
             assert _column_summary(got[j]) == _column_summary(column), (line, j)
     return fast
@@ -132,7 +133,7 @@ def assert_block_same_as_arrow(lines: list[bytes], kinds, nulls=NULLS) -> None:
     fast = fast_parse(lines, kinds, nulls)
     assert fast is not None
     assert (fast.row_status == STATUS_OK).all()
-    got = csv_fast.to_arrow(fast, kinds)
+    got = csv_parse.to_arrow(fast, kinds)
     for j, column in enumerate(table.columns):
         want_valid, want = _column_summary(column)
         have_valid, have = _column_summary(got[j])
@@ -165,7 +166,7 @@ def test_a_block_of_every_type_with_missing_values():
     ]
     assert_block_same_as_arrow(lines, kinds)
     fast = assert_same_as_arrow(lines, kinds)
-    arrays = csv_fast.to_arrow(fast, kinds)
+    arrays = csv_parse.to_arrow(fast, kinds)
     assert arrays[4].to_pylist() == ["mage", "x y", None, "unicode é ✓", None, "  padded  "]
     assert arrays[1].null_count == 2 and arrays[3].null_count == 2
 
@@ -355,9 +356,9 @@ def test_decimal_to_float32_bits_is_exact():
     texts = _halfway_numerals(rng, 500) + _random_numerals(rng, 2000)
     table, _ = arrow_read(texts, [KIND_FLOAT])
     want = table.column(0).to_numpy().view(np.uint32).tolist()
-    assert [csv_fast.decimal_to_float32_bits(t) for t in texts] == want
+    assert [csv_parse.decimal_to_float32_bits(t) for t in texts] == want
     with pytest.raises(ValueError):
-        csv_fast.decimal_to_float32_bits("nan")
+        csv_parse.decimal_to_float32_bits("nan")
 
 
 # --------------------------------------------------------------------------------------------
@@ -381,7 +382,7 @@ def test_bad_values_flag_the_row_and_name_the_first_bad_column():
     assert fast.bad_column.tolist() == [-1, 0, 1, 2, -1]
     ok = np.flatnonzero(fast.row_status == STATUS_OK)
     table, _ = arrow_read([lines[i] for i in ok], kinds)
-    for got, want in zip(csv_fast.to_arrow(fast, kinds, ok), table.columns, strict=True):
+    for got, want in zip(csv_parse.to_arrow(fast, kinds, ok), table.columns, strict=True):
         assert _column_summary(got) == _column_summary(want)
 
 
@@ -423,24 +424,24 @@ def test_to_arrow_selects_rows_zero_copy_without_them():
     lines = [f"{i / 4},s{i},{'true' if i % 3 else 'NA'},{i}".encode() for i in range(20)]
     fast = fast_parse(lines, kinds)
     rows = np.array([19, 0, 5, 5])
-    got = csv_fast.to_arrow(fast, kinds, rows)
-    full = csv_fast.to_arrow(fast, kinds)
+    got = csv_parse.to_arrow(fast, kinds, rows)
+    full = csv_parse.to_arrow(fast, kinds)
     for g, f in zip(got, full, strict=True):
         assert g.to_pylist() == f.take(pa.array(rows)).to_pylist()
     assert full[0].buffers()[1].address == fast.values[0].ctypes.data
     with pytest.raises(ValueError):
-        csv_fast.to_arrow(fast, kinds, np.array([20]))
+        csv_parse.to_arrow(fast, kinds, np.array([20]))
 
 
 def test_argument_checks():
     data = np.frombuffer(b"1,2\n", dtype=np.uint8)
     with pytest.raises(ValueError):
-        csv_fast.parse_block_fast(data, np.array([0]), np.array([9]), np.array([KIND_INT]), ())
+        csv_parse.parse_block_fast(data, np.array([0]), np.array([9]), np.array([KIND_INT]), ())
     with pytest.raises(ValueError):
-        csv_fast.parse_block_fast(data, np.array([0]), np.array([3]), np.array([7]), ())
+        csv_parse.parse_block_fast(data, np.array([0]), np.array([3]), np.array([7]), ())
     with pytest.raises(ValueError):
-        csv_fast.parse_block_fast(data, np.array([0]), np.array([3]), np.array([]), ())
-    empty = csv_fast.parse_block_fast(data, np.array([]), np.array([]), np.array([1, 1]), ())
+        csv_parse.parse_block_fast(data, np.array([0]), np.array([3]), np.array([]), ())
+    empty = csv_parse.parse_block_fast(data, np.array([]), np.array([]), np.array([1, 1]), ())
     assert empty.num_rows == 0
 
 
@@ -465,16 +466,16 @@ def test_field_scanning_around_word_boundaries_and_the_buffer_end():
                     assert fast_parse([line], kinds) is None, line
                     data = b"ok,ok\n" + line  # no final line feed: the buffer ends here
                     arr = np.frombuffer(data, dtype=np.uint8)
-                    got = csv_fast.parse_block_fast(
+                    got = csv_parse.parse_block_fast(
                         arr, np.array([0, 6]), np.array([5, len(data)]), np.array(kinds), NULLS
                     )
                     assert got is None, line
             data = b"ok,ok\n" + b"ab," + accented
             arr = np.frombuffer(data, dtype=np.uint8)
-            got = csv_fast.parse_block_fast(
+            got = csv_parse.parse_block_fast(
                 arr, np.array([0, 6]), np.array([5, len(data)]), np.array(kinds), NULLS
             )
-            assert csv_fast.to_arrow(got, kinds)[1].to_pylist() == ["ok", accented.decode()]
+            assert csv_parse.to_arrow(got, kinds)[1].to_pylist() == ["ok", accented.decode()]
 
 
 def test_plain_numerals_of_every_length_like_arrow():
@@ -518,7 +519,7 @@ def test_line_ranges_that_end_inside_a_number():
         lengths = np.array([len(line) for line in lines], dtype=np.int64)
         starts = np.concatenate(([0], np.cumsum(lengths + 1)[:-1])).astype(np.int64)
         for cut in range(1, 5):
-            fast = csv_fast.parse_block_fast(
+            fast = csv_parse.parse_block_fast(
                 np.frombuffer(data, dtype=np.uint8),
                 starts,
                 starts + lengths - cut,
@@ -533,7 +534,7 @@ def test_line_ranges_that_end_inside_a_number():
                     assert fast.row_status[i] == STATUS_BAD_VALUE, truncated
                     continue
                 assert fast.row_status[i] == STATUS_OK, truncated
-                got = csv_fast.to_arrow(fast, kinds, np.array([i]))
+                got = csv_parse.to_arrow(fast, kinds, np.array([i]))
                 for g, w in zip(got, table.columns, strict=True):
                     assert _column_summary(g) == _column_summary(w), truncated
 
@@ -698,7 +699,7 @@ def test_line_bounds_match_a_numpy_reference(seed):
     if seed % 5 == 0:
         block = b"\r\n" * int(rng.integers(0, 40)) + block
     want = _line_bounds_reference(block)
-    got = csv_fast.line_bounds(block)
+    got = csv_parse.line_bounds(block)
     assert got[0].dtype == got[1].dtype == np.int64
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
@@ -709,5 +710,5 @@ def test_line_bounds_match_a_numpy_reference(seed):
 )
 def test_line_bounds_edge_cases(block):
     want = _line_bounds_reference(block)
-    got = csv_fast.line_bounds(block)
+    got = csv_parse.line_bounds(block)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 
-from shardtrain import datagen
+from shardtrain.data import datagen
 from shardtrain.errors import ConfigError
 
 

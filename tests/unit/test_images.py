@@ -11,8 +11,11 @@ import numpy as np
 import pytest
 
 from helpers import run_cli
-from shardtrain import datagen, images, sharding, storage, tfrecord
+from shardtrain import storage
+from shardtrain.data import datagen, sharding
+from shardtrain.data.sources import images
 from shardtrain.errors import ConfigError, DataError
+from shardtrain.kernels import tfrecord
 
 
 def _config(sources, output, **kw) -> sharding.ShardConfig:

@@ -15,7 +15,7 @@ from kubernetes_validate.utils import ValidationError as SchemaError
 from yamllint import linter
 from yamllint.config import YamlLintConfig
 
-from shardtrain import tfjob
+from shardtrain.kubeflow import tfjob
 
 K8S = Path(__file__).resolve().parents[2] / "k8s"
 KUSTOMIZATIONS = ("base", "overlays/local", "overlays/local/minio", "overlays/gcp", "rbac")

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from shardtrain import launcher
 from shardtrain.errors import ConfigError
+from shardtrain.kubeflow import launcher
 
 FAIL_WORKER_1 = (
     "import json, os, sys; i = json.loads(os.environ['TF_CONFIG'])['task']['index'];"

@@ -24,7 +24,8 @@ import yaml
 from kfp import dsl
 
 from helpers import run_cli
-from shardtrain import datagen, pipeline, sharding, storage, tfjob
+from shardtrain import storage
+from shardtrain.data import datagen, sharding
 from shardtrain.errors import (
     ConfigError,
     DataError,
@@ -32,6 +33,7 @@ from shardtrain.errors import (
     ShardtrainError,
     StorageError,
 )
+from shardtrain.kubeflow import pipeline, tfjob
 
 #: Credentials and endpoints present in the compiling process: none may reach the YAML.
 FAKE_ENV = {
@@ -84,7 +86,14 @@ def test_every_step_runs_the_pinned_project_image(compiled):
 
 def test_components_alone_pin_the_image_and_install_nothing_at_start():
     pipeline.load_pipeline()  # puts the project directory on sys.path
-    from components import evaluate, export, finalize_shards, plan_shards, shard, train
+    from shardtrain.kubeflow.components import (
+        evaluate,
+        export,
+        finalize_shards,
+        plan_shards,
+        shard,
+        train,
+    )
 
     modules = (plan_shards, shard, finalize_shards, train, evaluate, export)
     for module in modules:
@@ -94,8 +103,8 @@ def test_components_alone_pin_the_image_and_install_nothing_at_start():
         assert container.image == pipeline.IMAGE, name
         command = " ".join(container.command)
         assert "pip install" not in command, name  # kfp and shardtrain are in the image
-        # The body is one call into shardtrain.pipeline.
-        assert "from shardtrain import pipeline" in command, name
+        # The body is one call into shardtrain.kubeflow.pipeline.
+        assert "from shardtrain.kubeflow import pipeline" in command, name
 
 
 def test_step_pods_get_the_storage_secret_by_name_only(compiled):
@@ -270,12 +279,10 @@ def test_job_config_names_each_run_and_maps_the_parameters(monkeypatch, tmp_path
         pipeline.job_config(run_id="r", **{**kwargs, "train_flags": "--data s3://other"})
 
 
-def test_project_dir_from_the_environment_must_hold_the_definitions(monkeypatch, tmp_path):
-    monkeypatch.setenv(pipeline.PROJECT_DIR_ENV, str(tmp_path))
-    with pytest.raises(ConfigError, match="SHARDTRAIN_PROJECT_DIR"):
-        pipeline.project_dir()
-    monkeypatch.delenv(pipeline.PROJECT_DIR_ENV)
-    assert (pipeline.project_dir() / "pipelines" / "csv_to_model.py").is_file()
+def test_the_pipeline_is_loaded_from_the_package():
+    assert pipeline.load_pipeline().name == "csv-to-model"
+    with pytest.raises(ConfigError, match="no pipeline named 'nope'"):
+        pipeline.load_pipeline("nope")
 
 
 # --------------------------------------------------------------------------------------------
@@ -651,7 +658,7 @@ def test_a_failing_local_tfjob_fails_the_step(tmp_path):
 
 def test_the_step_functions_import_without_tensorflow():
     """Step pods that only copy files or log metrics do not pay for importing TensorFlow."""
-    code = "import sys; from shardtrain import pipeline; print('tensorflow' in sys.modules)"
+    code = "import sys, shardtrain.kubeflow.pipeline; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stderr
 

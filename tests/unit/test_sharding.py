@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 from helpers import REPO, read_examples, run_cli
-from shardtrain import csv_source, datagen, sharding, storage
+from shardtrain import storage
+from shardtrain.data import datagen, sharding
+from shardtrain.data.sources import csv as csv_source
 from shardtrain.errors import ConfigError, DataError, StorageError
 
 ALL_TYPES = REPO / "tests" / "data" / "all_types.csv"

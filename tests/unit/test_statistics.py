@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from shardtrain import statistics
-from shardtrain.statistics import (
+from shardtrain.data import statistics
+from shardtrain.data.statistics import (
     MANIFEST_TOP,
     CategoricalStats,
     NumericStats,

@@ -17,8 +17,9 @@ from kubeflow.training import TrainingClient, models
 from kubernetes import client as k8s_client
 
 from helpers import run_cli
-from shardtrain import __version__, cli, launcher, tfjob
+from shardtrain import __version__, cli
 from shardtrain.errors import ConfigError, ShardtrainError
+from shardtrain.kubeflow import launcher, tfjob
 
 DATA, MODEL_DIR = "s3://shardtrain/quest", "s3://shardtrain/models/quest"
 
@@ -254,7 +255,7 @@ def test_manifest_maps_to_launcher_replicas(monkeypatch, caplog):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "local-key-id-value")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY", raising=False)
     manifest = _manifest(env={"SHARDTRAIN_MARK": "m1"}, train_args=("--train-steps", "3"))
-    with caplog.at_level(logging.INFO, logger="shardtrain.tfjob"):
+    with caplog.at_level(logging.INFO, logger="shardtrain.kubeflow.tfjob"):
         replicas = tfjob.local_replicas(manifest)
     argv = (sys.executable, "-m", "shardtrain.cli", "train", "--data", DATA)
     argv += ("--model-dir", MODEL_DIR, "--train-steps", "3")
@@ -655,7 +656,7 @@ def test_cli_help_shows_the_manifest_defaults_which_start_up_does_not_read():
     assert "[default: none]" in text or "[default: no]" in text or "[default: yes]" in text
     code = (
         "import sys, shardtrain.cli; "
-        "print(sorted(m for m in ('yaml', 'shardtrain.tfjob') if m in sys.modules))"
+        "print(sorted(m for m in ('yaml', 'shardtrain.kubeflow.tfjob') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -1,4 +1,5 @@
-"""shardtrain.tfrecord against the references: google_crc32c, xxhash, protobuf and TensorFlow.
+"""shardtrain.kernels.tfrecord against the references: google_crc32c, xxhash, protobuf and
+TensorFlow.
 
 Every compiled routine is compared with an independent implementation on random inputs that
 include the awkward cases (empty values, varint length boundaries, NaN payloads, int64
@@ -21,8 +22,8 @@ import pyarrow as pa
 import pytest
 import xxhash
 
-from shardtrain import tfrecord
-from shardtrain.tfrecord import FeatureColumn
+from shardtrain.kernels import tfrecord
+from shardtrain.kernels.tfrecord import FeatureColumn
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -381,7 +382,7 @@ import numpy as np
 from google.protobuf.internal import api_implementation
 assert api_implementation.Type() == "python", api_implementation.Type()
 from tensorflow.core.example import example_pb2, feature_pb2
-from shardtrain import tfrecord
+from shardtrain.kernels import tfrecord
 import test_tfrecord as t
 
 pb = types.SimpleNamespace(Example=example_pb2.Example, Features=feature_pb2.Features)
@@ -697,7 +698,7 @@ def test_read_tfrecords_detects_corruption():
 def test_import_has_no_side_effects():
     script = """
 import sys
-from shardtrain import tfrecord
+from shardtrain.kernels import tfrecord
 assert "tensorflow" not in sys.modules and "google.protobuf" not in sys.modules
 kernels = [v for v in vars(tfrecord).values() if hasattr(v, "py_func") and hasattr(v, "signatures")]
 assert len(kernels) > 10, kernels

@@ -10,13 +10,13 @@ import textwrap
 import numpy as np
 import pytest
 
-from shardtrain import sharding
-from shardtrain.checkpoints import CheckpointStore
-from shardtrain.config import CONFIG_NAME, TrainConfig, load_saved_config, resolve_config
+from shardtrain.data import sharding
 from shardtrain.errors import ConfigError, DataError, StorageError
-from shardtrain.evaluation import MetricsAccumulator
-from shardtrain.features import FeatureSpec
-from shardtrain.models import build_model, resolve_model_fn
+from shardtrain.train.checkpoints import CheckpointStore
+from shardtrain.train.config import CONFIG_NAME, TrainConfig, load_saved_config, resolve_config
+from shardtrain.train.evaluation import MetricsAccumulator
+from shardtrain.train.features import FeatureSpec
+from shardtrain.train.models import build_model, resolve_model_fn
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data", "all_types.csv")
 

@@ -1,7 +1,7 @@
 """From ``metadata.json`` to model inputs: which features, how to parse them, what the label is.
 
 The sharder stores each CSV row as a ``tf.train.Example`` with one value per feature and a
-missing value as an *absent* feature (see :mod:`shardtrain.schema`). :class:`FeatureSpec`
+missing value as an *absent* feature (see :mod:`shardtrain.data.schema`). :class:`FeatureSpec`
 reads the dataset's schema, statistics and label classes and gives the trainer, the
 evaluator and the exported model one shared view of the inputs:
 
@@ -152,7 +152,7 @@ class FeatureSpec:
         (a row identifier carries no signal and would only be memorised) and ``exclude``.
 
         Args:
-            metadata: the dataset's ``metadata.json`` (see :mod:`shardtrain.sharding`).
+            metadata: the dataset's ``metadata.json`` (see :mod:`shardtrain.data.sharding`).
             exclude: further column names to leave out of the model.
             where: the dataset URI, for error messages.
             image_size: image datasets: the square size images are resized to.

@@ -1,9 +1,9 @@
 """Image datasets for the sharder: a directory tree or a manifest → one Example per image.
 
-The sharder (:mod:`shardtrain.sharding`) plans, splits, writes, resumes and finalizes image
+The sharder (:mod:`shardtrain.data.sharding`) plans, splits, writes, resumes and finalizes image
 datasets exactly as it does CSV; this module is its image hook. It supplies what the plan needs
 (:func:`plan_inputs`: sources, schema, size estimates) and reads a task's piece of input into
-the same :class:`~shardtrain.csv_source.Batch` es the CSV reader yields (:func:`read_piece`).
+the same :class:`~shardtrain.data.sources.csv.Batch` es the CSV reader yields (:func:`read_piece`).
 
 Two layouts:
 
@@ -54,10 +54,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from shardtrain import csv_source, storage, tfrecord
-from shardtrain.csv_source import MAX_REJECT_TEXT, Batch, Piece, Reject, SourceFile
-from shardtrain.errors import ConfigError, DataError, StorageError, StorageUnavailableError
-from shardtrain.schema import (
+from shardtrain import storage
+from shardtrain.data.schema import (
     FALSE_VALUES,
     INT_PATTERN,
     SAMPLE_BYTES,
@@ -67,9 +65,13 @@ from shardtrain.schema import (
     infer_schema,
     parse_header,
 )
+from shardtrain.data.sources import csv as csv_source
+from shardtrain.data.sources.csv import MAX_REJECT_TEXT, Batch, Piece, Reject, SourceFile
+from shardtrain.errors import ConfigError, DataError, StorageError, StorageUnavailableError
+from shardtrain.kernels import tfrecord
 
 if TYPE_CHECKING:
-    from shardtrain.sharding import Plan, ShardConfig
+    from shardtrain.data.sharding import Plan, ShardConfig
 
 #: Feature names of every image Example (the label comes on top).
 IMAGE = "image"

@@ -4,7 +4,8 @@
 
     plan_shards ──► shard × N (ParallelFor) ──► finalize_shards ──► train ──► evaluate ──► export
 
-Only the graph is here; every step is one call into :mod:`shardtrain.pipeline`. What the graph
+Only the graph is here; every step is one call into :mod:`shardtrain.kubeflow.pipeline`. What
+the graph
 adds, and why:
 
 * **Secrets by name only.** Every step pod that touches storage gets the storage Secret's keys
@@ -24,14 +25,14 @@ from typing import NamedTuple
 from kfp import dsl, kubernetes
 from kfp.dsl import ClassificationMetrics, Markdown, Metrics, Model
 
-from components.evaluate import evaluate
-from components.export import export
-from components.finalize_shards import finalize_shards
-from components.plan_shards import plan_shards
-from components.shard import shard
-from components.train import train
-from shardtrain.pipeline import IMAGE, STORAGE_SECRET_KEYS
-from shardtrain.tfjob import JobConfig
+from shardtrain.kubeflow.components.evaluate import evaluate
+from shardtrain.kubeflow.components.export import export
+from shardtrain.kubeflow.components.finalize_shards import finalize_shards
+from shardtrain.kubeflow.components.plan_shards import plan_shards
+from shardtrain.kubeflow.components.shard import shard
+from shardtrain.kubeflow.components.train import train
+from shardtrain.kubeflow.pipeline import IMAGE, STORAGE_SECRET_KEYS
+from shardtrain.kubeflow.tfjob import JobConfig
 
 #: Requests of the small steps (plan, finalize, train's launcher, evaluate, export).
 SMALL_CPU, SMALL_MEMORY = "500m", "1Gi"

@@ -1,6 +1,6 @@
 """Models: the built-in ``tabular`` DNN, and user models plugged in as ``MODULE:FUNCTION``.
 
-Every model is a Keras 3 model that takes the feature dict of :mod:`shardtrain.features`
+Every model is a Keras 3 model that takes the feature dict of :mod:`shardtrain.train.features`
 (``{name: float32 [batch] with NaN for missing, or string [batch] with "" for missing}``) and
 returns **logits**: ``[batch, 1]`` for a binary label, ``[batch, num_classes]`` otherwise.
 Preprocessing lives *inside* the model, so the exported SavedModel takes raw feature values
@@ -19,7 +19,7 @@ A user model is any importable function with this signature::
         return keras.Model(inputs, logits)
 
 and is chosen with ``shardtrain train --model my_models:wide_model``. ``spec`` is the
-:class:`~shardtrain.features.FeatureSpec`; ``hparams`` is the ``model`` section of the
+:class:`~shardtrain.train.features.FeatureSpec`; ``hparams`` is the ``model`` section of the
 training configuration as a dict (``hidden_units``, ``dropout``, ``embedding_dim`` and any
 ``extra`` entries the user set).
 """
@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from shardtrain.errors import ConfigError
-from shardtrain.features import FeatureSpec
+from shardtrain.train.features import FeatureSpec
 
 if TYPE_CHECKING:
     import keras

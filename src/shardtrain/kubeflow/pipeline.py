@@ -17,9 +17,9 @@ export             :func:`export_step`     publish the SavedModel at the serving
 
 * :func:`plan_step` lists the sources and settles the schema once (a missing file or label
   fails here, in one pod, not in N) and returns the shard workers that have work to do.
-* :func:`shard_step` runs worker ``i`` of ``n`` of :func:`shardtrain.sharding.shard`;
+* :func:`shard_step` runs worker ``i`` of ``n`` of :func:`shardtrain.data.sharding.shard`;
   :func:`finalize_step` merges the workers' tasks into ``metadata.json``.
-* :func:`train_step` renders the TFJob with :mod:`shardtrain.tfjob` (the same generator as
+* :func:`train_step` renders the TFJob with :mod:`shardtrain.kubeflow.tfjob` (the same generator as
   ``shardtrain tfjob render``) and, on a cluster, submits it and waits (the step fails when the
   job fails or times out); in local mode it runs the very same manifest as local processes,
   exactly like ``shardtrain run-local job.yaml``.
@@ -42,17 +42,15 @@ Secrets
 Credentials are never pipeline parameters. On a cluster the step pods get the storage Secret's
 keys as environment variables through ``kfp.kubernetes.use_secret_as_env`` (the compiled YAML
 holds only the Secret's *name* and its key names), and the TFJob's pods through the manifest's
-``secretKeyRef`` (see :mod:`shardtrain.tfjob`). Locally every step inherits this process's
+``secretKeyRef`` (see :mod:`shardtrain.kubeflow.tfjob`). Locally every step inherits this process's
 environment.
 
 Where the pipeline definition comes from
 ----------------------------------------
-``components/`` and ``pipelines/`` are top-level directories of the project, next to ``src/``.
-:func:`load_pipeline` imports them from the project directory: the source checkout this module
-is installed from (``pip install -e .``, what ``make`` does), or ``$SHARDTRAIN_PROJECT_DIR``
-(the Docker image sets it to ``/opt/shardtrain``, where it copies them). The component
-*bodies* need neither directory at run time: KFP embeds each body's source in the compiled
-YAML, and the body only imports :mod:`shardtrain`.
+The components (:mod:`shardtrain.kubeflow.components`) and the pipeline graphs
+(:mod:`shardtrain.kubeflow.pipelines`) are part of the package: KFP compiles them from the
+installed package, in a checkout or in the image alike. The component *bodies* import only
+:mod:`shardtrain`: KFP embeds each body's source in the compiled YAML.
 """
 
 from __future__ import annotations
@@ -69,14 +67,16 @@ import sys
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from shardtrain import export, launcher, sharding, storage, tfjob
+from shardtrain import storage
+from shardtrain.data import sharding
 from shardtrain.errors import ConfigError, DataError, NotCommittedError, ShardtrainError
+from shardtrain.kubeflow import launcher, tfjob
 from shardtrain.progress import setup_logging
-from shardtrain.trainer import METRICS_NAME
-from shardtrain.trainer import finished_step as trained_step
+from shardtrain.train import export
+from shardtrain.train.trainer import METRICS_NAME
+from shardtrain.train.trainer import finished_step as trained_step
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +87,6 @@ IMAGE = tfjob.DEFAULT_IMAGE
 #: Storage Secret keys → environment variables of the same name: (key, optional). The same
 #: table the TFJob's ``secretKeyRef`` entries come from.
 STORAGE_SECRET_KEYS: tuple[tuple[str, bool], ...] = tfjob.STORAGE_ENV
-#: Environment variable naming the directory that holds ``components/`` and ``pipelines/``.
-PROJECT_DIR_ENV = "SHARDTRAIN_PROJECT_DIR"
 #: The file a Kubernetes pod finds its own namespace in.
 _POD_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 SERVING_POINTER = "latest.json"
@@ -488,7 +486,7 @@ def train_step(
 ) -> dict[str, Any]:
     """Train on the dataset with a TFJob and point ``model`` at the result.
 
-    The TFJob comes from :func:`job_config` and :func:`shardtrain.tfjob.build_tfjob`. On a
+    The TFJob comes from :func:`job_config` and :func:`shardtrain.kubeflow.tfjob.build_tfjob`. On a
     cluster (``local=False``) it is created in the namespace with the step's own service
     account, the chief's log is streamed into the step's log, and the step fails when the job
     Failed or has not ended within ``timeout`` seconds. With ``local=True`` the same manifest
@@ -851,45 +849,16 @@ def export_step(*, model: Any, serving_uri: str, served_model: Any) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def project_dir() -> Path:
-    """The directory holding ``components/`` and ``pipelines/``.
-
-    ``$SHARDTRAIN_PROJECT_DIR`` when set (the Docker image), else the source checkout this
-    package is installed from.
-
-    Raises:
-        ConfigError: neither holds the pipeline definitions.
-    """
-    wanted = ("components/__init__.py", f"pipelines/{PIPELINE_NAME}.py")
-    env = os.environ.get(PROJECT_DIR_ENV)
-    candidates = [Path(env)] if env else [Path(__file__).resolve().parents[2]]
-    for candidate in candidates:
-        if all((candidate / w).is_file() for w in wanted):
-            return candidate
-    where = f"${PROJECT_DIR_ENV}={env}" if env else f"the source checkout {candidates[0]}"
-    raise ConfigError(
-        f"the pipeline definitions (components/, pipelines/) are not in {where}: install "
-        f"shardtrain from a checkout (pip install -e .) or set {PROJECT_DIR_ENV}"
-    )
-
-
 def load_pipeline(name: str = PIPELINE_NAME) -> Any:
-    """The pipeline ``pipelines/<name>.py`` defines (a KFP ``GraphComponent``).
-
-    The project directory goes on ``sys.path`` so the pipeline module can import
-    ``components``, as a script next to them would.
+    """The pipeline ``shardtrain.kubeflow.pipelines.<name>`` defines (a KFP ``GraphComponent``).
 
     Raises:
-        ConfigError: the definitions are not found, or another ``pipelines`` package shadows
-            them.
+        ConfigError: there is no pipeline of that name.
     """
-    root = project_dir()
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    module = importlib.import_module(f"pipelines.{name}")
-    origin = Path(module.__file__ or "").resolve()
-    if root.resolve() not in origin.parents:
-        raise ConfigError(f"pipelines.{name} was imported from {origin}, not from {root}")
+    try:
+        module = importlib.import_module(f"shardtrain.kubeflow.pipelines.{name}")
+    except ModuleNotFoundError as exc:
+        raise ConfigError(f"no pipeline named {name!r} in shardtrain.kubeflow.pipelines") from exc
     return getattr(module, name)
 
 

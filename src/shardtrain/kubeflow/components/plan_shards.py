@@ -2,7 +2,7 @@
 
 from kfp import dsl
 
-from components import IMAGE
+from shardtrain.kubeflow.components import IMAGE
 
 
 @dsl.component(base_image=IMAGE, install_kfp_package=False)
@@ -20,9 +20,9 @@ def plan_shards(
 ) -> list[int]:
     """Lists the CSV sources and settles the schema as every shard worker will, so a missing
     file or label fails once, here; returns the indices of the shard workers that have work
-    (at most num_workers) for dsl.ParallelFor. See shardtrain.pipeline.plan_step.
+    (at most num_workers) for dsl.ParallelFor. See shardtrain.kubeflow.pipeline.plan_step.
     """
-    from shardtrain import pipeline
+    from shardtrain.kubeflow import pipeline
 
     return pipeline.plan_step(
         sources=sources,

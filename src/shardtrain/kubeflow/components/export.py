@@ -3,15 +3,15 @@
 from kfp import dsl
 from kfp.dsl import Input, Model, Output
 
-from components import IMAGE
+from shardtrain.kubeflow.components import IMAGE
 
 
 @dsl.component(base_image=IMAGE, install_kfp_package=False)
 def export(model: Input[Model], serving_uri: str, served_model: Output[Model]):
     """Copies the model's newest SavedModel export to serving_uri/<version>/ (saved_model.pb
     after the variables, then a manifest, then serving_uri/latest.json: publish-last) and
-    outputs a Model pointing at it. See shardtrain.pipeline.export_step.
+    outputs a Model pointing at it. See shardtrain.kubeflow.pipeline.export_step.
     """
-    from shardtrain import pipeline
+    from shardtrain.kubeflow import pipeline
 
     pipeline.export_step(model=model, serving_uri=serving_uri, served_model=served_model)

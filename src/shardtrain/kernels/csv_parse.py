@@ -109,8 +109,8 @@ import numba
 import numpy as np
 import pyarrow as pa
 
-from shardtrain import arrow
-from shardtrain.native import (
+from shardtrain.kernels import arrow
+from shardtrain.kernels.native import (
     as_bytes_array,
     f32_bits,
     f64_bits,
@@ -194,7 +194,7 @@ class FastColumns:
 
 
 # --------------------------------------------------------------------------------------------
-# Lookup tables (argument normalisation: shardtrain.native.kernel_input)
+# Lookup tables (argument normalisation: shardtrain.kernels.native.kernel_input)
 # --------------------------------------------------------------------------------------------
 
 
@@ -258,7 +258,7 @@ def _column_slots(kinds_key: bytes) -> tuple[np.ndarray, np.ndarray, tuple[int, 
 
 # --------------------------------------------------------------------------------------------
 # Field parsers (inlined into the kernel); ``buf`` is the address of the block's bytes
-# (see shardtrain.native for why helpers take addresses, not arrays)
+# (see shardtrain.kernels.native for why helpers take addresses, not arrays)
 # --------------------------------------------------------------------------------------------
 
 

@@ -11,7 +11,7 @@ sharding code uses them instead of those calls.
 
 Example::
 
-    from shardtrain import arrow
+    from shardtrain.kernels import arrow
 
     names = arrow.strings(["true", "false"])                # pa.array(["true", "false"])
     mask = arrow.from_numpy(np.array([True, False]))        # pa.array(np.array(...))

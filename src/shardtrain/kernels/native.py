@@ -1,7 +1,7 @@
 """Raw memory access and CPU instructions for the compiled (numba) kernels.
 
-The CSV parser (:mod:`shardtrain.csv_fast`) and the Example encoder
-(:mod:`shardtrain.tfrecord`) spend their time in small helpers called once per field or per
+The CSV parser (:mod:`shardtrain.kernels.csv_parse`) and the Example encoder
+(:mod:`shardtrain.kernels.tfrecord`) spend their time in small helpers called once per field or per
 byte run: parse a number, copy a key, write a varint, fold eight bytes into a CRC. Written
 the obvious way, with the NumPy arrays as arguments, those helpers are slow in numba for a
 reason that is easy to miss: numba reference-counts every array bound to a variable, and an

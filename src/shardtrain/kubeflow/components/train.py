@@ -3,7 +3,7 @@
 from kfp import dsl
 from kfp.dsl import Dataset, Input, Model, Output
 
-from components import IMAGE
+from shardtrain.kubeflow.components import IMAGE
 
 
 @dsl.component(base_image=IMAGE, install_kfp_package=False)
@@ -31,9 +31,9 @@ def train(
     """Renders the TFJob (chief, workers with gpus_per_worker GPUs, optional evaluator) that
     trains on the dataset into model_dir, submits it and waits for it, failing when the job
     fails or outlasts timeout seconds; with local=True runs the same manifest as local
-    processes. Outputs a Model pointing at model_dir. See shardtrain.pipeline.train_step.
+    processes. Outputs a Model pointing at model_dir. See shardtrain.kubeflow.pipeline.train_step.
     """
-    from shardtrain import pipeline
+    from shardtrain.kubeflow import pipeline
 
     pipeline.train_step(
         dataset=dataset,

@@ -1,2 +1,2 @@
 """shardtrain's Kubeflow pipelines (``csv_to_model``), loaded by
-:func:`shardtrain.pipeline.load_pipeline`."""
+:func:`shardtrain.kubeflow.pipeline.load_pipeline`."""

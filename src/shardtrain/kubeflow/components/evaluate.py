@@ -3,7 +3,7 @@
 from kfp import dsl
 from kfp.dsl import ClassificationMetrics, Dataset, Input, Markdown, Metrics, Model, Output
 
-from components import IMAGE
+from shardtrain.kubeflow.components import IMAGE
 
 
 @dsl.component(base_image=IMAGE, install_kfp_package=False)
@@ -18,9 +18,9 @@ def evaluate(
     """Logs the final evaluation (MODEL_DIR/eval/metrics.json) as Metrics scalars (auc,
     accuracy, log_loss, num_examples, step), a ClassificationMetrics ROC curve and confusion
     matrix, and a Markdown report of the data's statistics and the metrics; fails below
-    min_auc (0: no gate). See shardtrain.pipeline.evaluate_step.
+    min_auc (0: no gate). See shardtrain.kubeflow.pipeline.evaluate_step.
     """
-    from shardtrain import pipeline
+    from shardtrain.kubeflow import pipeline
 
     pipeline.evaluate_step(
         dataset=dataset,

@@ -256,7 +256,7 @@ def train_dataset(
 
     Reads this pipeline's disjoint share of the split's shards (:func:`files_for_pipeline`),
     interleaves ``cycle_length`` files, shuffles records, batches *then* parses with
-    ``spec.parse_examples`` (a :class:`~shardtrain.features.FeatureSpec`), and prefetches.
+    ``spec.parse_examples`` (a :class:`~shardtrain.train.features.FeatureSpec`), and prefetches.
 
     Args:
         batch_size: the per-replica batch (the global batch divided by the replicas in sync).

@@ -2,7 +2,7 @@
 
 from kfp import dsl
 
-from components import IMAGE
+from shardtrain.kubeflow.components import IMAGE
 
 
 @dsl.component(base_image=IMAGE, install_kfp_package=False)
@@ -23,9 +23,9 @@ def shard(
 ) -> str:
     """Shards the tasks of worker worker_index of num_workers into TFRecords at dataset_uri,
     in as many processes as the cpu it requests; resumes after a crash. Returns a JSON report
-    for finalize_shards. See shardtrain.pipeline.shard_step.
+    for finalize_shards. See shardtrain.kubeflow.pipeline.shard_step.
     """
-    from shardtrain import pipeline
+    from shardtrain.kubeflow import pipeline
 
     return pipeline.shard_step(
         sources=sources,

@@ -69,7 +69,7 @@ import numba
 import numpy as np
 from numba.extending import overload
 
-from shardtrain.native import (
+from shardtrain.kernels.native import (
     as_bytes_array,
     has_hardware_crc32c,
     kernel_input,
@@ -126,7 +126,7 @@ _P5 = np.uint64(0x27D4EB2F165667C5)
 
 
 # --------------------------------------------------------------------------------------------
-# Argument checks (normalisation: shardtrain.native.kernel_input)
+# Argument checks (normalisation: shardtrain.kernels.native.kernel_input)
 # --------------------------------------------------------------------------------------------
 
 
@@ -720,7 +720,7 @@ def _write_examples(
     rows' own order when every row is written once (a scatter into the output, which reads
     each column front to back: faster when the output groups rows by shard).
 
-    Column ``j`` is read through addresses (see :mod:`shardtrain.native`): ``values[j]``
+    Column ``j`` is read through addresses (see :mod:`shardtrain.kernels.native`): ``values[j]``
     (float32 bits, int64, or for bytes the string data of ``data_sizes[j]`` bytes),
     ``valids[j]`` (bool array, or 0: all present) and, for bytes, ``offsets[j]`` (int64
     offsets into the data). Columns stay where the caller has them (Arrow buffers, mostly):

@@ -3,8 +3,8 @@
 What a TF Estimator user relied on, and where it lives here:
 
 * **Driven by TF_CONFIG.** Every replica of a TFJob runs the same command;
-  :func:`shardtrain.cluster.resolve_role` tells it whether it is the chief, a worker or the
-  evaluator, and :func:`shardtrain.cluster.make_strategy` gives the training replicas
+  :func:`shardtrain.train.cluster.resolve_role` tells it whether it is the chief, a worker or the
+  evaluator, and :func:`shardtrain.train.cluster.make_strategy` gives the training replicas
   ``MirroredStrategy`` (one node, all its GPUs) or ``MultiWorkerMirroredStrategy``.
 * **Step-based training** with a custom loop: ``strategy.run`` inside a ``tf.function`` that
   runs ``steps_per_loop`` steps per call, the loss scaled by the *global* batch, input from
@@ -12,7 +12,7 @@ What a TF Estimator user relied on, and where it lives here:
   ``fit`` is not used: it fails under MultiWorkerMirroredStrategy.
 * **Checkpoints that make any restart resume.** Every ``checkpoint_every`` steps and at the
   end, every replica writes a checkpoint; the chief's is published to
-  ``MODEL_DIR/checkpoints`` (:mod:`shardtrain.checkpoints`). On start every replica restores
+  ``MODEL_DIR/checkpoints`` (:mod:`shardtrain.train.checkpoints`). On start every replica restores
   the latest published one by itself, so a pod that is recreated, or the whole job run again,
   continues from there and stops at ``train_steps``.
 * **Preemption.** SIGTERM (eviction, preemption, ``kubectl delete pod``) sets a flag; at the
@@ -23,8 +23,8 @@ What a TF Estimator user relied on, and where it lives here:
   chief evaluates every ``eval_every`` steps itself.
 * **Outputs** in the model directory: ``train_config.yaml``; ``logs/train`` and ``logs/eval``
   TensorBoard summaries (loss, accuracy, AUC, examples/s, learning rate);
-  ``export/<version>/`` SavedModel taking raw features (:mod:`shardtrain.export`);
-  ``eval/metrics.json`` (:mod:`shardtrain.evaluation`) and ``eval/sample_predictions.jsonl``.
+  ``export/<version>/`` SavedModel taking raw features (:mod:`shardtrain.train.export`);
+  ``eval/metrics.json`` (:mod:`shardtrain.train.evaluation`) and ``eval/sample_predictions.jsonl``.
 
 Exit codes (see :mod:`shardtrain.errors`): 0 done (or nothing left to do); 1 bad
 configuration or data (permanent: do not restart); 3 storage unreachable; 128 + signal after
@@ -46,13 +46,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from shardtrain import cluster, dataset, sharding, storage
-from shardtrain.checkpoints import CheckpointStore
-from shardtrain.config import TrainConfig
+from shardtrain import storage
+from shardtrain.data import sharding
 from shardtrain.errors import ConfigError, DataError, ShardtrainError, TrainingInterrupted
-from shardtrain.evaluation import MetricsAccumulator
-from shardtrain.features import FeatureSpec
-from shardtrain.models import model_inputs
+from shardtrain.train import cluster, dataset
+from shardtrain.train.checkpoints import CheckpointStore
+from shardtrain.train.config import TrainConfig
+from shardtrain.train.evaluation import MetricsAccumulator
+from shardtrain.train.features import FeatureSpec
+from shardtrain.train.models import model_inputs
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +173,7 @@ class CheckpointEvaluator:
     def __init__(self, config: TrainConfig, metadata: dict, spec: FeatureSpec, scratch: str):
         import tensorflow as tf
 
-        from shardtrain.models import build_model
+        from shardtrain.train.models import build_model
 
         self.config, self.metadata, self.spec = config, metadata, spec
         self.model = build_model(config.model.name, spec, config.model.hparams())
@@ -196,7 +198,7 @@ class CheckpointEvaluator:
         """Evaluate the restored weights on the eval split; publish metrics and summaries.
 
         Returns:
-            The metrics (see :mod:`shardtrain.evaluation`) plus ``step``, ``split``, ``data``.
+            The metrics (see :mod:`shardtrain.train.evaluation`) plus ``step``, ``split``, ``data``.
         """
         cfg = self.config
         cache = None
@@ -463,8 +465,8 @@ def _train(
     import keras
     import tensorflow as tf
 
-    from shardtrain.export import export_saved_model
-    from shardtrain.models import build_model
+    from shardtrain.train.export import export_saved_model
+    from shardtrain.train.models import build_model
 
     replicas = strategy.num_replicas_in_sync
     if config.batch_size % replicas:
@@ -684,7 +686,7 @@ def _final_metrics(
 def finished_step(model_dir: str) -> int | None:
     """The step a finished training left in ``model_dir``: the lower of its export's and its
     final metrics' steps; None when either is missing."""
-    from shardtrain.export import EXPORT_POINTER
+    from shardtrain.train.export import EXPORT_POINTER
 
     pointer = storage.join(model_dir, "export", EXPORT_POINTER)
     metrics = storage.join(model_dir, "eval", METRICS_NAME)
@@ -709,7 +711,7 @@ def train_and_evaluate(config: TrainConfig, environ: dict[str, str] | None = Non
     train together, the evaluator evaluates checkpoints, a single process does both.
 
     Args:
-        config: the resolved configuration (:func:`shardtrain.config.resolve_config`).
+        config: the resolved configuration (:func:`shardtrain.train.config.resolve_config`).
         environ: the environment holding ``TF_CONFIG`` (default: ``os.environ``).
 
     Returns:

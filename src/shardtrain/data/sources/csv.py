@@ -1,6 +1,6 @@
 """Reading CSV sources for the sharder: byte-range pieces, bounded blocks, typed batches, rejects.
 
-The sharder (:mod:`shardtrain.sharding`) is source-agnostic; this module supplies its CSV hook:
+The sharder (:mod:`shardtrain.data.sharding`) is source-agnostic; this module supplies its CSV hook:
 
 * :func:`plan_pieces` cuts plain CSV files into byte ranges so that many tasks (on one machine
   or many pods) read one large file in parallel. A line belongs to the range holding its first
@@ -12,7 +12,7 @@ The sharder (:mod:`shardtrain.sharding`) is source-agnostic; this module supplie
   line number.
 
 Blocks without a double quote (most real files never quote) are parsed by a compiled kernel
-(:mod:`shardtrain.csv_fast`) at about twice the speed of Arrow's CSV reader; every other
+(:mod:`shardtrain.kernels.csv_parse`) at about twice the speed of Arrow's CSV reader; every other
 block -- quotes, a bare carriage return, invalid UTF-8 -- is read by Arrow. Both give the same
 rows, values, rejects and line numbers (the kernel reproduces Arrow's conversions value by
 value); ``SHARDTRAIN_CSV_FAST=0`` turns the kernel off, to compare or to rule it out.
@@ -39,9 +39,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from shardtrain import arrow, csv_fast, storage, tfrecord
-from shardtrain.errors import DataError
-from shardtrain.schema import (
+from shardtrain import storage
+from shardtrain.data.schema import (
     FALSE_VALUES,
     FLOAT_PATTERN,
     INT_PATTERN,
@@ -49,6 +48,8 @@ from shardtrain.schema import (
     Schema,
     parse_header,
 )
+from shardtrain.errors import DataError
+from shardtrain.kernels import arrow, csv_parse, tfrecord
 
 #: Longest raw text kept for one rejected row.
 MAX_REJECT_TEXT = 1000
@@ -58,10 +59,10 @@ FAST_PATH_ENV = "SHARDTRAIN_CSV_FAST"
 
 #: The fast path's code for each Arrow type the reader converts columns to.
 _FAST_KINDS = {
-    pa.float32(): csv_fast.KIND_FLOAT,
-    pa.int64(): csv_fast.KIND_INT,
-    pa.bool_(): csv_fast.KIND_BOOL,
-    pa.string(): csv_fast.KIND_STRING,
+    pa.float32(): csv_parse.KIND_FLOAT,
+    pa.int64(): csv_parse.KIND_INT,
+    pa.bool_(): csv_parse.KIND_BOOL,
+    pa.string(): csv_parse.KIND_STRING,
 }
 
 
@@ -328,34 +329,34 @@ def _read_fast(
     """The fast path's ``(table, invalid, converted)``, as the Arrow path computes them.
 
     ``starts``/``ends`` bound the block's non-blank lines. Returns None when the block must go
-    to Arrow (see :func:`csv_fast.parse_block_fast`).
+    to Arrow (see :func:`csv_parse.parse_block_fast`).
     """
     names = schema.names
     kinds = np.array([_FAST_KINDS[types[n]] for n in names], dtype=np.int8)
     nulls = tuple(v.encode() for v in schema.null_values)
-    parsed = csv_fast.parse_block_fast(arr, starts, ends, kinds, nulls)
+    parsed = csv_parse.parse_block_fast(arr, starts, ends, kinds, nulls)
     if parsed is None:
         return None
     converted = False
-    if (parsed.row_status == csv_fast.STATUS_BAD_VALUE).any():
+    if (parsed.row_status == csv_parse.STATUS_BAD_VALUE).any():
         # Arrow fails the typed read of a block with a bad value, and parse_block then reads
         # every column as text and converts each with _safe_convert. Reproduce that exactly:
         # the same text columns, then the same conversion code.
-        kinds = np.full(len(names), csv_fast.KIND_STRING, dtype=np.int8)
-        parsed = csv_fast.parse_block_fast(arr, starts, ends, kinds, nulls)
+        kinds = np.full(len(names), csv_parse.KIND_STRING, dtype=np.int8)
+        parsed = csv_parse.parse_block_fast(arr, starts, ends, kinds, nulls)
         if parsed is None:
             return None
         converted = True
     invalid = []
-    for i in np.flatnonzero(parsed.row_status == csv_fast.STATUS_FIELD_COUNT).tolist():
+    for i in np.flatnonzero(parsed.row_status == csv_parse.STATUS_FIELD_COUNT).tolist():
         try:
             text = arr[starts[i] : ends[i]].tobytes().decode("utf-8")
         except UnicodeDecodeError:
             return None  # what Arrow does with such a line is Arrow's to decide
         invalid.append((i + 1, int(parsed.field_count[i]), text))
-    rows = np.flatnonzero(parsed.row_status == csv_fast.STATUS_OK) if invalid else None
+    rows = np.flatnonzero(parsed.row_status == csv_parse.STATUS_OK) if invalid else None
     return (
-        pa.Table.from_arrays(csv_fast.to_arrow(parsed, kinds, rows), names=names),
+        pa.Table.from_arrays(csv_parse.to_arrow(parsed, kinds, rows), names=names),
         invalid,
         converted,
     )
@@ -472,7 +473,7 @@ def parse_block(
         DataError: the block is not CSV the reader can parse.
     """
     arr = np.frombuffer(block, dtype=np.uint8)
-    starts, ends = csv_fast.line_bounds(arr)
+    starts, ends = csv_parse.line_bounds(arr)
     nonblank = np.flatnonzero(ends > starts)  # line indices (0-based) of rows
     batch = Batch(
         table=None,  # type: ignore[arg-type]

@@ -17,10 +17,10 @@ How a run works
    shard indices of every split, so the layout does not depend on how many workers run.
 2. **Tasks**: worker ``i`` of ``n`` runs the tasks ``t`` with ``t % n == i`` (each in
    ``processes`` local processes). A task streams its pieces in blocks, parses and validates
-   rows column-wise (:mod:`shardtrain.csv_source`), hashes each row's key — or the whole row —
+   rows column-wise (:mod:`shardtrain.data.sources.csv`), hashes each row's key — or the whole row —
    with xxHash64 to choose its split (the same row lands in the same split on every run, on
    every machine, with any number of workers) and a shard inside the task's range, encodes
-   Examples and TFRecord frames in compiled code (:mod:`shardtrain.tfrecord`) and streams
+   Examples and TFRecord frames in compiled code (:mod:`shardtrain.kernels.tfrecord`) and streams
    them to its shard objects from a writer thread (gzip level 1 through ISA-L; local files
    with ``O_DIRECT``, see :func:`shardtrain.storage.open`). It then writes its manifest
    ``_tasks/task-NNNNN.json`` with counts, checksums and partial statistics — the task's
@@ -31,7 +31,8 @@ How a run works
    ``max_bad_fraction``, and publish ``metadata.json``.
 
 Image datasets (a directory tree ``ROOT/<class>/*.jpg`` or a manifest of image paths) go
-through the same plan, tasks, shards, rejects and finalize: :mod:`shardtrain.images` only
+through the same plan, tasks, shards, rejects and finalize:
+:mod:`shardtrain.data.sources.images` only
 supplies the plan's inputs and reads each piece into the same batches (one row per image).
 
 Crash safety: every shard object is atomic (see :mod:`shardtrain.storage`); a task commits by
@@ -68,11 +69,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shardtrain import __version__, arrow, csv_source, images, storage, tfrecord
-from shardtrain.csv_source import Batch, Piece, SourceFile
-from shardtrain.errors import ConfigError, DataError, ShardtrainError
-from shardtrain.schema import SAMPLE_BYTES, Schema, SchemaOverrides, infer_schema
-from shardtrain.statistics import (
+from shardtrain import __version__, storage
+from shardtrain.data.schema import SAMPLE_BYTES, Schema, SchemaOverrides, infer_schema
+from shardtrain.data.sources import csv as csv_source
+from shardtrain.data.sources import images
+from shardtrain.data.sources.csv import Batch, Piece, SourceFile
+from shardtrain.data.statistics import (
     MANIFEST_TOP,
     CategoricalStats,
     ImageStats,
@@ -81,12 +83,14 @@ from shardtrain.statistics import (
     new_stats,
     stats_from_dict,
 )
+from shardtrain.errors import ConfigError, DataError, ShardtrainError
+from shardtrain.kernels import arrow, tfrecord
 
 log = logging.getLogger(__name__)
 
 METADATA_NAME = "metadata.json"
 PLAN_NAME = "_plan.json"
-FORMAT = "shardtrain.dataset/v1"
+FORMAT = "shardtrain.train.dataset/v1"
 MIB = 1024 * 1024
 
 #: At most this many shards of one split are written by one task (bounds open uploads).
@@ -131,7 +135,7 @@ class ShardConfig:
         processes: local processes for this worker's tasks (default: CPU count).
         overwrite: delete an existing, different dataset at ``output`` first.
         images: the source is a directory tree of images ``ROOT/<class>/*.{jpg,jpeg,png}``
-            (see :mod:`shardtrain.images`) (*plan*).
+            (see :mod:`shardtrain.data.sources.images`) (*plan*).
         image_column: the sources are manifests (CSV) whose column of this name holds image
             paths or URIs; implies ``images`` (*plan*).
         resize: ``(width, height)`` every image is re-encoded to; None stores the files as

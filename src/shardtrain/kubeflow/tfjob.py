@@ -50,7 +50,8 @@ that is a DNS-1035 label; every replica with a ``tensorflow`` container that has
 both Chief and Master; known replica types) plus TensorFlow's own (at most one chief, master or
 evaluator), so a bad manifest fails here with one line instead of at ``kubectl apply``.
 :func:`submit_and_wait` creates a job with the SDK's ``TrainingClient`` and waits for it with a
-real overall timeout. :func:`local_replicas` turns a manifest into :mod:`shardtrain.launcher`
+real overall timeout. :func:`local_replicas` turns a manifest into
+:mod:`shardtrain.kubeflow.launcher`
 replicas, so ``shardtrain run-local job.yaml`` runs the very manifest a cluster would.
 """
 
@@ -72,7 +73,7 @@ import yaml
 
 from shardtrain import __version__
 from shardtrain.errors import ConfigError, ShardtrainError
-from shardtrain.launcher import Replica
+from shardtrain.kubeflow.launcher import Replica
 
 if TYPE_CHECKING:  # the SDK pulls in the whole Kubernetes client: imported where it is used
     from kubeflow.training import KubeflowOrgV1TFJob, TrainingClient
@@ -587,7 +588,7 @@ def local_argv(command: Iterable[str]) -> tuple[str, ...]:
 
 
 def local_replicas(manifest: Mapping[str, Any]) -> list[Replica]:
-    """The replicas of a TFJob manifest for :func:`shardtrain.launcher.run_local`.
+    """The replicas of a TFJob manifest for :func:`shardtrain.kubeflow.launcher.run_local`.
 
     Each replica runs its ``tensorflow`` container's command and args (the image entrypoint
     ``shardtrain`` when there is no command; see :func:`local_argv`) with the container's plain

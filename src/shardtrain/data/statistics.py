@@ -45,8 +45,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shardtrain import arrow
-from shardtrain.native import load_u64
+from shardtrain.kernels import arrow
+from shardtrain.kernels.native import load_u64
 
 #: Distinct values tracked per categorical column before pruning to the most frequent half.
 #: Memory per high-cardinality column is ~56 bytes plus the value's bytes per tracked value
@@ -410,7 +410,7 @@ def _count_values(
     with the arena. Counts are exact whatever the hashes.
 
     Bytes are read eight at a time (one unaligned 8-byte load through the address of
-    ``data``, see :mod:`shardtrain.native`), masked to the value's length. Values of up to
+    ``data``, see :mod:`shardtrain.kernels.native`), masked to the value's length. Values of up to
     16 bytes (at least 16 bytes before the buffer's end) take a path without loops or
     unpredictable branches; longer ones and the last few of the buffer take a loop that
     reads whole words where it can and single bytes at the end. Both hash the same words:

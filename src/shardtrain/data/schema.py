@@ -41,8 +41,9 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from shardtrain import arrow, storage
+from shardtrain import storage
 from shardtrain.errors import ConfigError, DataError
+from shardtrain.kernels import arrow
 
 log = logging.getLogger(__name__)
 

@@ -36,8 +36,8 @@ from typing import Any
 
 from shardtrain import storage
 from shardtrain.errors import NotCommittedError
-from shardtrain.features import FeatureSpec
-from shardtrain.models import model_inputs
+from shardtrain.train.features import FeatureSpec
+from shardtrain.train.models import model_inputs
 
 log = logging.getLogger(__name__)
 
