@@ -20,6 +20,7 @@ import pytest
 
 from shardtrain.data.schema import DEFAULT_NULL_VALUES, FALSE_VALUES, TRUE_VALUES, Column, Schema
 from shardtrain.data.sources import csv as csv_source
+from shardtrain.data.sources.base import Batch
 from shardtrain.kernels import csv_parse
 from shardtrain.kernels.csv_parse import (
     KIND_BOOL,
@@ -556,7 +557,7 @@ SCHEMA = Schema(
 )
 
 
-def _batch_summary(batch: csv_source.Batch) -> dict:
+def _batch_summary(batch: Batch) -> dict:
     return {
         "columns": [_column_summary(c) for c in batch.table.columns],
         "names": batch.table.column_names,

@@ -252,6 +252,10 @@ class NumericStats:
     m2: float = 0.0  # sum of squared deviations from the mean
     nan: int = 0  # NaN or ±inf values present in the data (not counted as missing)
 
+    def update_table(self, table: pa.Table, name: str) -> None:
+        """Add the column ``name`` of one batch (every kind of statistics takes a batch so)."""
+        self.update(table.column(name))
+
     def update(self, values: pa.Array | pa.ChunkedArray) -> None:
         """Add one batch of values (nulls count as missing; NaN and ±inf count as ``nan``).
 
@@ -319,7 +323,8 @@ class NumericStats:
         """Population standard deviation (0 for fewer than two values)."""
         return math.sqrt(self.m2 / self.count) if self.count > 1 else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, top_k: int | None = None) -> dict[str, Any]:
+        """The statistics as JSON values (``top_k`` applies to categorical columns only)."""
         empty = self.count == 0
         return {
             "kind": "numeric",
@@ -718,6 +723,10 @@ class CategoricalStats:
     approximate: bool = False
     _values: _ValueCounts = field(default_factory=_ValueCounts, repr=False, compare=False)
 
+    def update_table(self, table: pa.Table, name: str) -> None:
+        """Add the column ``name`` of one batch (every kind of statistics takes a batch so)."""
+        self.update(table.column(name))
+
     def update(self, values: pa.Array | pa.ChunkedArray) -> None:
         """Add one batch of values (nulls count as missing)."""
         for chunk in _chunks(values):
@@ -861,7 +870,8 @@ class ImageStats:
         for value, n in other.formats.items():
             self.formats[value] = self.formats.get(value, 0) + n
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, top_k: int | None = None) -> dict[str, Any]:
+        """The statistics as JSON values (``top_k`` applies to categorical columns only)."""
         return {
             "kind": "image",
             "count": self.count,

@@ -28,11 +28,9 @@ fields make the affected lines fail the field count and land in the rejects).
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -44,15 +42,25 @@ from shardtrain.data.schema import (
     FALSE_VALUES,
     FLOAT_PATTERN,
     INT_PATTERN,
+    SAMPLE_BYTES,
     TRUE_VALUES,
     Schema,
+    SchemaOverrides,
+    infer_schema,
     parse_header,
+)
+from shardtrain.data.sources.base import (
+    MAX_REJECT_TEXT,
+    Batch,
+    Piece,
+    PlanInputs,
+    Reject,
+    Source,
+    SourceFile,
+    SourceLayout,
 )
 from shardtrain.errors import DataError
 from shardtrain.kernels import arrow, csv_parse, tfrecord
-
-#: Longest raw text kept for one rejected row.
-MAX_REJECT_TEXT = 1000
 
 #: Environment variable that turns the compiled CSV fast path off when set to ``0``.
 FAST_PATH_ENV = "SHARDTRAIN_CSV_FAST"
@@ -64,59 +72,6 @@ _FAST_KINDS = {
     pa.bool_(): csv_parse.KIND_BOOL,
     pa.string(): csv_parse.KIND_STRING,
 }
-
-
-@dataclass(frozen=True)
-class SourceFile:
-    """One input file and what identifies its content."""
-
-    uri: str
-    size: int
-    version: str
-
-    @property
-    def gzip(self) -> bool:
-        return self.uri.endswith(".gz")
-
-
-@dataclass(frozen=True)
-class Piece:
-    """A byte range ``[start, end)`` of one source file, read by one task."""
-
-    uri: str
-    start: int
-    end: int
-    gzip: bool = False
-
-    def to_dict(self) -> dict:
-        return {"uri": self.uri, "start": self.start, "end": self.end, "gzip": self.gzip}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Piece:
-        return cls(uri=d["uri"], start=d["start"], end=d["end"], gzip=d.get("gzip", False))
-
-
-@dataclass
-class Reject:
-    """One rejected row."""
-
-    line: int  # 1-based line number counted from the start of the piece
-    reason: str  # wrong_field_count | bad_value | missing_label
-    detail: str
-    text: str
-
-
-@dataclass
-class Batch:
-    """The rows of one block: accepted rows as typed Arrow columns, plus the rejects."""
-
-    table: pa.Table  # accepted rows, columns in schema order
-    row_hash: np.ndarray  # uint64 per accepted row: xxh64 of the key (or of the whole row)
-    rejects: list[Reject] = field(default_factory=list)
-    rows_read: int = 0  # non-blank data lines seen in this block
-    blank_lines: int = 0
-    lines: int = 0  # physical lines in the block
-    bytes_read: int = 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -171,17 +126,76 @@ def read_sample(source: SourceFile, max_bytes: int) -> bytes:
     return data
 
 
-def plan_pieces(sources: list[SourceFile], piece_bytes: int) -> list[Piece]:
-    """Cut plain files into byte ranges of at most ``piece_bytes``; one piece per gzip file."""
-    pieces = []
-    for src in sources:
-        if src.gzip or src.size <= piece_bytes:
-            pieces.append(Piece(src.uri, 0, src.size, src.gzip))
-            continue
-        n = math.ceil(src.size / piece_bytes)
-        bounds = [src.size * i // n for i in range(n + 1)]
-        pieces.extend(Piece(src.uri, a, b) for a, b in itertools.pairwise(bounds))
-    return pieces
+# --------------------------------------------------------------------------------------------
+# The source
+# --------------------------------------------------------------------------------------------
+
+
+class CsvSource(Source):
+    """CSV files (plain or ``.gz``, local or in object storage) with a header line.
+
+    Args:
+        patterns: files or globs.
+        label: the label column.
+        key: the column hashed for the split; None hashes the whole row.
+        schema_file: YAML/JSON overrides of the inferred types (see
+            :class:`~shardtrain.data.schema.SchemaOverrides`).
+    """
+
+    data_kind = "tabular"
+
+    def __init__(
+        self,
+        patterns: tuple[str, ...] | list[str],
+        *,
+        label: str,
+        key: str | None = None,
+        schema_file: str | None = None,
+    ):
+        self.patterns = list(patterns)
+        self.label = label
+        self.key = key
+        self.schema_file = schema_file
+
+    def plan_inputs(self) -> PlanInputs:
+        """List the files and infer the schema from a sample of the first one.
+
+        Gzip files count four times their size (their uncompressed size is unknown up front;
+        4x is typical for CSV); rows are estimated from the sample's mean line length.
+        """
+        sources = list_sources(self.patterns)
+        sample = read_sample(sources[0], SAMPLE_BYTES)
+        overrides = SchemaOverrides.load(self.schema_file) if self.schema_file else None
+        schema = infer_schema(
+            sample, sources[0].uri, label=self.label, key=self.key, overrides=overrides
+        )
+        input_bytes = sum(s.size * (4 if s.gzip else 1) for s in sources)
+        sample_lines = max(sample.count(b"\n") - 1, 1)
+        body = sample[sample.find(b"\n") + 1 :]
+        parsed = parse_block(body, schema, lines_before=1).table if body else None
+        return PlanInputs(
+            sources=sources,
+            schema=schema,
+            input_bytes=input_bytes,
+            estimated_rows=int(input_bytes / (len(sample) / (sample_lines + 1))),
+            sample=parsed,
+            sample_bytes=len(body),
+        )
+
+    def read_piece(self, piece: Piece, layout: SourceLayout, block_bytes: int) -> Iterator[Batch]:
+        return read_piece(piece, layout.schema, block_bytes=block_bytes)
+
+    def warm_up(self) -> None:
+        """Load the compiled CSV, statistics and encoding kernels from numba's cache by
+        parsing, describing and encoding two rows of every column type in memory."""
+        from shardtrain.data import examples
+
+        sample = b"f,i,b,s,label\n1.5,2,true,x,1\n-0.25,3,false,y,0\n"
+        schema = infer_schema(sample, "warm-up", label="label")
+        batch = parse_block(sample[sample.index(b"\n") + 1 :], schema, lines_before=1)
+        for name, stats in self.new_statistics(schema).items():
+            stats.update_table(batch.table, name)
+        examples.encode(batch.table, schema, framed=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -597,13 +611,9 @@ def _hash_string_array(values: pa.Array) -> np.ndarray:
 
 
 __all__ = [
-    "Batch",
-    "Piece",
-    "Reject",
-    "SourceFile",
+    "CsvSource",
     "list_sources",
     "parse_block",
-    "plan_pieces",
     "read_piece",
     "read_sample",
 ]

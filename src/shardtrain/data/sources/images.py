@@ -1,9 +1,10 @@
-"""Image datasets for the sharder: a directory tree or a manifest → one Example per image.
+"""Image datasets: a directory tree or manifests of images → one Example per image.
 
 The sharder (:mod:`shardtrain.data.sharding`) plans, splits, writes, resumes and finalizes image
-datasets exactly as it does CSV; this module is its image hook. It supplies what the plan needs
-(:func:`plan_inputs`: sources, schema, size estimates) and reads a task's piece of input into
-the same :class:`~shardtrain.data.sources.csv.Batch` es the CSV reader yields (:func:`read_piece`).
+datasets exactly as it does CSV; :class:`ImageSource` is the image
+:class:`~shardtrain.data.sources.base.Source`. It supplies what the plan needs (sources,
+schema, size estimates) and reads a task's piece of input into the same
+:class:`~shardtrain.data.sources.base.Batch` es the CSV reader yields (:func:`read_piece`).
 
 Two layouts:
 
@@ -48,8 +49,8 @@ import re
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -66,12 +67,18 @@ from shardtrain.data.schema import (
     parse_header,
 )
 from shardtrain.data.sources import csv as csv_source
-from shardtrain.data.sources.csv import MAX_REJECT_TEXT, Batch, Piece, Reject, SourceFile
+from shardtrain.data.sources.base import (
+    MAX_REJECT_TEXT,
+    Batch,
+    Piece,
+    PlanInputs,
+    Reject,
+    Source,
+    SourceFile,
+    SourceLayout,
+)
 from shardtrain.errors import ConfigError, DataError, StorageError, StorageUnavailableError
 from shardtrain.kernels import tfrecord
-
-if TYPE_CHECKING:
-    from shardtrain.data.sharding import Plan, ShardConfig
 
 #: Feature names of every image Example (the label comes on top).
 IMAGE = "image"
@@ -118,6 +125,10 @@ class ImageReject(Reject):
         """Fields the sharder writes to ``rejects.jsonl`` besides line, reason, detail, text."""
         return {"source": self.source, "path": self.path}
 
+    @property
+    def where(self) -> str:
+        return f"line {self.line}" if self.line is not None else self.path
+
 
 def image_schema(label: str, label_type: str) -> Schema:
     """The schema of an image dataset: the image, its size, format and path, and the label."""
@@ -140,43 +151,52 @@ def image_schema(label: str, label_type: str) -> Schema:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PlanInputs:
-    """What the sharder's plan needs from a source.
+class ImageSource(Source):
+    """Images in a directory tree ``ROOT/<class>/*.{jpg,jpeg,png}``, or named by manifests.
 
-    Attributes:
-        sources: the inputs with their sizes and versions (pieces are byte ranges of them).
-        schema: the dataset's schema.
-        input_bytes: the bytes the run will read (images, not manifest lines).
-        output_ratio: shard bytes per input byte.
-        estimated_rows: about how many records the run will write.
-        options: settings the tasks need, stored in the plan (and its fingerprint).
+    Args:
+        patterns: the tree's ROOT (one), or manifest CSV files and globs.
+        label: the label feature (a tree's class folder) or a manifest's label column.
+        image_column: the manifests' column of image paths or URIs; None: a directory tree.
+        resize: ``(width, height)`` every image is re-encoded to; None keeps the files as they
+            are.
     """
 
-    sources: list[SourceFile]
-    schema: Schema
-    input_bytes: int
-    output_ratio: float
-    estimated_rows: int
-    options: dict[str, Any] = field(default_factory=dict)
+    data_kind = "image"
 
+    def __init__(
+        self,
+        patterns: tuple[str, ...] | list[str],
+        *,
+        label: str,
+        image_column: str | None = None,
+        resize: tuple[int, int] | None = None,
+    ):
+        self.patterns = list(patterns)
+        self.label = label
+        self.image_column = image_column
+        self.resize = resize
 
-def plan_inputs(config: ShardConfig) -> PlanInputs:
-    """List a directory tree or read a manifest's header and sample; see the module docstring.
+    def plan_inputs(self) -> PlanInputs:
+        """List a directory tree or read a manifest's header and sample; see the module
+        docstring.
 
-    Raises:
-        DataError: no image in the tree; the manifest is empty or lacks a column.
-        ConfigError: the label clashes with an image feature, or several roots are given.
-    """
-    if config.label in RESERVED:
-        raise ConfigError(
-            f"--label '{config.label}' is a feature the image sharder writes itself "
-            f"({', '.join(RESERVED)}); rename the label column"
-        )
-    resize = list(config.resize) if config.resize else None
-    if config.image_column is None:
-        return _plan_tree(config, resize)
-    return _plan_manifest(config, resize)
+        Raises:
+            DataError: no image in the tree; the manifest is empty or lacks a column.
+            ConfigError: the label clashes with an image feature, or several roots are given.
+        """
+        if self.label in RESERVED:
+            raise ConfigError(
+                f"--label '{self.label}' is a feature the image sharder writes itself "
+                f"({', '.join(RESERVED)}); rename the label column"
+            )
+        resize = list(self.resize) if self.resize else None
+        if self.image_column is None:
+            return _plan_tree(self, resize)
+        return _plan_manifest(self, resize)
+
+    def read_piece(self, piece: Piece, layout: SourceLayout, block_bytes: int) -> Iterator[Batch]:
+        return read_piece(piece, layout, block_bytes=block_bytes)
 
 
 def _normalise_root(root: str) -> str:
@@ -246,12 +266,12 @@ def _tree_listing(root: str, version: str | None = None) -> _Listing:
     return listing
 
 
-def _plan_tree(config: ShardConfig, resize: list[int] | None) -> PlanInputs:
-    if len(config.sources) != 1:
+def _plan_tree(source: ImageSource, resize: list[int] | None) -> PlanInputs:
+    if len(source.patterns) != 1:
         raise ConfigError(
-            f"--images takes one ROOT directory (ROOT/<class>/*.jpg), got {len(config.sources)}"
+            f"--images takes one ROOT directory (ROOT/<class>/*.jpg), got {len(source.patterns)}"
         )
-    root = _normalise_root(config.sources[0])
+    root = _normalise_root(source.patterns[0])
     listing = _list_tree(root)
     if not listing.paths:
         raise DataError(f"{root}: no .jpg, .jpeg or .png file below this directory")
@@ -260,7 +280,7 @@ def _plan_tree(config: ShardConfig, resize: list[int] | None) -> PlanInputs:
         _listings[root] = listing
     return PlanInputs(
         sources=[SourceFile(uri=root, size=listing.total, version=listing.version)],
-        schema=image_schema(config.label, "string"),
+        schema=image_schema(source.label, "string"),
         input_bytes=listing.total,
         output_ratio=1.0,  # encoded images do not compress further
         estimated_rows=len(listing.paths),
@@ -268,12 +288,12 @@ def _plan_tree(config: ShardConfig, resize: list[int] | None) -> PlanInputs:
     )
 
 
-def _plan_manifest(config: ShardConfig, resize: list[int] | None) -> PlanInputs:
-    column = config.image_column
+def _plan_manifest(source: ImageSource, resize: list[int] | None) -> PlanInputs:
+    column = source.image_column
     assert column is not None
-    if column == config.label:
+    if column == source.label:
         raise ConfigError(f"--image-column and --label are both '{column}'")
-    sources = csv_source.list_sources(list(config.sources))
+    sources = csv_source.list_sources(source.patterns)
     first = sources[0]
     sample = csv_source.read_sample(first, SAMPLE_BYTES)
     names = parse_header(sample.split(b"\n", 1)[0].rstrip(b"\r"), first.uri)
@@ -281,8 +301,8 @@ def _plan_manifest(config: ShardConfig, resize: list[int] | None) -> PlanInputs:
         raise DataError(
             f"{first.uri}: image column '{column}' not found (columns: {', '.join(names[:12])})"
         )
-    manifest = infer_schema(sample, first.uri, label=config.label, key=column)
-    label_type = manifest.column(config.label).type
+    manifest = infer_schema(sample, first.uri, label=source.label, key=column)
+    label_type = manifest.column(source.label).type
     # Sizes: the manifest's rows times the mean size of the first images it names.
     body = sample.split(b"\n", 1)[1] if b"\n" in sample else b""
     rows_in_sample = max(body.count(b"\n"), 1)
@@ -291,7 +311,7 @@ def _plan_manifest(config: ShardConfig, resize: list[int] | None) -> PlanInputs:
     mean_bytes = _sample_image_bytes(first.uri, body, names.index(column))
     return PlanInputs(
         sources=sources,
-        schema=image_schema(config.label, label_type),
+        schema=image_schema(source.label, label_type),
         input_bytes=int(estimated_rows * mean_bytes),
         output_ratio=1.0,
         estimated_rows=estimated_rows,
@@ -352,25 +372,25 @@ class _Item:
     nbytes: int  # input bytes it stands for (progress): virtual file size or manifest line
 
 
-def read_piece(piece: Piece, plan: Plan, *, block_bytes: int) -> Iterator[Batch]:
+def read_piece(piece: Piece, layout: SourceLayout, *, block_bytes: int) -> Iterator[Batch]:
     """Stream one piece as batches of encoded images with their rejects.
 
     Args:
         piece: a byte range of the tree listing or of a manifest.
-        plan: the run's plan (schema, sources and the image options).
+        layout: the run's schema, sources and image options.
         block_bytes: about how many image bytes one batch holds (trees).
     """
-    options = plan.options["image"]
+    options = layout.options["image"]
     resize = tuple(options["resize"]) if options.get("resize") else None
     with ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="image-fetch") as pool:
         if options["layout"] == "tree":
-            version = next(s.version for s in plan.sources if s.uri == piece.uri)
+            version = next(s.version for s in layout.sources if s.uri == piece.uri)
             groups = _tree_groups(piece, version, block_bytes)
         else:
-            groups = _manifest_groups(piece, plan, options)
+            groups = _manifest_groups(piece, layout, options)
         for items, rejects, extra in groups:
             results = list(pool.map(lambda it: _load(it, resize), items))
-            yield _batch(plan.schema, items, results, rejects, extra)
+            yield _batch(layout.schema, items, results, rejects, extra)
 
 
 def _tree_groups(
@@ -441,13 +461,13 @@ def _manifest_lines(piece: Piece) -> Iterator[tuple[bytes, int]]:
 
 
 def _manifest_groups(
-    piece: Piece, plan: Plan, options: dict[str, Any]
+    piece: Piece, layout: SourceLayout, options: dict[str, Any]
 ) -> Iterator[tuple[list[_Item], list[Reject], dict[str, int]]]:
     columns = [c["name"] for c in options["manifest_columns"]]
     index = columns.index(options["image_column"])
-    label = plan.schema.label
+    label = layout.schema.label
     label_index = columns.index(label)
-    label_type = plan.schema.column(label).type
+    label_type = layout.schema.column(label).type
     nulls = set(options["null_values"])
     line = 1 if piece.start == 0 else 0  # the header is line 1 of its file
     items: list[_Item] = []

@@ -1,0 +1,204 @@
+"""Finalize: the committed tasks of a run merged into ``metadata.json``, the dataset's commit."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict
+from typing import Any
+
+from shardtrain import __version__, storage
+from shardtrain.data.metadata import METADATA_NAME
+from shardtrain.data.schema import Schema
+from shardtrain.data.sharding.plan import FORMAT, PLAN_NAME, Plan
+from shardtrain.data.sharding.task import task_uri
+from shardtrain.data.statistics import LabelStats, new_stats, stats_from_dict
+from shardtrain.errors import DataError
+
+log = logging.getLogger(__name__)
+
+
+def finalize(
+    output: str, *, max_bad_fraction: float | None = None, top_k: int | None = None
+) -> dict[str, Any]:
+    """Merge the committed tasks of a run into ``metadata.json`` (the dataset's commit).
+
+    Args:
+        output: the dataset URI.
+        max_bad_fraction: fail when more rows than this fraction were rejected
+            (default: the value the workers were given).
+        top_k: vocabulary entries kept per categorical column (default: the workers').
+
+    Returns:
+        The metadata written.
+
+    Raises:
+        DataError: tasks are missing, the rejected fraction is too high, or no row survived.
+    """
+    plan_uri = storage.join(output, PLAN_NAME)
+    if not storage.exists(plan_uri):
+        raise DataError(f"{output}: no sharding run found ({PLAN_NAME} is missing)")
+    plan = Plan.from_dict(output, storage.read_json(plan_uri))
+    manifests = []
+    missing = []
+    for task in plan.tasks:
+        uri = task_uri(output, task.index)
+        m = storage.read_json(uri) if storage.exists(uri) else None
+        if m is None or m.get("plan") != plan.fingerprint:
+            missing.append(task.index)
+        else:
+            manifests.append(m)
+    if missing:
+        shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+        raise DataError(
+            f"{output}: {len(missing)} of {len(plan.tasks)} task(s) have not finished "
+            f"(tasks {shown}); run the missing workers (task t belongs to worker t % n) first"
+        )
+
+    rows_read = sum(m["rows_read"] for m in manifests)
+    rejected = sum(m["rows_rejected"] for m in manifests)
+    accepted = sum(m["rows_accepted"] for m in manifests)
+    reasons: dict[str, int] = {}
+    for m in manifests:
+        for reason, n in m["rejects_by_reason"].items():
+            reasons[reason] = reasons.get(reason, 0) + n
+    rejects_uri = _write_rejects(plan, manifests)
+
+    limit = (
+        manifests[0].get("max_bad_fraction", 0.001)
+        if max_bad_fraction is None
+        else max_bad_fraction
+    )
+    top_k = manifests[0].get("top_k", 100) if top_k is None else top_k
+    if rows_read == 0:
+        raise DataError(
+            f"{output}: the input has no data rows ({len(plan.sources)} source file(s))"
+        )
+    if rejected / rows_read > limit:
+        top = ", ".join(f"{k}={v}" for k, v in sorted(reasons.items()))
+        raise DataError(
+            f"{output}: {rejected} of {rows_read} rows ({rejected / rows_read:.2%}) were "
+            f"rejected ({top}), more than --max-bad-fraction {limit:g}; see {rejects_uri}"
+        )
+    if accepted == 0:
+        raise DataError(f"{output}: no row was accepted; see {rejects_uri}")
+
+    schema = plan.schema
+    stats: dict[str, Any] = {}
+    for col in schema.features:
+        merged = new_stats(col.type)
+        for m in manifests:
+            merged.merge(stats_from_dict(m["stats"][col.name]))  # type: ignore[arg-type]
+        stats[col.name] = merged.to_dict(top_k)
+    label = LabelStats()
+    for m in manifests:
+        label.merge(LabelStats.from_dict(m["label"]))
+    label_info = _label_info(schema, label, output)
+
+    splits: dict[str, Any] = {}
+    for s, (name, fraction) in enumerate(plan.splits):
+        shards = sorted(
+            (sh for m in manifests for sh in m["shards"] if sh["split"] == name),
+            key=lambda sh: sh["index"],
+        )
+        if [sh["index"] for sh in shards] != list(range(plan.num_shards[s])):
+            raise DataError(f"{output}: shards of split '{name}' are incomplete")
+        splits[name] = {
+            "fraction": fraction,
+            "num_records": sum(sh["num_records"] for sh in shards),
+            "num_shards": len(shards),
+            "bytes": sum(sh["bytes"] for sh in shards),
+            "shards": [
+                {k: sh[k] for k in ("path", "num_records", "bytes", "crc32c")} for sh in shards
+            ],
+        }
+    metadata = {
+        "format": FORMAT,
+        **({"data_kind": "image"} if plan.options.get("data_kind") == "image" else {}),
+        "tool_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "plan": plan.fingerprint,
+        "label": schema.label,
+        "key": schema.key,
+        "label_info": label_info,
+        "schema": schema.to_dict(),
+        "stats": {"columns": stats, "label": label.to_dict(), "num_rows": accepted},
+        "rows_read": rows_read,
+        "rows_accepted": accepted,
+        "rows_rejected": rejected,
+        "rejects_by_reason": dict(sorted(reasons.items())),
+        "blank_lines": sum(m["blank_lines"] for m in manifests),
+        "rejects": rejects_uri.removeprefix(output.rstrip("/") + "/"),
+        "compression": "GZIP" if plan.compression == "gzip" else "NONE",
+        "splits": splits,
+        "sources": [asdict(s) for s in plan.sources],
+        "options": plan.options,
+    }
+    storage.publish(output, metadata, name=METADATA_NAME)
+    log.info(
+        "committed %s: %d rows read, %d accepted, %d rejected; %s",
+        output,
+        rows_read,
+        accepted,
+        rejected,
+        ", ".join(f"{n}={v['num_records']}" for n, v in splits.items()),
+    )
+    return metadata
+
+
+def _label_info(schema: Schema, label: LabelStats, output: str) -> dict[str, Any]:
+    classes = sorted(label.counts, key=_class_sort_key)
+    if len(classes) > 1000:
+        raise DataError(
+            f"{output}: label '{schema.label}' has {len(classes)} distinct values; "
+            "a classification label has at most 1000"
+        )
+    column = schema.column(schema.label)
+    return {
+        "type": column.type,
+        "task": "binary" if len(classes) <= 2 else "multiclass",
+        "classes": classes,
+    }
+
+
+def _class_sort_key(value: str) -> tuple:
+    try:
+        return (0, float(value), value)
+    except ValueError:
+        return (1, 0.0, value)
+
+
+def _write_rejects(plan: Plan, manifests: list[dict[str, Any]]) -> str:
+    """Merge the tasks' rejects into one file with line numbers of the source files."""
+    # Lines before each piece: the lines of the earlier pieces of the same file.
+    pieces = sorted(
+        ((p["uri"], p["start"], p["lines"]) for m in manifests for p in m["pieces"]),
+    )
+    offset: dict[tuple[str, int], int] = {}
+    running: dict[str, int] = {}
+    for uri, start, lines in pieces:
+        offset[(uri, start)] = running.get(uri, 0)
+        running[uri] = running.get(uri, 0) + lines
+    target = storage.join(plan.output, "rejects", "rejects.jsonl")
+    with storage.open(target, "w") as out:
+        for m in sorted(manifests, key=lambda m: m["task"]):
+            if not m["rows_rejected"]:
+                continue
+            with storage.open(task_uri(plan.output, m["task"], ".rejects.jsonl"), "r") as f:
+                for line in f:
+                    r = json.loads(line)
+                    piece = m["pieces"][r.pop("piece")]
+                    line = r["line"]  # None: an image of a directory tree
+                    r = {
+                        "source": r.get("source") or piece["uri"],
+                        "line": None
+                        if line is None
+                        else offset[(piece["uri"], piece["start"])] + line,
+                        **{k: r[k] for k in ("reason", "detail", "text")},
+                        # Images: the path, and the manifest the line number refers to.
+                        **({"path": r["path"]} if "path" in r else {}),
+                        **({"manifest": piece["uri"]} if "path" in r and line is not None else {}),
+                    }
+                    out.write(json.dumps(r, ensure_ascii=False) + "\n")
+    return target

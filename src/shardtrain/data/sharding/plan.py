@@ -1,0 +1,211 @@
+"""The plan of a sharding run: sources, schema, shard counts and tasks, identical on every
+worker.
+
+:func:`build_plan` asks the run's source what there is (:meth:`Source.plan_inputs`), chooses
+the number of shards per split (``num_shards``, or about ``target_shard_bytes`` each and never
+fewer than ``min_shards``) and cuts the input into *tasks*: runs of byte-range pieces of about
+``task_bytes``. Each task owns a fixed range of shard indices of every split, so the layout
+does not depend on how many workers run. The plan is stored as ``_plan.json``; its fingerprint
+(a hash of everything that shapes the output) tells a resumed run from a different one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import zlib
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from shardtrain.data import examples
+from shardtrain.data.schema import Schema
+from shardtrain.data.sharding.config import MIB, ShardConfig
+from shardtrain.data.sources.base import Piece, PlanInputs, SourceFile, SourceLayout, plan_pieces
+
+PLAN_NAME = "_plan.json"
+FORMAT = "shardtrain.train.dataset/v1"
+
+#: At most this many shards of one split are written by one task (bounds open uploads).
+MAX_SHARDS_PER_TASK = 16
+
+
+@dataclass(frozen=True)
+class Task:
+    """A unit of work: consecutive pieces of input and the shard indices they fill."""
+
+    index: int
+    pieces: tuple[Piece, ...]
+    #: For each split (in plan order): [first, end) of the global shard indices it writes.
+    shard_ranges: tuple[tuple[int, int], ...]
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(p.end - p.start for p in self.pieces)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "pieces": [p.to_dict() for p in self.pieces],
+            "shard_ranges": [list(r) for r in self.shard_ranges],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Task:
+        return cls(
+            index=d["index"],
+            pieces=tuple(Piece.from_dict(p) for p in d["pieces"]),
+            shard_ranges=tuple(tuple(r) for r in d["shard_ranges"]),  # type: ignore[misc]
+        )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The deterministic layout of a sharding run; identical on every worker."""
+
+    output: str
+    sources: tuple[SourceFile, ...]
+    schema: Schema
+    splits: tuple[tuple[str, float], ...]
+    num_shards: tuple[int, ...]  # per split
+    tasks: tuple[Task, ...]
+    compression: str
+    options: dict[str, Any]
+    estimated_rows: int
+    fingerprint: str = ""
+
+    def shard_path(self, split_index: int, shard: int) -> str:
+        """Path of a shard relative to the dataset URI."""
+        name, _ = self.splits[split_index]
+        total = self.num_shards[split_index]
+        ext = ".tfrecord.gz" if self.compression == "gzip" else ".tfrecord"
+        return f"{name}/part-{shard:05d}-of-{total:05d}{ext}"
+
+    @property
+    def layout(self) -> SourceLayout:
+        """What the source's readers need from the plan."""
+        return SourceLayout(self.sources, self.schema, self.options)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "fingerprint": self.fingerprint,
+            "sources": [asdict(s) for s in self.sources],
+            "schema": self.schema.to_dict(),
+            "splits": [list(s) for s in self.splits],
+            "num_shards": list(self.num_shards),
+            "compression": self.compression,
+            "options": self.options,
+            "estimated_rows": self.estimated_rows,
+            "tasks": [t.to_dict() for t in self.tasks],
+        }
+
+    @classmethod
+    def from_dict(cls, output: str, d: dict[str, Any]) -> Plan:
+        return cls(
+            output=output,
+            sources=tuple(SourceFile(**s) for s in d["sources"]),
+            schema=Schema.from_dict(d["schema"]),
+            splits=tuple((n, f) for n, f in d["splits"]),
+            num_shards=tuple(d["num_shards"]),
+            tasks=tuple(Task.from_dict(t) for t in d["tasks"]),
+            compression=d["compression"],
+            options=d["options"],
+            estimated_rows=d["estimated_rows"],
+            fingerprint=d["fingerprint"],
+        )
+
+
+def _fingerprint(payload: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _output_ratio(inputs: PlanInputs, schema: Schema, gzip_level: int | None) -> float:
+    """Bytes of (compressed) TFRecords per input byte: the source's figure, or measured by
+    encoding its sample."""
+    if inputs.output_ratio is not None:
+        return inputs.output_ratio
+    if inputs.sample is None or inputs.sample.num_rows == 0 or not inputs.sample_bytes:
+        return 2.0
+    framed, _ = examples.encode(inputs.sample, schema, framed=True)
+    out = len(framed)
+    if gzip_level is not None:
+        # zlib whatever compresses the shards: the estimate sets the shard counts, which are
+        # part of the plan, so it must not depend on whether isal is installed.
+        out = len(zlib.compress(framed.tobytes(), gzip_level))
+    return max(out / inputs.sample_bytes, 0.01)
+
+
+def build_plan(config: ShardConfig) -> Plan:
+    """List sources, settle the schema and lay out shards and tasks. Deterministic.
+
+    Raises:
+        DataError: no sources match, a source is empty/unreadable, the label is missing.
+        ConfigError: a schema file or an option is invalid.
+    """
+    inputs = config.source().plan_inputs()
+    sources, schema, input_bytes = inputs.sources, inputs.schema, inputs.input_bytes
+    ratio = _output_ratio(inputs, schema, config.compression_level if config.gzip else None)
+    estimated_rows = inputs.estimated_rows
+
+    num_shards = []
+    for _, fraction in config.splits:
+        if config.num_shards:
+            num_shards.append(config.num_shards)
+        else:
+            est = input_bytes * ratio * fraction
+            num_shards.append(max(config.min_shards, math.ceil(est / config.target_shard_bytes)))
+
+    # Tasks: enough to keep each task's open shards bounded, few enough that every task owns
+    # at least one shard of every split.
+    wanted = math.ceil(input_bytes / config.task_bytes)
+    wanted = max(wanted, max(math.ceil(m / MAX_SHARDS_PER_TASK) for m in num_shards))
+    n_tasks = max(1, min(wanted, min(num_shards)))
+    plain_bytes = sum(s.size for s in sources if not s.gzip)
+    piece_bytes = max(64 * 1024, math.ceil(plain_bytes / n_tasks)) if plain_bytes else MIB
+    pieces = plan_pieces(sources, piece_bytes)
+    n_tasks = min(n_tasks, len(pieces))
+    groups = _group_pieces(pieces, n_tasks)
+    tasks = tuple(
+        Task(
+            index=t,
+            pieces=tuple(group),
+            shard_ranges=tuple((m * t // n_tasks, m * (t + 1) // n_tasks) for m in num_shards),
+        )
+        for t, group in enumerate(groups)
+    )
+    options = {**config.plan_options(), **inputs.options}
+    plan = Plan(
+        output=config.output,
+        sources=tuple(sources),
+        schema=schema,
+        splits=config.splits,
+        num_shards=tuple(num_shards),
+        tasks=tasks,
+        compression=config.compression,
+        options=options,
+        estimated_rows=estimated_rows,
+    )
+    payload = plan.to_dict()
+    payload.pop("fingerprint")
+    return Plan(**{**plan.__dict__, "fingerprint": _fingerprint(payload)})
+
+
+def _group_pieces(pieces: list[Piece], n_tasks: int) -> list[list[Piece]]:
+    """Split pieces, in order, into ``n_tasks`` non-empty runs of about equal bytes."""
+    total = sum(p.end - p.start for p in pieces) or 1
+    groups: list[list[Piece]] = [[] for _ in range(n_tasks)]
+    t, acc = 0, 0
+    for i, piece in enumerate(pieces):
+        remaining_pieces = len(pieces) - i
+        remaining_tasks = n_tasks - t
+        # Move on when this task has its share, or when every later task needs a piece.
+        if (
+            groups[t]
+            and t < n_tasks - 1
+            and (acc >= total * (t + 1) / n_tasks or remaining_pieces <= remaining_tasks - 1)
+        ):
+            t += 1
+        groups[t].append(piece)
+        acc += piece.end - piece.start
+    return groups

@@ -1,0 +1,131 @@
+"""Running one worker's share of a sharding job, and resuming it after a crash."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from shardtrain import storage
+from shardtrain.data.metadata import METADATA_NAME
+from shardtrain.data.sharding.config import ShardConfig
+from shardtrain.data.sharding.finalize import finalize
+from shardtrain.data.sharding.plan import PLAN_NAME, Plan, build_plan
+from shardtrain.data.sharding.pool import WorkerPool, run_tasks
+from shardtrain.data.sharding.task import task_uri
+from shardtrain.errors import DataError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ShardOutcome:
+    """What :func:`shard` did."""
+
+    status: str  # "complete" | "already-complete" | "worker-done"
+    output: str
+    tasks_run: int = 0
+    tasks_skipped: int = 0
+    rows_read: int = 0
+    bytes_read: int = 0
+    seconds: float = 0.0
+    metadata: dict[str, Any] | None = None
+
+
+def _check_existing(config: ShardConfig, plan: Plan) -> str | None:
+    """Compare with what is already at the output; returns 'complete' if nothing to do."""
+    plan_uri = storage.join(config.output, PLAN_NAME)
+    meta_uri = storage.join(config.output, METADATA_NAME)
+    existing_plan = storage.read_json(plan_uri) if storage.exists(plan_uri) else None
+    if existing_plan is None:
+        occupied = storage.exists(meta_uri) or storage.walk_files(config.output)
+        if occupied and storage.exists(plan_uri):
+            # Another worker of the same job wrote its plan (then files) since we looked.
+            existing_plan = storage.read_json(plan_uri)
+    if existing_plan is None:
+        if occupied and not config.overwrite:
+            raise DataError(
+                f"{config.output}: not empty and not a shardtrain dataset in progress; "
+                "choose an empty --output or pass --overwrite"
+            )
+        return None
+    if existing_plan.get("fingerprint") == plan.fingerprint:
+        return "complete" if storage.exists(meta_uri) else "resume"
+    if not config.overwrite:
+        raise DataError(
+            f"{config.output}: holds a dataset sharded from other inputs or options "
+            f"(plan {existing_plan.get('fingerprint')} vs {plan.fingerprint}); "
+            "use another --output or pass --overwrite"
+        )
+    return None
+
+
+def shard(
+    config: ShardConfig, progress_factory: Callable[[int], Any] | None = None
+) -> ShardOutcome:
+    """Run this worker's share of a sharding job; finalize when it is the only worker.
+
+    Args:
+        config: the run's configuration.
+        progress_factory: called with the worker's input bytes; returns a context manager
+            with an ``advance(rows, bytes)`` method (the CLI passes a rich progress bar).
+
+    Returns:
+        What happened: ``complete`` (finalized), ``already-complete`` (nothing to do) or
+        ``worker-done`` (this worker's tasks are committed; run finalize after all workers).
+    """
+    started = time.monotonic()
+    plan = build_plan(config)
+    state = _check_existing(config, plan)
+    if state == "complete":
+        meta = storage.read_json(storage.join(config.output, METADATA_NAME))
+        log.info("%s is already complete (metadata.json present); nothing to do", config.output)
+        return ShardOutcome("already-complete", config.output, metadata=meta)
+    if state is None and config.overwrite:
+        log.info("--overwrite: deleting the previous content of %s", config.output)
+        storage.delete(config.output, recursive=True)
+    storage.write_json(storage.join(config.output, PLAN_NAME), plan.to_dict())
+
+    mine = [t for t in plan.tasks if t.index % config.num_workers == config.worker_index]
+    done = {t.index for t in mine if _task_committed(plan, t.index)}
+    todo = [t for t in mine if t.index not in done]
+    log.info(
+        "plan %s: %d source file(s), %d task(s), shards per split: %s; worker %d/%d runs %d "
+        "task(s) (%d already committed)",
+        plan.fingerprint[:8],
+        len(plan.sources),
+        len(plan.tasks),
+        ", ".join(f"{n}={m}" for (n, _), m in zip(plan.splits, plan.num_shards, strict=True)),
+        config.worker_index,
+        config.num_workers,
+        len(todo),
+        len(done),
+    )
+    outcome = ShardOutcome("worker-done", config.output, tasks_skipped=len(done))
+    total_bytes = sum(t.input_bytes for t in todo)
+    # The pool first: forking is only safe before the progress bar starts its thread.
+    with WorkerPool(config, len(todo)) as pool:
+        bar = progress_factory(total_bytes) if progress_factory else contextlib.nullcontext()
+        with bar as reporter:
+            advance = reporter.advance if reporter is not None else None
+            results = run_tasks(plan, todo, config, advance, pool)
+    outcome.tasks_run = len(results)
+    outcome.rows_read = sum(r.rows_read for r in results)
+    outcome.bytes_read = sum(r.bytes_read for r in results)
+    if config.num_workers == 1:
+        outcome.metadata = finalize(
+            config.output, max_bad_fraction=config.max_bad_fraction, top_k=config.top_k
+        )
+        outcome.status = "complete"
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+def _task_committed(plan: Plan, index: int) -> bool:
+    uri = task_uri(plan.output, index)
+    if not storage.exists(uri):
+        return False
+    return storage.read_json(uri).get("plan") == plan.fingerprint

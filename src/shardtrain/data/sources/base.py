@@ -1,0 +1,187 @@
+"""The seam between the sharder and its sources: the :class:`Source` interface and the types
+both sides share.
+
+A source is what the sharder reads rows from: CSV files (:mod:`.csv`), images in a directory
+tree or named by manifests (:mod:`.images`). The sharder (:mod:`shardtrain.data.sharding`)
+plans, splits, encodes, writes, resumes and finalizes every dataset the same way; a source only
+answers four questions:
+
+1. **What is there?** :meth:`Source.plan_inputs` lists the inputs (:class:`SourceFile`: URI,
+   size, a version tag that changes with the content), settles the schema and estimates sizes,
+   once, while the run is planned.
+2. **What are the rows of one piece?** The plan cuts the inputs into :class:`Piece` s, byte
+   ranges of a source (:func:`plan_pieces`); a task calls :meth:`Source.read_piece` for each
+   of its pieces and gets :class:`Batch` es of typed rows in bounded memory, each with a 64-bit
+   hash per row (the split key) and the rows it rejected (:class:`Reject`), with their reason.
+3. **Which statistics describe its columns?** :meth:`Source.new_statistics`.
+4. **What should a fresh process load before its first task?** :meth:`Source.warm_up`.
+
+Every row a source reads is either accepted into ``Batch.table`` or reported in
+``Batch.rejects``: ``rows_read == table.num_rows + len(rejects)`` for every batch, and the
+sharder checks it.
+"""
+
+from __future__ import annotations
+
+import abc
+import itertools
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import pyarrow as pa
+
+from shardtrain.data.schema import Schema
+from shardtrain.data.statistics import ColumnStats, new_stats
+
+#: Longest raw text kept for one rejected row.
+MAX_REJECT_TEXT = 1000
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One input file (or one directory tree of images) and what identifies its content."""
+
+    uri: str
+    size: int
+    version: str
+
+    @property
+    def gzip(self) -> bool:
+        return self.uri.endswith(".gz")
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A byte range ``[start, end)`` of one source file, read by one task."""
+
+    uri: str
+    start: int
+    end: int
+    gzip: bool = False
+
+    def to_dict(self) -> dict:
+        return {"uri": self.uri, "start": self.start, "end": self.end, "gzip": self.gzip}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Piece:
+        return cls(uri=d["uri"], start=d["start"], end=d["end"], gzip=d.get("gzip", False))
+
+
+@dataclass
+class Reject:
+    """One rejected row.
+
+    ``line`` is the 1-based line counted from the start of the piece (the sharder turns it into
+    the file's line number), or None where a row has no line (an image of a directory tree).
+    """
+
+    line: int | None
+    reason: str  # wrong_field_count | bad_value | missing_label | (images) missing_image ...
+    detail: str
+    text: str
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """Fields written to ``rejects.jsonl`` besides line, reason, detail and text."""
+        return {}
+
+    @property
+    def where(self) -> str:
+        """Where the row is, for error messages: its line, or what the source says."""
+        return f"line {self.line}" if self.line is not None else ""
+
+
+@dataclass
+class Batch:
+    """The rows of one block: accepted rows as typed Arrow columns, plus the rejects."""
+
+    table: pa.Table  # accepted rows, columns in schema order
+    row_hash: np.ndarray  # uint64 per accepted row: xxh64 of the key (or of the whole row)
+    rejects: list[Reject] = field(default_factory=list)
+    rows_read: int = 0  # non-blank data rows seen in this block
+    blank_lines: int = 0
+    lines: int = 0  # physical lines in the block (0 where rows have no lines)
+    bytes_read: int = 0
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """What a source tells the plan.
+
+    Attributes:
+        sources: the inputs with their sizes and versions (pieces are byte ranges of them).
+        schema: the dataset's schema.
+        input_bytes: about how many bytes the run will read.
+        estimated_rows: about how many rows the run will read.
+        options: settings the source's readers need, stored in the plan (and so part of its
+            fingerprint); ``data_kind`` names a non-tabular dataset.
+        output_ratio: shard bytes per input byte when the source knows it (encoded images do
+            not compress further); None: the sharder measures it by encoding ``sample``.
+        sample: some parsed rows, and ``sample_bytes`` the input bytes they came from.
+    """
+
+    sources: list[SourceFile]
+    schema: Schema
+    input_bytes: int
+    estimated_rows: int
+    options: dict[str, Any] = field(default_factory=dict)
+    output_ratio: float | None = None
+    sample: pa.Table | None = None
+    sample_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class SourceLayout:
+    """What a task reads its pieces with: the planned sources, schema and source options."""
+
+    sources: tuple[SourceFile, ...]
+    schema: Schema
+    options: Mapping[str, Any]
+
+
+class Source(abc.ABC):
+    """A kind of input the sharder reads. See the module docstring.
+
+    Instances carry the user's settings for the source (patterns, label, ...) and must be
+    cheap to create: the sharder creates one in every process that runs tasks.
+    """
+
+    #: ``data_kind`` of the datasets made from this source (``tabular`` or ``image``).
+    data_kind: ClassVar[str]
+
+    @abc.abstractmethod
+    def plan_inputs(self) -> PlanInputs:
+        """List the inputs, settle the schema and estimate sizes (once per run).
+
+        Raises:
+            DataError: inputs are missing, empty or unreadable, or lack the label.
+            ConfigError: the settings contradict each other or the data.
+        """
+
+    @abc.abstractmethod
+    def read_piece(self, piece: Piece, layout: SourceLayout, block_bytes: int) -> Iterator[Batch]:
+        """Stream one piece as batches of about ``block_bytes`` of input each."""
+
+    def new_statistics(self, schema: Schema) -> dict[str, ColumnStats]:
+        """Empty statistics for every feature column (merged across tasks by the sharder)."""
+        return {c.name: new_stats(c.type) for c in schema.features}
+
+    def warm_up(self) -> None:  # noqa: B027 - optional hook: nothing to load by default
+        """Load what the first task would otherwise load (compiled kernels): a head start for
+        the sharder's pool processes."""
+
+
+def plan_pieces(sources: list[SourceFile], piece_bytes: int) -> list[Piece]:
+    """Cut plain files into byte ranges of at most ``piece_bytes``; one piece per gzip file."""
+    pieces = []
+    for src in sources:
+        if src.gzip or src.size <= piece_bytes:
+            pieces.append(Piece(src.uri, 0, src.size, src.gzip))
+            continue
+        n = math.ceil(src.size / piece_bytes)
+        bounds = [src.size * i // n for i in range(n + 1)]
+        pieces.extend(Piece(src.uri, a, b) for a, b in itertools.pairwise(bounds))
+    return pieces
