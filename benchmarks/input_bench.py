@@ -34,11 +34,11 @@ NUMERIC, CATEGORICAL = 30, 5
 def input_rate(uri: str, batch: int, batches: int, warmup: int = 20) -> float:
     """Examples/s delivered by one input pipeline reading ``uri``'s train split."""
     from shardtrain import storage
-    from shardtrain.data import sharding
+    from shardtrain.data.metadata import DatasetMetadata
     from shardtrain.train import dataset
     from shardtrain.train.features import FeatureSpec
 
-    meta = sharding.load_metadata(uri)
+    meta = DatasetMetadata.load(uri)
     spec = FeatureSpec.from_metadata(meta)
     cache = None if storage.tf_can_open(uri) else dataset.ShardCache(max_bytes=512 << 20)
     try:
@@ -60,7 +60,7 @@ def model_rate(uri: str, batch: int, steps: int) -> float:
     import keras
     import tensorflow as tf
 
-    from shardtrain.data import sharding
+    from shardtrain.data.metadata import DatasetMetadata
     from shardtrain.train import dataset
     from shardtrain.train.config import ModelConfig
     from shardtrain.train.features import FeatureSpec
@@ -68,7 +68,7 @@ def model_rate(uri: str, batch: int, steps: int) -> float:
     from shardtrain.train.trainer import build_train_loop
 
     strategy = tf.distribute.MirroredStrategy()
-    meta = sharding.load_metadata(uri)
+    meta = DatasetMetadata.load(uri)
     spec = FeatureSpec.from_metadata(meta)
     one = dataset.train_dataset(uri, meta, spec, split="train", batch_size=batch).take(1).cache()
     with strategy.scope():

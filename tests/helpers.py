@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from shardtrain import storage
-from shardtrain.data import sharding
+from shardtrain.data.metadata import DatasetMetadata
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -20,17 +20,17 @@ def read_examples(uri: str, split: str | None = None) -> list[dict]:
     """
     import tensorflow as tf
 
-    meta = sharding.load_metadata(uri)
+    meta = DatasetMetadata.load(uri)
     rows = []
-    for name in meta["splits"] if split is None else [split]:
-        for shard_uri in sharding.shard_uris(uri, meta, name):
+    for name in meta.splits if split is None else [split]:
+        for shard_uri in meta.shard_uris(uri, name):
             path = shard_uri
             if not storage.tf_can_open(shard_uri):
                 import tempfile
 
                 path = os.path.join(tempfile.mkdtemp(), storage.basename(shard_uri))
                 storage.download_file(shard_uri, path)
-            comp = "GZIP" if meta["compression"] == "GZIP" else ""
+            comp = "GZIP" if meta.compression == "GZIP" else ""
             for raw in tf.data.TFRecordDataset(path, compression_type=comp):
                 ex = tf.train.Example.FromString(raw.numpy())
                 row = {"__split__": name}

@@ -303,16 +303,17 @@ def shard_cmd(
             "when every worker has finished"
         )
     else:
-        _echo_result(output, outcome.metadata or {}, outcome.seconds, outcome.bytes_read)
+        assert outcome.metadata is not None
+        _echo_result(output, outcome.metadata, outcome.seconds, outcome.bytes_read)
 
 
-def _echo_result(output: str, meta: dict, seconds: float | None = None, nbytes: int = 0) -> None:
+def _echo_result(output: str, meta, seconds: float | None = None, nbytes: int = 0) -> None:
     splits = ", ".join(
-        f"{n}: {s['num_records']:,} in {s['num_shards']} shards" for n, s in meta["splits"].items()
+        f"{n}: {s.num_records:,} in {s.num_shards} shards" for n, s in meta.splits.items()
     )
     rate = f" in {seconds:.1f}s ({nbytes / 1e6 / seconds:,.1f} MB/s)" if seconds and nbytes else ""
     click.echo(
-        f"sharded {meta['rows_read']:,} rows{rate} → {splits}; {meta['rows_rejected']:,} "
+        f"sharded {meta.rows_read:,} rows{rate} → {splits}; {meta.rows_rejected:,} "
         f"rejected; committed {output}/metadata.json"
     )
 
@@ -354,15 +355,14 @@ def inspect_cmd(uri: str, show_rejects: int, as_json: bool) -> None:
     """Summarise the sharded dataset at URI: splits, schema, statistics, rejects."""
     import json
 
-    from shardtrain.data import sharding
+    from shardtrain.data.metadata import DatasetMetadata
     from shardtrain.data.report import render_dataset
 
-    meta = sharding.load_metadata(uri)
+    meta = DatasetMetadata.load(uri)
     if as_json:
-        click.echo(json.dumps(meta, indent=2))
+        click.echo(json.dumps(meta.to_dict(), indent=2))
         return
-    rejects = list(sharding.iter_rejects(uri, meta, limit=show_rejects))
-    render_dataset(uri, meta, rejects)
+    render_dataset(uri, meta, meta.iter_rejects(uri, limit=show_rejects))
 
 
 # --------------------------------------------------------------------------------------------
@@ -857,12 +857,11 @@ def demo_cmd(workdir: str, rows: int, train_steps: int) -> None:
     """Run the main job end to end on local storage (no server needed): quest logs → the
     csv_to_model pipeline with kfp.local (2 shard workers, a local TFJob with a chief, a worker
     and an evaluator, evaluation, export)."""
-    from shardtrain.data import sharding
     from shardtrain.data.report import render_dataset
     from shardtrain.demo import run_demo
 
     result = run_demo(workdir, rows=rows, train_steps=train_steps)
-    rejects = list(sharding.iter_rejects(result.dataset, result.metadata, limit=3))
+    rejects = result.metadata.iter_rejects(result.dataset, limit=3)
     render_dataset(result.dataset, result.metadata, rejects)
     click.echo(
         f"\ninput CSV:    {result.csv}\ndataset:      {result.dataset} "

@@ -20,10 +20,10 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any
 
 from shardtrain import storage
-from shardtrain.data import datagen, sharding
+from shardtrain.data import datagen
+from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.kubeflow import pipeline
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ class DemoResult:
 
     csv: str
     dataset: str
-    metadata: dict[str, Any]
+    metadata: DatasetMetadata
     run: pipeline.LocalRun
 
 
@@ -97,4 +97,4 @@ def run_demo(
         },
         pipeline_root=os.path.join(workdir, "pipeline-runs"),
     )
-    return DemoResult(csv=csv, dataset=dataset, metadata=sharding.load_metadata(dataset), run=run)
+    return DemoResult(csv=csv, dataset=dataset, metadata=DatasetMetadata.load(dataset), run=run)

@@ -40,8 +40,8 @@ def test_local_shards_are_read_natively(tmp_path, quest_csv):
     out = str(tmp_path / "ds")
     meta = _shard(quest_csv, out)
     shards = dataset.split_shards(out, meta, "eval")
-    ds = dataset.record_dataset(shards, compression=meta["compression"])
-    assert sum(1 for _ in ds) == meta["splits"]["eval"]["num_records"]
+    ds = dataset.record_dataset(shards, compression=meta.compression)
+    assert sum(1 for _ in ds) == meta.splits["eval"].num_records
 
 
 @pytest.mark.minio
@@ -54,14 +54,14 @@ def test_s3_shards_stream_through_a_bounded_cache(minio, quest_csv, tmp_path):
     cache = dataset.ShardCache(str(cache_dir), max_bytes=2 * biggest, threads=2)
     try:
         ds = dataset.record_dataset(
-            shards, compression=meta["compression"], cache=cache, cycle_length=2
+            shards, compression=meta.compression, cache=cache, cycle_length=2
         )
         n = 0
         for _ in ds:
             n += 1
             # max_bytes (2 shards) + what the reader holds: 2 open files + its look-ahead.
             assert len(os.listdir(cache_dir)) <= 2 + 2 * 2 + 1
-        assert n == meta["splits"]["train"]["num_records"]
+        assert n == meta.splits["train"].num_records
         assert cache.downloaded == len(shards)
         assert cache.peak_bytes <= (2 + 2 * 2 + 1) * biggest
         assert os.listdir(cache_dir) == []  # every consumed file was deleted
@@ -70,4 +70,4 @@ def test_s3_shards_stream_through_a_bounded_cache(minio, quest_csv, tmp_path):
     finally:
         cache.close()
     with pytest.raises(ConfigError, match="ShardCache is needed"):
-        dataset.record_dataset(shards, compression=meta["compression"])
+        dataset.record_dataset(shards, compression=meta.compression)

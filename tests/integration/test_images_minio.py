@@ -7,6 +7,7 @@ import pytest
 from helpers import read_examples
 from shardtrain import storage
 from shardtrain.data import datagen, sharding
+from shardtrain.data.metadata import DatasetMetadata
 
 pytestmark = pytest.mark.minio
 
@@ -35,11 +36,11 @@ def test_s3_tree_to_s3_shards_with_rejects(minio, s3_images):
             task_bytes=20_000,
             max_bad_fraction=0.05,
         )
-    ).metadata
+    ).metadata.to_dict()
     assert meta["data_kind"] == "image"
     assert meta["rows_read"] == 41 and meta["rows_accepted"] == 40
     assert meta["rejects_by_reason"] == {"corrupt_image": 1}
-    rejects = list(sharding.iter_rejects(out, meta))
+    rejects = list(DatasetMetadata.load(out).iter_rejects(out))
     assert rejects[0]["path"] == "square/broken.png"
     assert rejects[0]["source"] == storage.join(root, "square/broken.png")
     rows = read_examples(out)
@@ -61,9 +62,9 @@ def test_s3_manifest_with_a_missing_image_and_the_same_split_as_the_tree(minio, 
         sharding.ShardConfig(
             sources=(manifest,), output=out, label="label", image_column="image", **common
         )
-    ).metadata
+    ).metadata.to_dict()
     assert meta["rows_read"] == 41 and meta["rejects_by_reason"] == {"missing_image": 1}
-    reject = next(sharding.iter_rejects(out, meta))
+    reject = next(DatasetMetadata.load(out).iter_rejects(out))
     assert reject["line"] == 42 and reject["manifest"] == manifest
     tree = sharding.shard(
         sharding.ShardConfig(sources=(root,), output=minio.uri(), images=True, **common)

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from shardtrain import storage
-from shardtrain.data import datagen, sharding
+from shardtrain.data import datagen
+from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.kubeflow import pipeline
 
 pytestmark = [pytest.mark.slow, pytest.mark.minio, pytest.mark.cluster]
@@ -61,7 +62,7 @@ def test_csv_to_model_end_to_end_on_minio(minio, tmp_path, capfd):
     ]
     assert sorted(r["worker"] for r in reports) == [0, 1]
     assert all(r["status"] == "worker-done" and r["tasks_run"] >= 1 for r in reports)
-    meta = sharding.load_metadata(arguments["dataset_uri"])
+    meta = DatasetMetadata.load(arguments["dataset_uri"]).to_dict()
     assert meta["rows_read"] == ROWS
     assert meta["rows_accepted"] + meta["rows_rejected"] == ROWS and meta["rows_rejected"] > 0
 
@@ -123,7 +124,7 @@ def test_the_same_pipeline_trains_on_an_image_directory_tree(tmp_path):
         "--lr-schedule cosine",
     }
     run = pipeline.run_local(arguments, pipeline_root=str(tmp_path / "runs"))
-    meta = sharding.load_metadata(arguments["dataset_uri"])
+    meta = DatasetMetadata.load(arguments["dataset_uri"]).to_dict()
     assert meta["data_kind"] == "image" and meta["rows_accepted"] == 960
     assert run.metrics["accuracy"] >= 0.9, run.metrics
     matrix = [r["row"] for r in run.classification["confusionMatrix"]["rows"]]

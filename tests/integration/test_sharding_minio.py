@@ -13,6 +13,7 @@ import pytest
 from helpers import REPO, read_examples, run_cli
 from shardtrain import storage
 from shardtrain.data import datagen, sharding
+from shardtrain.data.metadata import DatasetMetadata
 
 pytestmark = pytest.mark.minio
 ALL_TYPES = REPO / "tests" / "data" / "all_types.csv"
@@ -32,7 +33,7 @@ def test_s3_source_to_s3_shards_round_trip(minio):
             min_shards=2,
             processes=1,
         )
-    ).metadata
+    ).metadata.to_dict()
     assert meta["rows_accepted"] == 6
     rows = {r["id"].decode(): r for r in read_examples(out)}
     assert rows["r2"]["level"] == -7 and rows["r2"]["note"] == b"quoted, comma"
@@ -56,13 +57,13 @@ def test_same_shards_locally_and_on_minio_with_1_or_3_workers(minio, tmp_path):
                 sources=(src,), output=out, num_workers=3, worker_index=w, **common
             )
         )
-    remote = sharding.finalize(out)
+    remote = sharding.finalize(out).to_dict()
     for split in ("train", "eval"):
-        assert [s["crc32c"] for s in local.metadata["splits"][split]["shards"]] == [
+        assert [s["crc32c"] for s in local.metadata.to_dict()["splits"][split]["shards"]] == [
             s["crc32c"] for s in remote["splits"][split]["shards"]
         ]
-    assert remote["rows_rejected"] == local.metadata["rows_rejected"] > 0
-    assert remote["rejects_by_reason"] == local.metadata["rejects_by_reason"]
+    assert remote["rows_rejected"] == local.metadata.to_dict()["rows_rejected"] > 0
+    assert remote["rejects_by_reason"] == local.metadata.to_dict()["rejects_by_reason"]
     lines = csv_path.read_text().splitlines()
     with storage.open(storage.join(out, remote["rejects"]), "r") as f:
         import json
@@ -125,7 +126,7 @@ def _kill_then_resume(src: str, out: str, csv_path, kill_when: int) -> dict:
     done_before = _committed_tasks(out)
     rerun = run_cli(*args, check=True)
     assert "sharded" in rerun.stdout
-    meta = sharding.load_metadata(out)
+    meta = DatasetMetadata.load(out).to_dict()
     keys = [r["attempt_id"] for r in read_examples(out)]
     with open(csv_path) as f:
         expected = {line.split(",", 1)[0].encode() for line in list(f)[1:]}

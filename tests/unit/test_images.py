@@ -13,6 +13,7 @@ import pytest
 from helpers import run_cli
 from shardtrain import storage
 from shardtrain.data import datagen, sharding
+from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.data.sources import images
 from shardtrain.errors import ConfigError, DataError
 from shardtrain.kernels import tfrecord
@@ -39,20 +40,20 @@ def _parse(output) -> list[dict]:
     """Every Example of a dataset, parsed with tf.io.parse_example and decoded with TF."""
     import tensorflow as tf
 
-    meta = sharding.load_metadata(str(output))
-    label_dtype = tf.string if meta["label_info"]["type"] == "string" else tf.int64
+    meta = DatasetMetadata.load(str(output))
+    label_dtype = tf.string if meta.label_info.type == "string" else tf.int64
     spec = {
         "image": tf.io.FixedLenFeature([], tf.string),
         "image/height": tf.io.FixedLenFeature([], tf.int64),
         "image/width": tf.io.FixedLenFeature([], tf.int64),
         "image/format": tf.io.FixedLenFeature([], tf.string),
         "path": tf.io.FixedLenFeature([], tf.string),
-        meta["label"]: tf.io.FixedLenFeature([], label_dtype),
+        meta.label: tf.io.FixedLenFeature([], label_dtype),
     }
     rows = []
-    for split in meta["splits"]:
-        files = sharding.shard_uris(str(output), meta, split)
-        ds = tf.data.TFRecordDataset(files, compression_type=meta["compression"]).batch(64)
+    for split in meta.splits:
+        files = meta.shard_uris(str(output), split)
+        ds = tf.data.TFRecordDataset(files, compression_type=meta.compression).batch(64)
         for batch in ds:
             parsed = tf.io.parse_example(batch, spec)
             for i in range(int(tf.shape(batch)[0])):
@@ -76,7 +77,7 @@ def test_tree_shards_parse_back_and_corrupt_files_are_rejected(tmp_path):
     root = _tree(tmp_path / "imgs")
     out = tmp_path / "ds"
     outcome = sharding.shard(_config([root], out, images=True, max_bad_fraction=0.1))
-    meta = outcome.metadata
+    meta = outcome.metadata.to_dict()
     assert outcome.status == "complete"
     assert meta["data_kind"] == "image" and meta["key"] == "path" and meta["label"] == "label"
     assert meta["schema"]["columns"] == [
@@ -139,7 +140,7 @@ def test_manifest_with_relative_absolute_and_missing_paths(tmp_path):
     out = tmp_path / "ds"
     meta = sharding.shard(
         _config([manifest], out, label="cls", image_column="file", max_bad_fraction=0.2)
-    ).metadata
+    ).metadata.to_dict()
     assert meta["rows_read"] == 33 and meta["rows_accepted"] == 30
     assert meta["rejects_by_reason"] == {
         "corrupt_image": 1,
@@ -171,7 +172,7 @@ def test_resize_reencodes_in_the_same_format(tmp_path):
     out = tmp_path / "ds"
     meta = sharding.shard(
         _config([root / "manifest.csv"], out, label="label", image_column="image", resize=(24, 16))
-    ).metadata
+    ).metadata.to_dict()
     assert meta["stats"]["columns"]["image"]["height"]["max"] == 16
     rows = _parse(out)
     assert {r["shape"] for r in rows} == {(16, 24, 3)}
@@ -193,14 +194,14 @@ def test_split_is_deterministic_by_path(tmp_path):
     root = tmp_path / "imgs"
     datagen.generate_images(str(root), 120, size=48, seed=9, manifest=True)
     common = dict(images=True, splits=(("train", 0.7), ("eval", 0.3)), min_shards=4)
-    one = sharding.shard(_config([root], tmp_path / "a", **common)).metadata
+    one = sharding.shard(_config([root], tmp_path / "a", **common)).metadata.to_dict()
     for w in range(2):
         sharding.shard(
             _config(
                 [root], tmp_path / "b", num_workers=2, worker_index=w, task_bytes=100_000, **common
             )
         )
-    two = sharding.finalize(str(tmp_path / "b"))
+    two = sharding.finalize(str(tmp_path / "b")).to_dict()
     assert len(storage.read_json(str(tmp_path / "b" / "_plan.json"))["tasks"]) == 4
 
     def splits(out):
@@ -224,7 +225,7 @@ def test_split_is_deterministic_by_path(tmp_path):
             image_column="image",
             splits=common["splits"],
         )
-    ).metadata
+    ).metadata.to_dict()
     assert meta["rows_accepted"] == 120
     assert splits(tmp_path / "c") == a
 
@@ -402,8 +403,7 @@ def test_generated_images_are_learnable_by_a_small_cnn(tmp_path):
 def _parse_pixels(output, split):
     import tensorflow as tf
 
-    meta = sharding.load_metadata(str(output))
-    files = sharding.shard_uris(str(output), meta, split)
+    files = DatasetMetadata.load(str(output)).shard_uris(str(output), split)
     spec = {
         "image": tf.io.FixedLenFeature([], tf.string),
         "label": tf.io.FixedLenFeature([], tf.string),

@@ -26,6 +26,7 @@ from kfp import dsl
 from helpers import run_cli
 from shardtrain import storage
 from shardtrain.data import datagen, sharding
+from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.errors import (
     ConfigError,
     DataError,
@@ -393,7 +394,7 @@ def test_evaluate_step_logs_ui_metrics_and_writes_the_report(tmp_path, tiny_data
     assert [r["row"] for r in cm["rows"]] == [[15, 5], [4, 16]]
 
     text = Path(report.path).read_text()
-    meta = sharding.load_metadata(tiny_dataset)
+    meta = DatasetMetadata.load(tiny_dataset).to_dict()
     assert "| auc | 0.84 |" in text
     assert "| 1 | 4 | 16 |" in text  # confusion matrix row of class 1
     assert (
@@ -406,9 +407,16 @@ def test_evaluate_step_logs_ui_metrics_and_writes_the_report(tmp_path, tiny_data
 
 
 def test_report_covers_columns_of_any_kind_and_a_multiclass_label(tiny_dataset):
-    meta = json.loads(json.dumps(sharding.load_metadata(tiny_dataset)))
+    meta = DatasetMetadata.load(tiny_dataset).to_dict()
     meta["schema"]["columns"].append({"name": "photo", "type": "image", "drop": False})
-    meta["stats"]["columns"]["photo"] = {"kind": "image", "count": 12, "missing": 0}
+    meta["stats"]["columns"]["photo"] = {
+        "kind": "image",
+        "count": 12,
+        "bytes": 3_400_000,
+        "height": {"min": 48, "max": 64, "mean": 60.5},
+        "width": {"min": 32, "max": 64, "mean": 50.25},
+        "formats": {"jpeg": 7, "png": 5},
+    }
     meta["stats"]["label"]["counts"] = {"cat": 5, "dog": 4, "eel": 3}
     meta["label_info"]["task"] = "multiclass"
     metrics = {
@@ -424,10 +432,12 @@ def test_report_covers_columns_of_any_kind_and_a_multiclass_label(tiny_dataset):
         "step": 9,
         "tensorboard": "gs://b/m/logs",
     }
-    text = pipeline.render_report(metrics, meta, dataset_uri=tiny_dataset, model=model)
-    assert "| photo | image | 12 | 0 |" in text
+    text = pipeline.render_report(
+        metrics, DatasetMetadata.from_dict(meta), dataset_uri=tiny_dataset, model=model
+    )
+    assert "| photo | 12 | 32x48 | 64x64 | 50.25x60.5 | 3.4 | jpeg (7), png (5) |" in text
     assert "| true \\ predicted | cat | dog | eel |" in text and "| eel | 1 | 0 | 2 |" in text
-    assert "Label `cleared` (multiclass)" in text and "| cat | 5 | 41.7% |" in text
+    assert "Label `cleared` (multiclass, int)" in text and "| cat | 5 | 41.7% |" in text
 
 
 def test_evaluate_step_leaves_out_non_finite_metrics_and_gates_on_auc(tmp_path, tiny_dataset):
@@ -552,9 +562,9 @@ def test_plan_and_shard_steps_use_only_workers_with_tasks(tmp_path):
     meta = pipeline.finalize_step(
         dataset_uri=common["dataset_uri"], worker_reports=reports, dataset=dataset
     )
-    assert meta["rows_accepted"] == 3000
+    assert meta.rows_accepted == 3000
     assert pipeline.read_pointer(dataset)["splits"] == {
-        n: s["num_records"] for n, s in meta["splits"].items()
+        n: s.num_records for n, s in meta.splits.items()
     }
     with pytest.raises(StorageError, match=r"missing\.csv: no such file"):
         pipeline.plan_step(**{**common, "sources": [str(tmp_path / "missing.csv")]}, num_workers=2)

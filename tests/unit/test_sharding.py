@@ -16,6 +16,7 @@ import pytest
 from helpers import REPO, read_examples, run_cli
 from shardtrain import storage
 from shardtrain.data import datagen, sharding
+from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.data.sources import csv as csv_source
 from shardtrain.errors import ConfigError, DataError, StorageError
 
@@ -28,6 +29,11 @@ def _config(sources, output, **kw) -> sharding.ShardConfig:
     return sharding.ShardConfig(sources=tuple(map(str, sources)), output=str(output), **kw)
 
 
+def _metadata(config: sharding.ShardConfig) -> dict:
+    """Shard, and return metadata.json as it is written."""
+    return sharding.shard(config).metadata.to_dict()
+
+
 @pytest.mark.parametrize("compression", ["none", "gzip"])
 def test_values_round_trip_for_every_type_and_missing(tmp_path, compression):
     out = tmp_path / "ds"
@@ -35,7 +41,7 @@ def test_values_round_trip_for_every_type_and_missing(tmp_path, compression):
         _config([ALL_TYPES], out, key="id", compression=compression, min_shards=2)
     )
     assert outcome.status == "complete"
-    meta = outcome.metadata
+    meta = outcome.metadata.to_dict()
     types = {c["name"]: c["type"] for c in meta["schema"]["columns"]}
     assert types == {
         "id": "string",
@@ -77,7 +83,7 @@ def test_parse_example_batched_reads_the_csv_values(tmp_path):
 
     out = tmp_path / "ds"
     sharding.shard(_config([ALL_TYPES], out, key="id", splits=(("all", 1.0),), min_shards=1))
-    meta = sharding.load_metadata(str(out))
+    meta = DatasetMetadata.load(str(out)).to_dict()
     spec = {
         "id": tf.io.FixedLenFeature([], tf.string),
         "level": tf.io.FixedLenFeature([], tf.int64, default_value=-1),
@@ -100,7 +106,7 @@ def test_quest_logs_every_row_once_and_shard_layout(tmp_path):
     csv_path = tmp_path / "quest.csv"
     datagen.generate_quest_logs(str(csv_path), 20_000, seed=3)
     out = tmp_path / "ds"
-    meta = sharding.shard(_config([csv_path], out, key="attempt_id")).metadata
+    meta = _metadata(_config([csv_path], out, key="attempt_id"))
     assert meta["rows_read"] == 20_000 == meta["rows_accepted"]
     for split in ("train", "eval"):
         shards = meta["splits"][split]["shards"]
@@ -134,14 +140,14 @@ def test_split_is_deterministic_across_runs_and_worker_counts(tmp_path):
     csv_path = tmp_path / "quest.csv"
     datagen.generate_quest_logs(str(csv_path), 12_000, seed=5)
     common = {"key": "attempt_id", "task_bytes": 256 * 1024}  # several tasks and pieces
-    one = sharding.shard(_config([csv_path], tmp_path / "one", **common)).metadata
-    again = sharding.shard(_config([csv_path], tmp_path / "again", **common)).metadata
+    one = _metadata(_config([csv_path], tmp_path / "one", **common))
+    again = _metadata(_config([csv_path], tmp_path / "again", **common))
     for w in range(3):
         outcome = sharding.shard(
             _config([csv_path], tmp_path / "three", num_workers=3, worker_index=w, **common)
         )
         assert outcome.status == "worker-done"
-    three = sharding.finalize(str(tmp_path / "three"))
+    three = sharding.finalize(str(tmp_path / "three")).to_dict()
     # And with the tasks spread over two local processes.
     pooled = sharding.shard(
         sharding.ShardConfig(
@@ -151,14 +157,18 @@ def test_split_is_deterministic_across_runs_and_worker_counts(tmp_path):
             processes=2,
             **common,
         )
-    ).metadata
+    ).metadata.to_dict()
     runs = (one, again, three, pooled)
     checks = [[s["crc32c"] for s in m["splits"]["train"]["shards"]] for m in runs]
     assert checks[0] == checks[1] == checks[2] == checks[3]  # byte-identical shards
     assert _split_keys(str(tmp_path / "one")) == _split_keys(str(tmp_path / "three"))
     # Hashing the whole row instead of a key is deterministic too.
-    a = sharding.shard(_config([csv_path], tmp_path / "row-a", task_bytes=300_000)).metadata
-    b = sharding.shard(_config([csv_path], tmp_path / "row-b", task_bytes=100_000)).metadata
+    a = sharding.shard(
+        _config([csv_path], tmp_path / "row-a", task_bytes=300_000)
+    ).metadata.to_dict()
+    b = sharding.shard(
+        _config([csv_path], tmp_path / "row-b", task_bytes=100_000)
+    ).metadata.to_dict()
     assert a["splits"]["eval"]["num_records"] == b["splits"]["eval"]["num_records"]
     assert _split_keys(str(tmp_path / "row-a")) == _split_keys(str(tmp_path / "row-b"))
 
@@ -171,7 +181,7 @@ def test_rejects_are_counted_and_located(tmp_path):
     out = tmp_path / "ds"
     meta = sharding.shard(
         _config([csv_path], out, max_bad_fraction=0.05, task_bytes=200_000)
-    ).metadata
+    ).metadata.to_dict()
     assert meta["rows_read"] == summary.rows
     assert meta["rows_rejected"] == bad
     assert meta["rows_accepted"] + meta["rows_rejected"] == meta["rows_read"]
@@ -250,14 +260,16 @@ def test_clear_errors_for_bad_sources(tmp_path):
     with pytest.raises(ConfigError, match="sum to 1"):
         sharding.parse_splits("train=0.8,eval=0.1")
     with pytest.raises(StorageError):
-        sharding.load_metadata(str(tmp_path / "o"))
+        DatasetMetadata.load(str(tmp_path / "o"))
 
 
 def test_gzip_sources_and_globs(tmp_path):
     for i in range(3):
         datagen.generate_quest_logs(str(tmp_path / f"part{i}.csv.gz"), 2_000, seed=i)
     out = tmp_path / "ds"
-    meta = sharding.shard(_config([f"{tmp_path}/part*.csv.gz"], out, key="attempt_id")).metadata
+    meta = sharding.shard(
+        _config([f"{tmp_path}/part*.csv.gz"], out, key="attempt_id")
+    ).metadata.to_dict()
     assert meta["rows_accepted"] == 6_000
     assert [storage.basename(s["uri"]) for s in meta["sources"]] == [
         "part0.csv.gz",
@@ -282,7 +294,7 @@ def test_rerun_after_success_does_nothing_and_other_inputs_are_refused(tmp_path)
     assert other.returncode == 1 and "--overwrite" in other.stderr
     replaced = run_cli(*args, "--split", "train=0.5,eval=0.5", "--overwrite", check=True)
     assert replaced.returncode == 0
-    assert sharding.load_metadata(str(out))["splits"]["train"]["fraction"] == 0.5
+    assert DatasetMetadata.load(str(out)).to_dict()["splits"]["train"]["fraction"] == 0.5
 
 
 def test_schema_file_overrides_types_and_drops(tmp_path):
@@ -291,7 +303,7 @@ def test_schema_file_overrides_types_and_drops(tmp_path):
     out = tmp_path / "ds"
     meta = sharding.shard(
         _config([ALL_TYPES], out, key="id", schema_file=str(schema_file), min_shards=1)
-    ).metadata
+    ).metadata.to_dict()
     cols = {c["name"]: c for c in meta["schema"]["columns"]}
     assert cols["level"]["type"] == "float" and cols["note"]["drop"]
     rows = read_examples(str(out))
@@ -349,7 +361,9 @@ def test_crlf_blank_lines_multiline_fields_and_no_final_newline(tmp_path):
     src = tmp_path / "odd.csv"
     src.write_bytes(b'a,b,cleared\r\n1,x,0\r\n2,y,1\r\n\r\n3,"multi\r\nline",1\r\n4,"q, r",0')
     out = tmp_path / "ds"
-    meta = sharding.shard(_config([src], out, min_shards=1, max_bad_fraction=1.0)).metadata
+    meta = sharding.shard(
+        _config([src], out, min_shards=1, max_bad_fraction=1.0)
+    ).metadata.to_dict()
     assert (meta["rows_read"], meta["rows_accepted"], meta["rows_rejected"]) == (5, 3, 2)
     assert meta["blank_lines"] == 1
     rejects = [json.loads(x) for x in (out / "rejects" / "rejects.jsonl").read_text().splitlines()]
@@ -380,7 +394,7 @@ def test_three_processes_and_unreadable_lines(tmp_path):
             task_bytes=600_000,
             max_bad_fraction=0.01,
         )
-    ).metadata
+    ).metadata.to_dict()
     assert len(meta["sources"]) == 1
     assert meta["rows_read"] == 60_000
     assert meta["rows_accepted"] + meta["rows_rejected"] == 60_000
@@ -492,7 +506,9 @@ def test_a_bad_value_and_invalid_utf8_in_one_block_are_both_rejected(tmp_path, m
     rows[290_000] = b"r9x,not-a-number,ok,1"  # a bad int
     rows[290_010] = b"r19x,5,caf\xe9,0"  # not UTF-8
     csv_path.write_bytes(b"\n".join(rows) + b"\n")
-    meta = sharding.shard(_config([csv_path], tmp_path / "ds", max_bad_fraction=0.05)).metadata
+    meta = sharding.shard(
+        _config([csv_path], tmp_path / "ds", max_bad_fraction=0.05)
+    ).metadata.to_dict()
     assert meta["rows_read"] == 300_000 and meta["rows_rejected"] == 2
     rejects = [
         json.loads(x)

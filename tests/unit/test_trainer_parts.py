@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import textwrap
@@ -11,6 +10,7 @@ import numpy as np
 import pytest
 
 from shardtrain.data import sharding
+from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.errors import ConfigError, DataError, StorageError
 from shardtrain.train.checkpoints import CheckpointStore
 from shardtrain.train.config import CONFIG_NAME, TrainConfig, load_saved_config, resolve_config
@@ -54,22 +54,22 @@ def test_feature_spec_from_metadata(all_types):
     assert [f.name for f in without.categorical] == ["cls"]
     with pytest.raises(ConfigError, match="cannot exclude unknown column"):
         FeatureSpec.from_metadata(meta, exclude=["nope"])
-    with pytest.raises(DataError, match="lacks"):
-        FeatureSpec.from_metadata({"schema": {}})
+    with pytest.raises(DataError, match="not a shardtrain dataset"):
+        DatasetMetadata.from_dict({"schema": {}})
 
 
 def test_float_label_and_single_class_are_refused(all_types):
     _, meta = all_types
-    bad = json.loads(json.dumps(meta))
+    bad = meta.to_dict()
     bad["label_info"]["classes"] = ["1"]
     with pytest.raises(DataError, match="at least 2"):
-        FeatureSpec.from_metadata(bad, where="ds")
-    bad = json.loads(json.dumps(meta))
+        FeatureSpec.from_metadata(DatasetMetadata.from_dict(bad), where="ds")
+    bad = meta.to_dict()
     for col in bad["schema"]["columns"]:
         if col["name"] == "cleared":
             col["type"] = "float"
     with pytest.raises(DataError, match="float column"):
-        FeatureSpec.from_metadata(bad)
+        FeatureSpec.from_metadata(DatasetMetadata.from_dict(bad))
 
 
 def test_examples_and_csv_lines_parse_to_the_same_features(all_types):
@@ -78,7 +78,7 @@ def test_examples_and_csv_lines_parse_to_the_same_features(all_types):
 
     uri, meta = all_types
     spec = FeatureSpec.from_metadata(meta)
-    shard = sharding.shard_uris(uri, meta, "train") + sharding.shard_uris(uri, meta, "eval")
+    shard = meta.shard_uris(uri, "train") + meta.shard_uris(uri, "eval")
     serialized = tf.stack(list(tf.data.TFRecordDataset(shard)))
     from_examples, labels, keys = spec.parse_examples(serialized, with_key=True)
     import csv

@@ -1,41 +1,296 @@
-"""``metadata.json``: the contract between sharding and training."""
+"""``metadata.json``: the contract between sharding and training, typed.
+
+A sharded dataset is committed by writing ``URI/metadata.json`` last (see
+:mod:`shardtrain.data.sharding`). Everything downstream — the trainer's inputs and model
+(:mod:`shardtrain.train.features`, :mod:`shardtrain.train.dataset`), ``shardtrain inspect``,
+the pipeline's report — reads the dataset through :class:`DatasetMetadata`, the one reader and
+writer of that file::
+
+    meta = DatasetMetadata.load("s3://bucket/quest")      # NotCommittedError if unfinished
+    meta.splits["train"].num_records, meta.label_info.classes, meta.schema.features
+    meta.shard_uris("s3://bucket/quest", "eval")
+
+The file carries a format tag, :data:`FORMAT` (``.../v1``). Fields added later are optional
+when reading, so every file written since v1 reads back; a file of an unknown format is refused
+with one line naming it.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from shardtrain import storage
-from shardtrain.errors import ShardtrainError
+from shardtrain.data.schema import Schema
+from shardtrain.data.sources.base import SourceFile
+from shardtrain.errors import DataError, ShardtrainError
 
 METADATA_NAME = "metadata.json"
+#: The format tag of ``metadata.json`` (and of ``_plan.json``).
+FORMAT = "shardtrain.train.dataset/v1"
+#: Formats this version reads.
+READABLE_FORMATS = (FORMAT,)
 
 
-def load_metadata(uri: str) -> dict[str, Any]:
-    """The committed metadata of a sharded dataset.
+@dataclass(frozen=True)
+class ShardInfo:
+    """One committed shard: its path relative to the dataset, records, bytes and CRC-32C
+    (of the file's bytes, as 8 hex digits)."""
 
-    Raises:
-        NotCommittedError: the dataset is not complete (metadata.json missing).
-    """
-    return storage.read_committed(uri, name=METADATA_NAME)
+    path: str
+    num_records: int
+    bytes: int
+    crc32c: str
 
-
-def shard_uris(uri: str, metadata: dict[str, Any], split: str) -> list[str]:
-    """Absolute URIs of the shards of one split."""
-    if split not in metadata["splits"]:
-        raise ShardtrainError(
-            f"{uri}: no split '{split}' (splits: {', '.join(metadata['splits'])})"
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ShardInfo:
+        return cls(
+            path=d["path"], num_records=d["num_records"], bytes=d["bytes"], crc32c=d["crc32c"]
         )
-    return [storage.join(uri, s["path"]) for s in metadata["splits"][split]["shards"]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "num_records": self.num_records,
+            "bytes": self.bytes,
+            "crc32c": self.crc32c,
+        }
 
 
-def iter_rejects(uri: str, metadata: dict[str, Any], limit: int = 10) -> Iterator[dict[str, Any]]:
-    """The first ``limit`` rejected rows of a dataset."""
-    if not metadata.get("rows_rejected"):
-        return
-    with storage.open(storage.join(uri, metadata["rejects"]), "r") as f:
-        for i, line in enumerate(f):
-            if i >= limit:
-                return
-            yield json.loads(line)
+@dataclass(frozen=True)
+class SplitInfo:
+    """One split (``train``, ``eval``, ...): its fraction of the rows and its shards."""
+
+    fraction: float
+    num_records: int
+    num_shards: int
+    bytes: int
+    shards: tuple[ShardInfo, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "fraction": self.fraction,
+            "num_records": self.num_records,
+            "num_shards": self.num_shards,
+            "bytes": self.bytes,
+            "shards": [s.to_dict() for s in self.shards],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SplitInfo:
+        shards = tuple(ShardInfo.from_dict(s) for s in d["shards"])
+        return cls(
+            fraction=d["fraction"],
+            num_records=d["num_records"],
+            num_shards=d.get("num_shards", len(shards)),
+            bytes=d.get("bytes", sum(s.bytes for s in shards)),
+            shards=shards,
+        )
+
+
+@dataclass(frozen=True)
+class LabelInfo:
+    """The label's type, the task it makes (``binary`` or ``multiclass``) and its classes
+    (label values as strings, sorted numerically where they are numbers)."""
+
+    type: str
+    task: str
+    classes: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "task": self.task, "classes": list(self.classes)}
+
+
+@dataclass(frozen=True)
+class DatasetStats:
+    """Statistics of the accepted rows.
+
+    Attributes:
+        columns: per feature column, what :mod:`shardtrain.data.statistics` writes: ``kind``
+            (``numeric``, ``categorical``, ``image``) and its figures (count, missing, min,
+            max, mean, std; top values; image sizes and formats).
+        label: the label's exact distribution: ``{"counts": {value: n}, "missing": n}``.
+        num_rows: accepted rows.
+    """
+
+    columns: dict[str, dict[str, Any]]
+    label: dict[str, Any]
+    num_rows: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"columns": self.columns, "label": self.label, "num_rows": self.num_rows}
+
+
+@dataclass(frozen=True)
+class DatasetMetadata:
+    """The committed description of a sharded dataset (``metadata.json``).
+
+    Attributes:
+        data_kind: ``tabular`` (CSV) or ``image``.
+        tool_version: the shardtrain version that wrote it; ``created``: when (UTC, ISO 8601).
+        plan: the fingerprint of the plan the shards were written by.
+        label, key: the label column and the split-key column (None: whole rows were hashed).
+        label_info: the label's type, task and classes.
+        schema: every column with its type, in source order (dropped ones included).
+        stats: statistics of the accepted rows.
+        rows_read, rows_accepted, rows_rejected: ``read == accepted + rejected``.
+        rejects_by_reason: rejected rows per reason (``bad_value``, ``wrong_field_count``, ...).
+        blank_lines: blank lines skipped (neither rows nor rejects).
+        rejects: the rejects file, relative to the dataset URI.
+        compression: ``GZIP`` or ``NONE`` (TensorFlow's names).
+        splits: the splits in order, with their shards.
+        sources: the input files with the sizes and versions they had.
+        options: the layout options of the run (part of the plan's fingerprint).
+    """
+
+    tool_version: str
+    created: str
+    plan: str
+    label: str
+    key: str | None
+    label_info: LabelInfo
+    schema: Schema
+    stats: DatasetStats
+    rows_read: int
+    rows_accepted: int
+    rows_rejected: int
+    rejects_by_reason: dict[str, int]
+    rejects: str
+    compression: str
+    splits: dict[str, SplitInfo]
+    sources: tuple[SourceFile, ...] = ()
+    options: dict[str, Any] = field(default_factory=dict)
+    blank_lines: int = 0
+    data_kind: str = "tabular"
+    format: str = FORMAT
+
+    @property
+    def is_image(self) -> bool:
+        return self.data_kind == "image"
+
+    def split(self, name: str, uri: str = "dataset") -> SplitInfo:
+        """The split called ``name``.
+
+        Raises:
+            ShardtrainError: the dataset at ``uri`` has no such split.
+        """
+        if name not in self.splits:
+            raise ShardtrainError(f"{uri}: no split '{name}' (splits: {', '.join(self.splits)})")
+        return self.splits[name]
+
+    def shard_uris(self, uri: str, split: str) -> list[str]:
+        """Absolute URIs of the shards of one split of the dataset at ``uri``."""
+        return [storage.join(uri, s.path) for s in self.split(split, uri).shards]
+
+    def iter_rejects(self, uri: str, limit: int = 10) -> Iterator[dict[str, Any]]:
+        """The first ``limit`` rejected rows of the dataset at ``uri``."""
+        if not self.rows_rejected:
+            return
+        with storage.open(storage.join(uri, self.rejects), "r") as f:
+            for i, line in enumerate(f):
+                if i >= limit:
+                    return
+                yield json.loads(line)
+
+    # ----------------------------------------------------------------------------------------
+    # The file
+    # ----------------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON of ``metadata.json`` (keys in the order the file has always had)."""
+        return {
+            "format": self.format,
+            **({"data_kind": self.data_kind} if self.data_kind != "tabular" else {}),
+            "tool_version": self.tool_version,
+            "created": self.created,
+            "plan": self.plan,
+            "label": self.label,
+            "key": self.key,
+            "label_info": self.label_info.to_dict(),
+            "schema": self.schema.to_dict(),
+            "stats": self.stats.to_dict(),
+            "rows_read": self.rows_read,
+            "rows_accepted": self.rows_accepted,
+            "rows_rejected": self.rows_rejected,
+            "rejects_by_reason": dict(self.rejects_by_reason),
+            "blank_lines": self.blank_lines,
+            "rejects": self.rejects,
+            "compression": self.compression,
+            "splits": {name: s.to_dict() for name, s in self.splits.items()},
+            "sources": [{"uri": s.uri, "size": s.size, "version": s.version} for s in self.sources],
+            "options": self.options,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str = "metadata.json") -> DatasetMetadata:
+        """Read the JSON of ``metadata.json``.
+
+        Raises:
+            DataError: not a shardtrain dataset, an unknown format, or a required field
+                missing; the message names ``where``.
+        """
+        fmt = d.get("format") if isinstance(d, Mapping) else None
+        if fmt not in READABLE_FORMATS:
+            raise DataError(
+                f"{where}: not a shardtrain dataset of a known format "
+                f"(format {fmt!r}; this version reads {', '.join(READABLE_FORMATS)})"
+            )
+        try:
+            stats = d["stats"]
+            info = d["label_info"]
+            return cls(
+                format=fmt,
+                data_kind=d.get("data_kind", "tabular"),
+                tool_version=d.get("tool_version", ""),
+                created=d.get("created", ""),
+                plan=d.get("plan", ""),
+                label=d["label"],
+                key=d.get("key"),
+                label_info=LabelInfo(
+                    type=info["type"],
+                    task=info["task"],
+                    classes=tuple(str(c) for c in info["classes"]),
+                ),
+                schema=Schema.from_dict(d["schema"]),
+                stats=DatasetStats(
+                    columns=dict(stats["columns"]),
+                    label=dict(stats.get("label", {})),
+                    num_rows=stats.get("num_rows", d["rows_accepted"]),
+                ),
+                rows_read=d["rows_read"],
+                rows_accepted=d["rows_accepted"],
+                rows_rejected=d["rows_rejected"],
+                rejects_by_reason=dict(d.get("rejects_by_reason", {})),
+                blank_lines=d.get("blank_lines", 0),
+                rejects=d.get("rejects", "rejects/rejects.jsonl"),
+                compression=d.get("compression", "NONE"),
+                splits={name: SplitInfo.from_dict(s) for name, s in d["splits"].items()},
+                sources=tuple(
+                    SourceFile(uri=s["uri"], size=s["size"], version=s["version"])
+                    for s in d.get("sources", ())
+                ),
+                options=dict(d.get("options", {})),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(
+                f"{where}: metadata.json lacks or mistypes {exc} (not a shardtrain dataset?)"
+            ) from exc
+
+    @classmethod
+    def load(cls, uri: str) -> DatasetMetadata:
+        """The committed metadata of the dataset at ``uri``.
+
+        Raises:
+            NotCommittedError: the dataset is not complete (metadata.json missing).
+            DataError: the file is not a shardtrain dataset's metadata.
+        """
+        return cls.from_dict(
+            storage.read_committed(uri, name=METADATA_NAME), storage.join(uri, METADATA_NAME)
+        )
+
+    def publish(self, uri: str) -> None:
+        """Write ``metadata.json`` at ``uri``: the dataset's commit (see
+        :func:`shardtrain.storage.publish`)."""
+        storage.publish(uri, self.to_dict(), name=METADATA_NAME)

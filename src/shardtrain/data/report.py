@@ -1,114 +1,204 @@
-"""Human-readable summaries of sharded datasets (terminal tables, Markdown for the pipeline UI)."""
+"""Summaries of sharded datasets: one model, two renderings.
+
+:func:`summarize` turns a dataset's :class:`~shardtrain.data.metadata.DatasetMetadata` into a
+:class:`DatasetSummary` — a few lines of text and titled tables of strings (splits, label
+classes, numeric, categorical and image columns). ``shardtrain inspect`` prints it with rich
+(:func:`render_terminal`); the pipeline's Markdown report embeds :func:`to_markdown`. Both show
+the same rows, so they cannot drift apart.
+"""
 
 from __future__ import annotations
 
+import math
 import sys
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from shardtrain.data.metadata import DatasetMetadata
 
 
-def _fmt(value: Any, digits: int = 4) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}"
+def fmt(value: Any, digits: int = 4) -> str:
+    """A number for people: ``1,234`` for integers, 4 significant digits for floats, ``n/a``
+    for what is missing or not finite."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "n/a"
+    if isinstance(value, bool):
+        return str(value)
     if isinstance(value, int):
         return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
     return str(value)
 
 
-def render_dataset(
-    uri: str, meta: dict[str, Any], rejects: list[dict[str, Any]], console: Console | None = None
-) -> None:
-    """Print splits, schema with statistics, label distribution and sample rejects."""
-    # Wide enough for the statistics table when printed into a log or a pipe.
-    console = console or Console(width=None if sys.stdout.isatty() else 150)
-    console.print(
-        f"[bold]{uri}[/bold]  ({meta['format']}, written by shardtrain "
-        f"{meta['tool_version']} at {meta['created']})"
-    )
-    console.print(
-        f"rows read {meta['rows_read']:,}  accepted {meta['rows_accepted']:,}  "
-        f"rejected {meta['rows_rejected']:,}  blank lines {meta.get('blank_lines', 0):,}  "
-        f"compression {meta['compression']}"
-    )
+@dataclass(frozen=True)
+class SummaryTable:
+    """A titled table of strings."""
 
-    splits = Table(title="splits")
-    for col in ("split", "fraction", "records", "shards", "MB"):
-        splits.add_column(col, justify="right" if col != "split" else "left")
-    for name, s in meta["splits"].items():
-        splits.add_row(
-            name,
-            f"{s['fraction']:g}",
-            f"{s['num_records']:,}",
-            str(s["num_shards"]),
-            f"{s['bytes'] / 1e6:,.1f}",
+    title: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class DatasetSummary:
+    """What a person wants to know about a dataset, ready to render.
+
+    Attributes:
+        uri: the dataset.
+        provenance: format, tool version and creation time.
+        counts: rows read / accepted / rejected (by reason), blank lines, compression.
+        label, task, label_type, key: the label column, its task (binary, multiclass) and
+            type, and the split key (None: whole rows were hashed).
+        tables: splits, label classes, then a table per kind of column.
+        rejects: where the rejected rows are (empty when there are none).
+    """
+
+    uri: str
+    provenance: str
+    counts: str
+    label: str
+    task: str
+    label_type: str
+    key: str | None
+    tables: tuple[SummaryTable, ...]
+    rejects: str
+
+
+def summarize(uri: str, meta: DatasetMetadata) -> DatasetSummary:
+    """The summary of the dataset at ``uri``."""
+    reasons = ", ".join(f"{k}: {fmt(v)}" for k, v in meta.rejects_by_reason.items())
+    counts = (
+        f"{fmt(meta.rows_read)} rows read, {fmt(meta.rows_accepted)} accepted, "
+        f"{fmt(meta.rows_rejected)} rejected{f' ({reasons})' if reasons else ''}; "
+        f"{fmt(meta.blank_lines)} blank lines; compression {meta.compression}"
+    )
+    tables = [
+        SummaryTable(
+            "splits",
+            ("split", "fraction", "records", "shards", "MB"),
+            tuple(
+                (
+                    n,
+                    f"{s.fraction:g}",
+                    fmt(s.num_records),
+                    str(s.num_shards),
+                    f"{s.bytes / 1e6:.1f}",
+                )
+                for n, s in meta.splits.items()
+            ),
         )
-    console.print(splits)
+    ]
+    label_counts = meta.stats.label.get("counts", {})
+    total = sum(label_counts.values()) or 1
+    tables.append(
+        SummaryTable(
+            "label classes",
+            ("class", "rows", "share"),
+            tuple((k, fmt(v), f"{v / total:.1%}") for k, v in label_counts.items()),
+        )
+    )
+    tables += _column_tables(meta)
+    return DatasetSummary(
+        uri=uri,
+        provenance=(
+            f"{meta.format}, written by shardtrain {meta.tool_version or '?'} at "
+            f"{meta.created or '?'}"
+        ),
+        counts=counts,
+        label=meta.label,
+        task=meta.label_info.task,
+        label_type=meta.label_info.type,
+        key=meta.key,
+        tables=tuple(tables),
+        rejects=f"rejected rows: {uri.rstrip('/')}/{meta.rejects}" if meta.rows_rejected else "",
+    )
 
-    label = meta["label_info"]
-    counts = meta["stats"]["label"]["counts"]
-    total = sum(counts.values()) or 1
-    dist = ", ".join(f"{k}: {v:,} ({v / total:.1%})" for k, v in counts.items())
-    console.print(f"label [bold]{meta['label']}[/bold] ({label['task']}, {label['type']}): {dist}")
 
-    schema = Table(title="schema and statistics")
-    for col in ("column", "type", "missing", "min", "max", "mean", "std", "distinct / top values"):
-        schema.add_column(col)
-    stats = meta["stats"]["columns"]
-    for c in meta["schema"]["columns"]:
-        name = c["name"]
-        role = " (label)" if name == meta["label"] else " (key)" if name == meta.get("key") else ""
-        if c["drop"]:
-            schema.add_row(name, c["type"] + " (dropped)", "", "", "", "", "", "")
+def _column_tables(meta: DatasetMetadata) -> list[SummaryTable]:
+    numeric, categorical, images, other = [], [], [], []
+    stats = meta.stats.columns
+    for column in meta.schema.columns:
+        name = column.name
+        if column.drop:
+            other.append((name, column.type, "dropped"))
             continue
         st = stats.get(name)
-        if st is None:
-            schema.add_row(name + role, c["type"], "", "", "", "", "", "")
+        if st is None:  # the label and the key have no column statistics
+            role = "label" if name == meta.label else "key" if name == meta.key else ""
+            other.append((name, column.type, role))
         elif st["kind"] == "numeric":
-            schema.add_row(
-                name + role,
-                c["type"],
-                _fmt(st["missing"]),
-                _fmt(st["min"]),
-                _fmt(st["max"]),
-                _fmt(st["mean"]),
-                _fmt(st["std"]),
-                "",
-            )
+            figures = (fmt(st[k]) for k in ("missing", "min", "max", "mean", "std"))
+            numeric.append((name, column.type, *figures))
+        elif st["kind"] == "categorical":
+            top = ", ".join(f"{t['value']} ({fmt(t['count'])})" for t in st["top"][:5])
+            distinct = ("~" if st.get("approximate") else "") + fmt(st["distinct"])
+            categorical.append((name, fmt(st["missing"]), distinct, top))
         elif st["kind"] == "image":
             h, w = st["height"], st["width"]
-            formats = ", ".join(f"{k} ({v:,})" for k, v in st["formats"].items())
-            schema.add_row(
-                name + role,
-                c["type"],
-                "",
-                f"{_fmt(w['min'])}x{_fmt(h['min'])}",
-                f"{_fmt(w['max'])}x{_fmt(h['max'])}",
-                f"{_fmt(w['mean'])}x{_fmt(h['mean'])}",
-                "",
-                f"{st['count']:,} images, {st['bytes'] / 1e6:,.1f} MB: {formats}",
+            formats = ", ".join(f"{k} ({fmt(v)})" for k, v in st["formats"].items())
+            images.append(
+                (
+                    name,
+                    fmt(st["count"]),
+                    f"{fmt(w['min'])}x{fmt(h['min'])}",
+                    f"{fmt(w['max'])}x{fmt(h['max'])}",
+                    f"{fmt(w['mean'])}x{fmt(h['mean'])}",
+                    f"{st['bytes'] / 1e6:.1f}",
+                    formats,
+                )
             )
-        else:
-            top = ", ".join(f"{t['value']} ({t['count']:,})" for t in st["top"][:5])
-            approx = "~" if st["approximate"] else ""
-            schema.add_row(
-                name + role,
-                c["type"],
-                _fmt(st["missing"]),
-                "",
-                "",
-                "",
-                "",
-                f"{approx}{st['distinct']:,}: {top}",
-            )
-    console.print(schema)
+        else:  # a kind this version does not know: still listed
+            other.append((name, column.type, str(st.get("kind"))))
+    tables = []
+    if numeric:
+        header = ("column", "type", "missing", "min", "max", "mean", "std")
+        tables.append(SummaryTable("numeric columns", header, tuple(numeric)))
+    if categorical:
+        header = ("column", "missing", "distinct", "top values")
+        tables.append(SummaryTable("categorical columns", header, tuple(categorical)))
+    if images:
+        header = ("column", "images", "min WxH", "max WxH", "mean WxH", "MB", "formats")
+        tables.append(SummaryTable("image columns", header, tuple(images)))
+    if other:
+        tables.append(SummaryTable("other columns", ("column", "type", "role"), tuple(other)))
+    return tables
 
-    if meta["rows_rejected"]:
-        reasons = ", ".join(f"{k}: {v:,}" for k, v in meta["rejects_by_reason"].items())
-        console.print(f"rejected rows by reason: {reasons}  (all in {uri}/{meta['rejects']})")
+
+# --------------------------------------------------------------------------------------------
+# Renderings
+# --------------------------------------------------------------------------------------------
+
+
+def render_terminal(
+    summary: DatasetSummary, rejects: Iterable[dict[str, Any]] = (), console: Console | None = None
+) -> None:
+    """Print the summary with rich, then a few sample rejects."""
+    from rich.console import Console
+    from rich.table import Table
+
+    # Wide enough for the statistics tables when printed into a log or a pipe.
+    console = console or Console(width=None if sys.stdout.isatty() else 150)
+    console.print(f"[bold]{summary.uri}[/bold]  ({summary.provenance})")
+    console.print(summary.counts, markup=False, highlight=False)
+    key = f"[bold]{summary.key}[/bold]" if summary.key else "the whole row"
+    console.print(
+        f"label [bold]{summary.label}[/bold] ({summary.task}, {summary.label_type}); "
+        f"split by the hash of {key}"
+    )
+    for t in summary.tables:
+        table = Table(title=t.title)
+        for i, col in enumerate(t.header):
+            table.add_column(col, justify="left" if i == 0 else "right")
+        for row in t.rows:
+            table.add_row(*row)
+        console.print(table)
+    if summary.rejects:
+        console.print(summary.rejects, markup=False, highlight=False)
         for r in rejects:
             where = r["source"] if r["line"] is None else f"{r['source']}:{r['line']}"
             console.print(
@@ -116,3 +206,42 @@ def render_dataset(
                 markup=False,
                 highlight=False,
             )
+
+
+def markdown_table(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> list[str]:
+    """A Markdown table (pipes and newlines in cells escaped), then a blank line."""
+    header = list(header)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return [*lines, ""]
+
+
+def _cell(value: Any) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(summary: DatasetSummary, heading: str = "###") -> list[str]:
+    """The summary as Markdown lines (tables under ``heading``-level titles)."""
+    key = f"`{summary.key}`" if summary.key else "the whole row"
+    out = [f"`{summary.uri}`: {summary.counts}.", ""]
+    out += [
+        f"Label `{summary.label}` ({summary.task}, {summary.label_type}); split by the hash of "
+        f"{key}.",
+        "",
+    ]
+    for t in summary.tables:
+        out += [f"{heading} {t.title[0].upper()}{t.title[1:]}", ""]
+        out += markdown_table(t.header, t.rows)
+    if summary.rejects:
+        out += [f"{summary.rejects}", ""]
+    return out
+
+
+def render_dataset(
+    uri: str,
+    meta: DatasetMetadata,
+    rejects: Iterable[dict[str, Any]] = (),
+    console: Console | None = None,
+) -> None:
+    """Print the dataset at ``uri`` (``shardtrain inspect``)."""
+    render_terminal(summarize(uri, meta), rejects, console)

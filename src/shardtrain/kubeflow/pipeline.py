@@ -71,6 +71,8 @@ from typing import Any
 
 from shardtrain import storage
 from shardtrain.data import sharding
+from shardtrain.data.metadata import DatasetMetadata
+from shardtrain.data.report import fmt, markdown_table, summarize, to_markdown
 from shardtrain.errors import ConfigError, DataError, NotCommittedError, ShardtrainError
 from shardtrain.kubeflow import launcher, tfjob
 from shardtrain.progress import setup_logging
@@ -335,17 +337,17 @@ def shard_step(
     return json.dumps(report)
 
 
-def _dataset_facts(meta: Mapping[str, Any]) -> dict[str, Any]:
+def _dataset_facts(meta: DatasetMetadata) -> dict[str, Any]:
     return {
-        "rows_read": meta["rows_read"],
-        "rows_accepted": meta["rows_accepted"],
-        "rows_rejected": meta["rows_rejected"],
-        "label": meta["label"],
-        "splits": {name: s["num_records"] for name, s in meta["splits"].items()},
+        "rows_read": meta.rows_read,
+        "rows_accepted": meta.rows_accepted,
+        "rows_rejected": meta.rows_rejected,
+        "label": meta.label,
+        "splits": {name: s.num_records for name, s in meta.splits.items()},
     }
 
 
-def finalize_step(*, dataset_uri: str, worker_reports: list[str], dataset: Any) -> dict[str, Any]:
+def finalize_step(*, dataset_uri: str, worker_reports: list[str], dataset: Any) -> DatasetMetadata:
     """Commit the dataset once every shard worker is done, and point ``dataset`` at it.
 
     Args:
@@ -366,7 +368,7 @@ def finalize_step(*, dataset_uri: str, worker_reports: list[str], dataset: Any) 
     if any(r.get("status") == "worker-done" for r in reports) or not reports:
         meta = sharding.finalize(dataset_uri)
     else:  # one worker finalized by itself, or the dataset was complete already
-        meta = sharding.load_metadata(dataset_uri)
+        meta = DatasetMetadata.load(dataset_uri)
     write_pointer(dataset, dataset_uri, **_dataset_facts(meta))
     return meta
 
@@ -547,31 +549,9 @@ def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _fmt(value: Any, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "n/a"
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}"
-    return str(value)
-
-
-def _cell(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def _table(header: list[str], rows: Iterable[Iterable[Any]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
-    return [*lines, ""]
-
-
 def render_report(
     metrics: Mapping[str, Any],
-    meta: Mapping[str, Any],
+    meta: DatasetMetadata,
     *,
     dataset_uri: str,
     model: Mapping[str, Any],
@@ -580,7 +560,7 @@ def render_report(
 
     Args:
         metrics: ``MODEL_DIR/eval/metrics.json``.
-        meta: the dataset's ``metadata.json``.
+        meta: the dataset's metadata.
         dataset_uri: the dataset's URI.
         model: the model pointer (``uri``, ``export``, ``step``, ``tensorboard``).
 
@@ -590,90 +570,31 @@ def render_report(
     out = [f"# {PIPELINE_NAME}: {model['uri']}", ""]
     out += ["## Evaluation", ""]
     out += [
-        f"On the eval split, {_fmt(metrics.get('num_examples'))} examples, at step "
-        f"{_fmt(metrics.get('step'))}.",
+        f"On the eval split, {fmt(metrics.get('num_examples'))} examples, at step "
+        f"{fmt(metrics.get('step'))}.",
         "",
     ]
-    out += _table(
-        ["metric", "value"], [(k, _fmt(metrics.get(k))) for k in ("auc", "accuracy", "log_loss")]
+    out += markdown_table(
+        ["metric", "value"], [(k, fmt(metrics.get(k))) for k in ("auc", "accuracy", "log_loss")]
     )
     cm = metrics.get("confusion_matrix") or {}
     if cm.get("labels"):
         out += ["Confusion matrix (rows: true class, columns: predicted class):", ""]
-        out += _table(
+        out += markdown_table(
             ["true \\ predicted", *map(str, cm["labels"])],
             [
-                (label, *map(_fmt, row))
+                (label, *map(fmt, row))
                 for label, row in zip(cm["labels"], cm["matrix"], strict=True)
             ],
         )
 
     out += ["## Data", ""]
-    out += [
-        f"`{dataset_uri}`: {_fmt(meta['rows_read'])} rows read, "
-        f"{_fmt(meta['rows_accepted'])} accepted, {_fmt(meta['rows_rejected'])} rejected"
-        + (
-            " (" + ", ".join(f"{k}: {_fmt(v)}" for k, v in meta["rejects_by_reason"].items()) + ")"
-            if meta.get("rejects_by_reason")
-            else ""
-        )
-        + ".",
-        "",
-    ]
-    out += _table(
-        ["split", "fraction", "records", "shards", "MB"],
-        [
-            (
-                n,
-                f"{s['fraction']:g}",
-                _fmt(s["num_records"]),
-                s["num_shards"],
-                f"{s['bytes'] / 1e6:.1f}",
-            )
-            for n, s in meta["splits"].items()
-        ],
-    )
-    counts = meta["stats"]["label"]["counts"]
-    total = sum(counts.values()) or 1
-    out += [f"Label `{meta['label']}` ({meta['label_info']['task']}):", ""]
-    out += _table(
-        ["class", "rows", "share"], [(k, _fmt(v), f"{v / total:.1%}") for k, v in counts.items()]
-    )
-
-    stats = meta["stats"]["columns"]
-    numeric, categorical, other = [], [], []
-    for column in meta["schema"]["columns"]:
-        st = stats.get(column["name"])
-        if column.get("drop") or st is None:
-            continue
-        kind = st.get("kind")
-        if kind == "numeric":
-            numeric.append(
-                (
-                    column["name"],
-                    _fmt(st["missing"]),
-                    *(_fmt(st[k]) for k in ("min", "max", "mean", "std")),
-                )
-            )
-        elif kind == "categorical":
-            top = ", ".join(f"{t['value']} ({_fmt(t['count'])})" for t in st["top"][:5])
-            categorical.append((column["name"], _fmt(st["missing"]), _fmt(st["distinct"]), top))
-        else:  # kinds this report has no table for (e.g. images): name, kind, count
-            other.append((column["name"], kind, _fmt(st.get("count")), _fmt(st.get("missing"))))
-    if numeric:
-        out += ["### Numeric columns", ""]
-        out += _table(["column", "missing", "min", "max", "mean", "std"], numeric)
-    if categorical:
-        out += ["### Categorical columns", ""]
-        out += _table(["column", "missing", "distinct", "top values"], categorical)
-    if other:
-        out += ["### Other columns", ""]
-        out += _table(["column", "kind", "count", "missing"], other)
+    out += to_markdown(summarize(dataset_uri, meta))
 
     out += ["## Where things are", ""]
     out += [
         f"* model directory: `{model['uri']}`",
-        f"* SavedModel (step {_fmt(model.get('step'))}): `{model.get('export', 'n/a')}`",
+        f"* SavedModel (step {fmt(model.get('step'))}): `{model.get('export', 'n/a')}`",
         f"* TensorBoard: `tensorboard --logdir {model.get('tensorboard', 'n/a')}`",
         f"* dataset: `{dataset_uri}` (`shardtrain inspect {dataset_uri}`)",
         "",
@@ -725,7 +646,7 @@ def evaluate_step(
     if not storage.exists(target):
         raise NotCommittedError(f"{model_dir}: no evaluation metrics (eval/metrics.json)")
     values = storage.read_json(target)
-    meta = sharding.load_metadata(dataset_uri)
+    meta = DatasetMetadata.load(dataset_uri)
 
     for key in METRIC_KEYS:
         if _finite(values.get(key)):
@@ -750,12 +671,12 @@ def evaluate_step(
         f.write(text)
     log.info(
         "eval at step %s: auc %s, accuracy %s, log_loss %s (%s examples)",
-        *(_fmt(values.get(k)) for k in ("step", "auc", "accuracy", "log_loss", "num_examples")),
+        *(fmt(values.get(k)) for k in ("step", "auc", "accuracy", "log_loss", "num_examples")),
     )
     auc = values.get("auc")
     if min_auc > 0 and not (_finite(auc) and auc >= min_auc):
         raise DataError(
-            f"{model_dir}: eval AUC {_fmt(auc)} is below min_auc {min_auc:g}; not exporting"
+            f"{model_dir}: eval AUC {fmt(auc)} is below min_auc {min_auc:g}; not exporting"
         )
     return values
 

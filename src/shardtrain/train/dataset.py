@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shardtrain import storage
+from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -42,18 +43,18 @@ class ShardFile:
     bytes: int
 
 
-def split_shards(data_uri: str, metadata: dict[str, Any], split: str) -> list[ShardFile]:
+def split_shards(data_uri: str, metadata: DatasetMetadata, split: str) -> list[ShardFile]:
     """The committed shards of ``split`` with absolute URIs.
 
     Raises:
         DataError: the split does not exist or has no records.
     """
-    splits = metadata.get("splits", {})
+    splits = metadata.splits
     if split not in splits:
         raise DataError(f"{data_uri}: no split '{split}' (splits: {', '.join(splits) or 'none'})")
     files = [
-        ShardFile(storage.join(data_uri, s["path"]), s["num_records"], s["bytes"])
-        for s in splits[split]["shards"]
+        ShardFile(storage.join(data_uri, s.path), s.num_records, s.bytes)
+        for s in splits[split].shards
     ]
     if not any(f.num_records for f in files):
         raise DataError(f"{data_uri}: split '{split}' has no records")
@@ -240,7 +241,7 @@ SHUFFLE_BUFFER_BYTES = 128 << 20
 
 def train_dataset(
     data_uri: str,
-    metadata: dict[str, Any],
+    metadata: DatasetMetadata,
     spec: Any,
     *,
     split: str,
@@ -274,7 +275,7 @@ def train_dataset(
     )
     records = record_dataset(
         mine,
-        compression=metadata.get("compression", "NONE"),
+        compression=metadata.compression,
         cache=cache,
         shuffle_files=True,
         seed=seed + pipeline_id,
@@ -298,7 +299,7 @@ def train_dataset(
 
 def eval_dataset(
     data_uri: str,
-    metadata: dict[str, Any],
+    metadata: DatasetMetadata,
     spec: Any,
     *,
     split: str,
@@ -312,7 +313,7 @@ def eval_dataset(
     shards = [s for s in split_shards(data_uri, metadata, split) if s.num_records]
     records = record_dataset(
         shards,
-        compression=metadata.get("compression", "NONE"),
+        compression=metadata.compression,
         cache=cache,
         cycle_length=cycle_length,
     )

@@ -20,7 +20,7 @@ and :meth:`FeatureSpec.parse_csv` for a batch of raw CSV lines (the exported mod
 
 Example::
 
-    spec = FeatureSpec.from_metadata(load_metadata("s3://bucket/quest"))
+    spec = FeatureSpec.from_metadata(DatasetMetadata.load("s3://bucket/quest"))
     ds = tf.data.TFRecordDataset(files).batch(512).map(spec.parse_examples)
     # -> ({"player_level": <float32 [512]>, "region": <string [512]>, ...}, <int64 [512]>)
 """
@@ -30,9 +30,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardtrain.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from shardtrain.data.metadata import DatasetMetadata
 
 #: Column types stored as numbers in the Examples; parsed as float32 for the model.
 NUMERIC_TYPES = ("int", "float", "bool")
@@ -140,7 +143,7 @@ class FeatureSpec:
     @classmethod
     def from_metadata(
         cls,
-        metadata: dict[str, Any],
+        metadata: DatasetMetadata,
         *,
         exclude: Sequence[str] = (),
         where: str = "dataset",
@@ -152,47 +155,40 @@ class FeatureSpec:
         (a row identifier carries no signal and would only be memorised) and ``exclude``.
 
         Args:
-            metadata: the dataset's ``metadata.json`` (see :mod:`shardtrain.data.sharding`).
+            metadata: the dataset's ``metadata.json`` (:class:`DatasetMetadata`).
             exclude: further column names to leave out of the model.
             where: the dataset URI, for error messages.
             image_size: image datasets: the square size images are resized to.
 
-        An image dataset (``"data_kind": "image"``, a column of type ``image``) gives a spec
+        An image dataset (``data_kind`` ``image``, a column of type ``image``) gives a spec
         with just the image input: its height/width/format/path columns describe the files
         and are not features.
 
         Raises:
-            DataError: the metadata lacks a schema, statistics or label classes, or the label
-                is a float column (regression is not supported) or has a single class.
+            DataError: the label is a float column (regression is not supported) or has a
+                single class.
             ConfigError: ``exclude`` names a column the dataset does not have.
         """
-        try:
-            schema = metadata["schema"]
-            columns = schema["columns"]
-            stats = metadata["stats"]["columns"]
-            label = metadata["label"]
-            label_info = metadata["label_info"]
-        except (KeyError, TypeError) as exc:
-            raise DataError(
-                f"{where}: metadata.json lacks {exc} (not a shardtrain dataset?)"
-            ) from exc
-        names = {c["name"] for c in columns}
-        unknown = sorted(set(exclude) - names)
+        schema = metadata.schema
+        columns = schema.columns
+        stats = metadata.stats.columns
+        label, key = metadata.label, metadata.key
+        unknown = sorted(set(exclude) - set(schema.names))
         if unknown:
             raise ConfigError(f"{where}: cannot exclude unknown column(s) {', '.join(unknown)}")
-        label_type = next(c["type"] for c in columns if c["name"] == label)
+        label_type = schema.column(label).type
         if label_type == "float":
             raise DataError(
                 f"{where}: label '{label}' is a float column; shardtrain trains classifiers "
                 "(give the label as int, bool or string classes)"
             )
-        classes = tuple(str(c) for c in label_info["classes"])
+        classes = metadata.label_info.classes
         if len(classes) < 2:
             raise DataError(
                 f"{where}: label '{label}' has {len(classes)} class(es) in the data; "
                 "a classifier needs at least 2"
             )
-        image_cols = [c["name"] for c in columns if c["type"] == "image"]
+        image_cols = [c.name for c in columns if c.type == "image"]
         if image_cols:
             return cls(
                 numeric=(),
@@ -200,17 +196,15 @@ class FeatureSpec:
                 label=label,
                 label_type=label_type,
                 classes=classes,
-                excluded=tuple(
-                    c["name"] for c in columns if c["name"] not in (label, image_cols[0])
-                ),
-                key=metadata.get("key"),
+                excluded=tuple(c.name for c in columns if c.name not in (label, image_cols[0])),
+                key=key,
                 image=ImageFeature(name=image_cols[0], height=image_size, width=image_size),
             )
-        skip = {label, metadata.get("key"), *exclude}
+        skip = {label, key, *exclude}
         numeric, categorical, excluded = [], [], []
         for col in columns:
-            name, kind = col["name"], col["type"]
-            if col.get("drop"):
+            name, kind = col.name, col.type
+            if col.drop:
                 continue
             if name in skip:
                 if name != label:
@@ -239,13 +233,11 @@ class FeatureSpec:
             label=label,
             label_type=label_type,
             classes=classes,
-            csv_columns=tuple((c["name"], c["type"]) for c in columns),
-            null_values=tuple(schema.get("null_values", ("",))),
+            csv_columns=tuple((c.name, c.type) for c in columns),
+            null_values=tuple(schema.null_values),
             excluded=tuple(excluded),
-            key=metadata.get("key"),
-            key_type=next(
-                (c["type"] for c in columns if c["name"] == metadata.get("key")), "string"
-            ),
+            key=key,
+            key_type=schema.column(key).type if key else "string",
         )
 
     # ----------------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shardtrain import storage
-from shardtrain.data import sharding
+from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.errors import ConfigError, DataError, ShardtrainError, TrainingInterrupted
 from shardtrain.train import cluster, dataset
 from shardtrain.train.checkpoints import CheckpointStore
@@ -170,7 +170,9 @@ class CheckpointEvaluator:
     evaluation and for the export, so all three see exactly the published weights.
     """
 
-    def __init__(self, config: TrainConfig, metadata: dict, spec: FeatureSpec, scratch: str):
+    def __init__(
+        self, config: TrainConfig, metadata: DatasetMetadata, spec: FeatureSpec, scratch: str
+    ):
         import tensorflow as tf
 
         from shardtrain.train.models import build_model
@@ -286,7 +288,7 @@ class CheckpointEvaluator:
             local = os.path.join(tmp, storage.basename(shards[0].uri))
             storage.download_file(shards[0].uri, local)
         try:
-            comp = "GZIP" if self.metadata.get("compression") == "GZIP" else ""
+            comp = "GZIP" if self.metadata.compression == "GZIP" else ""
             # In small batches: 200 decoded 224 px images at once would need gigabytes of
             # activations.
             chunk = 32 if self.spec.image is not None else SAMPLE_SIZE
@@ -314,7 +316,11 @@ class CheckpointEvaluator:
 
 
 def run_evaluator(
-    config: TrainConfig, metadata: dict, spec: FeatureSpec, scratch: str, stop: _StopFlag
+    config: TrainConfig,
+    metadata: DatasetMetadata,
+    spec: FeatureSpec,
+    scratch: str,
+    stop: _StopFlag,
 ) -> TrainResult:
     """Evaluate every new published checkpoint until the one at ``train_steps``.
 
@@ -441,7 +447,7 @@ def build_train_loop(
 def _train(
     config: TrainConfig,
     role: cluster.Role,
-    metadata: dict,
+    metadata: DatasetMetadata,
     spec: FeatureSpec,
     scratch: str,
     stop: _StopFlag,
@@ -725,7 +731,7 @@ def train_and_evaluate(config: TrainConfig, environ: dict[str, str] | None = Non
     config.validate()
     role = cluster.resolve_role(environ)
     log.info("role: %s", role.describe())
-    metadata = sharding.load_metadata(config.data)
+    metadata = DatasetMetadata.load(config.data)
     spec = FeatureSpec.from_metadata(
         metadata,
         exclude=config.input.exclude_columns,

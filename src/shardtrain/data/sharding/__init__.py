@@ -47,18 +47,14 @@ ends up in exactly one shard exactly once. Re-running after success finds ``meta
 does nothing.
 """
 
-# Reading a committed dataset (metadata.json) lives in shardtrain.data.metadata.
-from shardtrain.data.metadata import METADATA_NAME, iter_rejects, load_metadata, shard_uris
 from shardtrain.data.sharding.config import MIB, ShardConfig, parse_splits, validate_splits
 from shardtrain.data.sharding.finalize import finalize
-from shardtrain.data.sharding.plan import FORMAT, PLAN_NAME, Plan, Task, build_plan
+from shardtrain.data.sharding.plan import PLAN_NAME, Plan, Task, build_plan
 from shardtrain.data.sharding.pool import tune_process_memory
 from shardtrain.data.sharding.run import ShardOutcome, shard
 from shardtrain.data.sharding.task import TaskResult, run_task
 
 __all__ = [
-    "FORMAT",
-    "METADATA_NAME",
     "MIB",
     "PLAN_NAME",
     "Plan",
@@ -68,12 +64,9 @@ __all__ = [
     "TaskResult",
     "build_plan",
     "finalize",
-    "iter_rejects",
-    "load_metadata",
     "parse_splits",
     "run_task",
     "shard",
-    "shard_uris",
     "tune_process_memory",
     "validate_splits",
 ]

@@ -5,13 +5,18 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict
 from typing import Any
 
 from shardtrain import __version__, storage
-from shardtrain.data.metadata import METADATA_NAME
+from shardtrain.data.metadata import (
+    DatasetMetadata,
+    DatasetStats,
+    LabelInfo,
+    ShardInfo,
+    SplitInfo,
+)
 from shardtrain.data.schema import Schema
-from shardtrain.data.sharding.plan import FORMAT, PLAN_NAME, Plan
+from shardtrain.data.sharding.plan import PLAN_NAME, Plan
 from shardtrain.data.sharding.task import task_uri
 from shardtrain.data.statistics import LabelStats, new_stats, stats_from_dict
 from shardtrain.errors import DataError
@@ -21,7 +26,7 @@ log = logging.getLogger(__name__)
 
 def finalize(
     output: str, *, max_bad_fraction: float | None = None, top_k: int | None = None
-) -> dict[str, Any]:
+) -> DatasetMetadata:
     """Merge the committed tasks of a run into ``metadata.json`` (the dataset's commit).
 
     Args:
@@ -96,7 +101,7 @@ def finalize(
         label.merge(LabelStats.from_dict(m["label"]))
     label_info = _label_info(schema, label, output)
 
-    splits: dict[str, Any] = {}
+    splits: dict[str, SplitInfo] = {}
     for s, (name, fraction) in enumerate(plan.splits):
         shards = sorted(
             (sh for m in manifests for sh in m["shards"] if sh["split"] == name),
@@ -104,50 +109,48 @@ def finalize(
         )
         if [sh["index"] for sh in shards] != list(range(plan.num_shards[s])):
             raise DataError(f"{output}: shards of split '{name}' are incomplete")
-        splits[name] = {
-            "fraction": fraction,
-            "num_records": sum(sh["num_records"] for sh in shards),
-            "num_shards": len(shards),
-            "bytes": sum(sh["bytes"] for sh in shards),
-            "shards": [
-                {k: sh[k] for k in ("path", "num_records", "bytes", "crc32c")} for sh in shards
-            ],
-        }
-    metadata = {
-        "format": FORMAT,
-        **({"data_kind": "image"} if plan.options.get("data_kind") == "image" else {}),
-        "tool_version": __version__,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "plan": plan.fingerprint,
-        "label": schema.label,
-        "key": schema.key,
-        "label_info": label_info,
-        "schema": schema.to_dict(),
-        "stats": {"columns": stats, "label": label.to_dict(), "num_rows": accepted},
-        "rows_read": rows_read,
-        "rows_accepted": accepted,
-        "rows_rejected": rejected,
-        "rejects_by_reason": dict(sorted(reasons.items())),
-        "blank_lines": sum(m["blank_lines"] for m in manifests),
-        "rejects": rejects_uri.removeprefix(output.rstrip("/") + "/"),
-        "compression": "GZIP" if plan.compression == "gzip" else "NONE",
-        "splits": splits,
-        "sources": [asdict(s) for s in plan.sources],
-        "options": plan.options,
-    }
-    storage.publish(output, metadata, name=METADATA_NAME)
+        parts = tuple(ShardInfo.from_dict(sh) for sh in shards)
+        splits[name] = SplitInfo(
+            fraction=fraction,
+            num_records=sum(sh.num_records for sh in parts),
+            num_shards=len(parts),
+            bytes=sum(sh.bytes for sh in parts),
+            shards=parts,
+        )
+    metadata = DatasetMetadata(
+        data_kind=plan.options.get("data_kind", "tabular"),
+        tool_version=__version__,
+        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        plan=plan.fingerprint,
+        label=schema.label,
+        key=schema.key,
+        label_info=label_info,
+        schema=schema,
+        stats=DatasetStats(columns=stats, label=label.to_dict(), num_rows=accepted),
+        rows_read=rows_read,
+        rows_accepted=accepted,
+        rows_rejected=rejected,
+        rejects_by_reason=dict(sorted(reasons.items())),
+        blank_lines=sum(m["blank_lines"] for m in manifests),
+        rejects=rejects_uri.removeprefix(output.rstrip("/") + "/"),
+        compression="GZIP" if plan.compression == "gzip" else "NONE",
+        splits=splits,
+        sources=plan.sources,
+        options=plan.options,
+    )
+    metadata.publish(output)
     log.info(
         "committed %s: %d rows read, %d accepted, %d rejected; %s",
         output,
         rows_read,
         accepted,
         rejected,
-        ", ".join(f"{n}={v['num_records']}" for n, v in splits.items()),
+        ", ".join(f"{n}={v.num_records}" for n, v in splits.items()),
     )
     return metadata
 
 
-def _label_info(schema: Schema, label: LabelStats, output: str) -> dict[str, Any]:
+def _label_info(schema: Schema, label: LabelStats, output: str) -> LabelInfo:
     classes = sorted(label.counts, key=_class_sort_key)
     if len(classes) > 1000:
         raise DataError(
@@ -155,11 +158,11 @@ def _label_info(schema: Schema, label: LabelStats, output: str) -> dict[str, Any
             "a classification label has at most 1000"
         )
     column = schema.column(schema.label)
-    return {
-        "type": column.type,
-        "task": "binary" if len(classes) <= 2 else "multiclass",
-        "classes": classes,
-    }
+    return LabelInfo(
+        type=column.type,
+        task="binary" if len(classes) <= 2 else "multiclass",
+        classes=tuple(classes),
+    )
 
 
 def _class_sort_key(value: str) -> tuple:

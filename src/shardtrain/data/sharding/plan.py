@@ -19,12 +19,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from shardtrain.data import examples
+from shardtrain.data.metadata import FORMAT
 from shardtrain.data.schema import Schema
 from shardtrain.data.sharding.config import MIB, ShardConfig
 from shardtrain.data.sources.base import Piece, PlanInputs, SourceFile, SourceLayout, plan_pieces
 
 PLAN_NAME = "_plan.json"
-FORMAT = "shardtrain.train.dataset/v1"
 
 #: At most this many shards of one split are written by one task (bounds open uploads).
 MAX_SHARDS_PER_TASK = 16

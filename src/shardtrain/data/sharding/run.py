@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shardtrain import storage
-from shardtrain.data.metadata import METADATA_NAME
+from shardtrain.data.metadata import METADATA_NAME, DatasetMetadata
 from shardtrain.data.sharding.config import ShardConfig
 from shardtrain.data.sharding.finalize import finalize
 from shardtrain.data.sharding.plan import PLAN_NAME, Plan, build_plan
@@ -32,7 +32,7 @@ class ShardOutcome:
     rows_read: int = 0
     bytes_read: int = 0
     seconds: float = 0.0
-    metadata: dict[str, Any] | None = None
+    metadata: DatasetMetadata | None = None
 
 
 def _check_existing(config: ShardConfig, plan: Plan) -> str | None:
@@ -81,7 +81,7 @@ def shard(
     plan = build_plan(config)
     state = _check_existing(config, plan)
     if state == "complete":
-        meta = storage.read_json(storage.join(config.output, METADATA_NAME))
+        meta = DatasetMetadata.load(config.output)
         log.info("%s is already complete (metadata.json present); nothing to do", config.output)
         return ShardOutcome("already-complete", config.output, metadata=meta)
     if state is None and config.overwrite:
