@@ -579,10 +579,10 @@ def direct_io_enabled() -> bool:
 class _DirectWriter(io.RawIOBase):
     """A local file written with ``O_DIRECT``: from an aligned buffer straight to the device.
 
-    A buffered ``write`` copies every byte into the page cache, and on the benchmark VM that
-    copy (plus allocating and accounting the pages) costs about as much CPU as encoding the
-    data did: ~1 s per GB written, for output that nobody reads back soon and that, at
-    hundreds of GB, could never stay cached anyway. ``O_DIRECT`` hands the device our own
+    A buffered ``write`` copies every byte into the page cache, and that copy (plus
+    allocating and accounting the pages) costs CPU of the order of encoding the data (see
+    ``benchmarks/RESULTS.md``), for output that nobody reads back soon and that, at hundreds
+    of GB, could never stay cached anyway. ``O_DIRECT`` hands the device our own
     buffer instead. Its rules: the memory address, the length and the file offset of every
     write must be multiples of the device's block size. So writes are staged in a
     page-aligned buffer (an anonymous ``mmap``) and leave in whole ``buffer_size`` chunks;
@@ -631,12 +631,12 @@ class _DirectWriter(io.RawIOBase):
     def write_in_place(self, buffer: np.ndarray, start: int, end: int) -> int:
         """Write ``buffer[start:end]``, sending its whole pages from ``buffer`` itself.
 
-        ``write`` copies everything into the staging buffer first (~1.3 ms per 15 MB,
-        a twentieth of sharding's CPU). Here only the edges are copied: the bytes of the
-        file's last, partial page still staged (``tail``: the file size so far modulo
-        :attr:`ALIGN`) go into ``buffer[start - tail:start]``, which the caller left free
-        for them, and from there whole pages are written straight out of ``buffer``; the
-        last partial page is staged for the next write. That needs ``buffer`` (1-D uint8,
+        ``write`` copies everything into the staging buffer first, a measurable share of
+        sharding's CPU (see ``benchmarks/RESULTS.md``). Here only the edges are copied: the
+        bytes of the file's last, partial page still staged (``tail``: the file size so far
+        modulo :attr:`ALIGN`) go into ``buffer[start - tail:start]``, which the caller left
+        free for them, and from there whole pages are written straight out of ``buffer``;
+        the last partial page is staged for the next write. That needs ``buffer`` (1-D uint8,
         writable) to have ``buffer[start - tail]`` at an aligned address, which
         ``tfrecord.encode_example_groups`` arranges when given the tail as the phase, and
         at least :attr:`IN_PLACE_MIN` bytes. Anything else is written with ``write``:
@@ -845,8 +845,7 @@ def read_json(uri: str) -> Any:
 
 def write_json(uri: str, obj: Any, *, compact: bool = False) -> None:
     """Write ``obj`` as JSON, atomically: indented for people to read, or ``compact`` for
-    large internal documents (Python's C encoder only runs without indentation, ~10x
-    faster)."""
+    large internal documents (Python's C encoder only runs without indentation)."""
     if compact:
         text = json.dumps(obj, separators=(",", ":"))
     else:
