@@ -71,10 +71,67 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
-import fsspec
 import numpy as np
 
 from shardtrain.errors import NotCommittedError, StorageError, StorageUnavailableError
+from shardtrain.storage.filesystems import (
+    DEFAULT_BLOCK_SIZE,
+    describe_s3_settings,
+    filesystem,
+    s3_settings,
+)
+from shardtrain.storage.uri import (
+    _to_uri,
+    basename,
+    is_local,
+    join,
+    local_path,
+    scheme,
+    tf_can_open,
+)
+
+__all__ = [
+    "DEFAULT_BLOCK_SIZE",
+    "DIRECT_IO_ENV",
+    "MANIFEST_NAME",
+    "ObjectInfo",
+    "basename",
+    "copy",
+    "delete",
+    "describe_s3_settings",
+    "direct_io_enabled",
+    "download_dir",
+    "download_file",
+    "exists",
+    "filesystem",
+    "glob",
+    "has_magic",
+    "info",
+    "is_committed",
+    "is_local",
+    "is_transient",
+    "join",
+    "local_path",
+    "ls",
+    "open",
+    "publish",
+    "read_bytes",
+    "read_committed",
+    "read_json",
+    "read_text",
+    "retrying",
+    "s3_settings",
+    "scheme",
+    "size",
+    "tf_can_open",
+    "upload_dir",
+    "upload_file",
+    "walk_files",
+    "walk_infos",
+    "write_bytes",
+    "write_json",
+    "write_text",
+]
 
 log = logging.getLogger(__name__)
 
@@ -82,161 +139,6 @@ T = TypeVar("T")
 
 #: Name of the manifest that commits a directory written with the publish pattern.
 MANIFEST_NAME = "_MANIFEST.json"
-
-#: Part size of streaming uploads to S3/GCS. Small enough that many shards can be open for
-#: writing at once in bounded memory, large enough for the S3 multipart minimum (5 MiB).
-DEFAULT_BLOCK_SIZE = 8 * 1024 * 1024
-
-_LOCAL_SCHEMES = ("", "file", "local")
-_TF_NATIVE_SCHEMES = ("", "file", "local", "gs")
-_SUPPORTED_SCHEMES = ("", "file", "local", "s3", "s3a", "gs", "gcs")
-
-
-# --------------------------------------------------------------------------------------------
-# URIs
-# --------------------------------------------------------------------------------------------
-
-
-def scheme(uri: str) -> str:
-    """The lower-case scheme of ``uri`` ('' for a plain local path)."""
-    head, sep, _ = str(uri).partition("://")
-    return head.lower() if sep else ""
-
-
-def is_local(uri: str) -> bool:
-    """True for plain paths and ``file://`` URIs."""
-    return scheme(uri) in _LOCAL_SCHEMES
-
-
-def tf_can_open(uri: str) -> bool:
-    """True when TensorFlow's own file system layer can read ``uri`` directly.
-
-    TF 2.21 reads local paths and ``gs://`` natively; ``s3://`` must be staged through a local
-    cache (see ``shardtrain.train.dataset``) because tensorflow-io no longer loads.
-    """
-    return scheme(uri) in _TF_NATIVE_SCHEMES
-
-
-def local_path(uri: str) -> str:
-    """The file-system path of a local ``uri`` (strips ``file://``)."""
-    if not is_local(uri):
-        raise StorageError(f"{uri}: not a local path")
-    return str(uri).split("://", 1)[1] if "://" in str(uri) else str(uri)
-
-
-def join(base: str, *parts: str) -> str:
-    """Join URI/path components with '/' (works for local paths and URIs alike)."""
-    out = str(base)
-    for part in parts:
-        part = str(part)
-        if not part:
-            continue
-        out = out.rstrip("/") + "/" + part.lstrip("/")
-    return out
-
-
-def basename(uri: str) -> str:
-    """The last component of ``uri``."""
-    return str(uri).rstrip("/").rsplit("/", 1)[-1]
-
-
-def _check_scheme(uri: str) -> str:
-    sch = scheme(uri)
-    if sch not in _SUPPORTED_SCHEMES:
-        raise StorageError(
-            f"{uri}: unsupported URI scheme '{sch}://' (use a local path, s3:// or gs://)"
-        )
-    return sch
-
-
-# --------------------------------------------------------------------------------------------
-# File systems, configured from the environment only
-# --------------------------------------------------------------------------------------------
-
-
-def s3_settings() -> dict[str, Any]:
-    """The ``s3fs.S3FileSystem`` keyword arguments derived from the standard AWS variables.
-
-    Returns a dict safe to pass to s3fs; secrets are included only as read from the
-    environment and must never be logged (use :func:`describe_s3_settings` for logs).
-    """
-    env = os.environ
-    endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
-    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
-    client_kwargs: dict[str, Any] = {}
-    # botocore's own retries: few, because every operation is also retried by _retrying().
-    config_kwargs: dict[str, Any] = {
-        "retries": {"max_attempts": 2, "mode": "standard"},
-        "connect_timeout": float(env.get("SHARDTRAIN_STORAGE_CONNECT_TIMEOUT", "5")),
-        "read_timeout": float(env.get("SHARDTRAIN_STORAGE_READ_TIMEOUT", "60")),
-    }
-    if endpoint:
-        client_kwargs["endpoint_url"] = endpoint
-        # S3-compatible servers behind a plain host name (minio.ns.svc:9000, 127.0.0.1) cannot
-        # serve virtual-hosted bucket names.
-        config_kwargs["s3"] = {"addressing_style": "path"}
-    if region:
-        client_kwargs["region_name"] = region
-    settings: dict[str, Any] = {
-        "client_kwargs": client_kwargs,
-        "config_kwargs": config_kwargs,
-        "use_listings_cache": False,
-        "default_block_size": DEFAULT_BLOCK_SIZE,
-    }
-    if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
-        settings["key"] = env["AWS_ACCESS_KEY_ID"]
-        settings["secret"] = env["AWS_SECRET_ACCESS_KEY"]
-        if env.get("AWS_SESSION_TOKEN"):
-            settings["token"] = env["AWS_SESSION_TOKEN"]
-    return settings
-
-
-def describe_s3_settings() -> str:
-    """A log-safe description of the S3 configuration (never includes secrets)."""
-    s = s3_settings()
-    endpoint = s["client_kwargs"].get("endpoint_url", "AWS default")
-    who = "access key from AWS_ACCESS_KEY_ID" if "key" in s else "boto default credential chain"
-    return f"endpoint={endpoint}, credentials: {who}"
-
-
-def _s3_filesystem(settings: dict[str, Any]) -> fsspec.AbstractFileSystem:
-    fs = fsspec.filesystem("s3", skip_instance_cache=True, **settings)
-    # s3fs retries some errors itself (5 times by default) inside every call; keep that short
-    # because retrying() bounds and logs the retries of each whole operation.
-    fs.retries = 2
-    return fs
-
-
-_fs_cache: dict[tuple, fsspec.AbstractFileSystem] = {}
-_fs_lock = threading.Lock()
-
-
-def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
-    """The fsspec file system for ``uri`` and the path to use with it.
-
-    File-system objects are cached per process and per configuration, so a change of the
-    environment (other credentials, another endpoint) takes effect on the next call.
-    """
-    sch = _check_scheme(uri)
-    if sch in _LOCAL_SCHEMES:
-        return fsspec.filesystem("file", auto_mkdir=True), os.path.abspath(local_path(uri))
-    path = str(uri).split("://", 1)[1]
-    if sch in ("s3", "s3a"):
-        settings = s3_settings()
-        key = ("s3", os.getpid(), json.dumps(settings, sort_keys=True))
-        factory: Callable[[], fsspec.AbstractFileSystem] = lambda: _s3_filesystem(settings)  # noqa: E731
-    else:
-        project = os.environ.get("GOOGLE_CLOUD_PROJECT")
-        key = ("gs", os.getpid(), project)
-        factory = lambda: fsspec.filesystem(  # noqa: E731
-            "gs", skip_instance_cache=True, project=project, token=None
-        )
-    with _fs_lock:
-        fs = _fs_cache.get(key)
-        if fs is None:
-            fs = _fs_cache[key] = factory()
-    return fs, path
-
 
 # --------------------------------------------------------------------------------------------
 # Errors and retries
@@ -867,13 +769,6 @@ class ObjectInfo:
     #: A version tag that changes when the content changes: ETag (S3), generation/md5 (GCS),
     #: or mtime in nanoseconds (local). Used for source fingerprints.
     version: str
-
-
-def _to_uri(uri_like: str, path: str) -> str:
-    sch = scheme(uri_like)
-    if sch in _LOCAL_SCHEMES:
-        return path if sch == "" else f"file://{path}"
-    return f"{sch}://{path}"
 
 
 def exists(uri: str) -> bool:
