@@ -1,46 +1,8 @@
 """One storage layer for local paths, ``file://``, ``s3://`` (AWS S3, MinIO) and ``gs://`` URIs.
 
 Everything in shardtrain that touches data — the sharder, the trainer's shard cache, the
-TFJob launcher, the pipeline components — goes through this module, so that:
-
-* credentials and endpoints come from the standard places only. For ``s3://``:
-  ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL`` (MinIO, or any S3-compatible server),
-  ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN``, ``AWS_REGION``
-  (or ``AWS_DEFAULT_REGION``), else boto's default chain (IRSA, instance profile, ...). For
-  ``gs://``: Google application-default credentials (Workload Identity on GKE). Nothing is
-  hard-coded and no secret is ever logged.
-* transient failures (connection refused/reset, timeouts, HTTP 5xx, throttling) are retried
-  with exponential backoff and jitter, up to a bound (``SHARDTRAIN_STORAGE_RETRIES`` attempts,
-  default 5; base delay ``SHARDTRAIN_STORAGE_BACKOFF`` seconds, default 0.5). When the bound
-  is exhausted a :class:`~shardtrain.errors.StorageUnavailableError` names the URI.
-* permanent failures (missing object, missing bucket, wrong credentials) raise a
-  :class:`~shardtrain.errors.StorageError` whose one-line message names the URI.
-* TensorFlow is never handed an ``s3://`` URI: TF 2.21 has no working S3 filesystem.
-  :func:`tf_can_open` tells callers whether a URI may go to ``tf.io``/``tf.data`` directly
-  (local and ``gs://``) or must be staged through a local cache first.
-
-Writes are all-or-nothing per object: :func:`open` in a write mode streams to a temporary
-file renamed into place on success (local), or to a multipart/resumable upload that is only
-completed on success and aborted on error (S3/GCS). A reader therefore never sees a
-half-written object.
-
-The publish pattern
--------------------
-Object stores have no atomic rename of a directory, so a writer that produces *many* objects
-(the shards of a dataset, the files of a SavedModel) cannot make them appear at once. The
-convention used throughout shardtrain:
-
-1. write every data object (each one is atomic by itself, see above);
-2. write the manifest last, with :func:`publish` — a JSON document listing what was written
-   (names, sizes, checksums). Its presence is the *commit*;
-3. readers call :func:`read_committed` (or :func:`is_committed`) and trust only what the
-   manifest lists. Objects without a manifest are leftovers of a crashed writer: they are
-   ignored by readers and simply overwritten when the writer runs again.
-
-S3 and GCS give strong read-after-write consistency, so a reader that sees the manifest also
-sees every object it lists.
-
-Example::
+TFJob launcher, the pipeline components — goes through this package, so that the rules below
+hold everywhere. Callers use the functions re-exported here::
 
     from shardtrain import storage
 
@@ -48,13 +10,85 @@ Example::
         f.write(payload)
     storage.publish("s3://bucket/data", {"files": ["part-0.bin"]})
     manifest = storage.read_committed("s3://bucket/data")
+
+Locations
+---------
+A location is a plain local path, a ``file://`` URI, an ``s3://`` (or ``s3a://``) URI or a
+``gs://`` (or ``gcs://``) URI; any other scheme is a :class:`~shardtrain.errors.StorageError`
+naming the URI. Every function takes all of them, paths are joined with '/' whatever the
+store (:func:`join`), and listings answer with URIs in the form they were asked in, ready to
+pass back.
+
+Credentials and endpoints
+-------------------------
+Only from the standard places. For ``s3://``: ``AWS_ENDPOINT_URL_S3`` or
+``AWS_ENDPOINT_URL`` (MinIO, or any S3-compatible server), ``AWS_ACCESS_KEY_ID`` /
+``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN``, ``AWS_REGION`` (or
+``AWS_DEFAULT_REGION``), else boto's default chain (IRSA, instance profile, ...). For
+``gs://``: Google application-default credentials (Workload Identity on GKE). Nothing is
+hard-coded and no secret is ever logged (:func:`describe_s3_settings` is the loggable form).
+
+Failures and retries
+--------------------
+* Transient failures (connection refused/reset, timeouts, HTTP 5xx, throttling) are retried
+  with exponential backoff and jitter, up to a bound (``SHARDTRAIN_STORAGE_RETRIES``
+  attempts, default 5; base delay ``SHARDTRAIN_STORAGE_BACKOFF`` seconds, default 0.5). When
+  the bound is exhausted a :class:`~shardtrain.errors.StorageUnavailableError` names the URI
+  (exit code 3, see :mod:`shardtrain.errors`).
+* Permanent failures (missing object, missing bucket, wrong credentials) are not retried:
+  they raise a :class:`~shardtrain.errors.StorageError` whose one-line message names the URI.
+* Every operation is retried as a whole, and retries nest: a copy (an open for reading plus
+  an open for writing) retries once at the outermost level, so the bound is the bound. The
+  clients underneath (botocore, s3fs) are told to retry little themselves.
+
+All-or-nothing objects
+----------------------
+Writes are all-or-nothing per object: :func:`open` in a write mode streams to a temporary
+file renamed into place on success (local), or to a multipart/resumable upload that is only
+completed on success and aborted on error (S3/GCS). A reader therefore never sees a
+half-written object. Large local outputs may also bypass the page cache (``direct=True``).
+
+Publish-last
+------------
+Object stores have no atomic rename of a directory, so a writer of *many* objects (the
+shards of a dataset, the files of a SavedModel) writes every object first and a manifest
+last, with :func:`publish`: the manifest's presence is the commit. Readers call
+:func:`read_committed` (or :func:`is_committed`) and trust only what the manifest lists;
+objects without a manifest are a crashed writer's leftovers, ignored by readers and
+overwritten when the writer runs again. S3 and GCS give strong read-after-write
+consistency, so a reader that sees the manifest also sees every object it lists.
+
+TensorFlow never gets ``s3://``
+-------------------------------
+TF 2.21 has no working S3 file system: its S3 support lived in tensorflow-io, which no
+longer loads. :func:`tf_can_open` tells callers whether a URI may go to ``tf.io`` /
+``tf.data`` directly (local paths and ``gs://``, which TF reads natively) or must first be
+staged through a local cache with this package (``shardtrain.train.dataset`` does so for
+shards on S3). This package itself never imports TensorFlow or pandas: importing it stays
+cheap for processes that only move data.
+
+Where things are
+----------------
+* :mod:`~shardtrain.storage.uri` — schemes, local paths, joining and taking URIs apart.
+* :mod:`~shardtrain.storage.filesystems` — the fsspec file system of a URI, S3 settings
+  from the environment.
+* :mod:`~shardtrain.storage.retry` — transient or permanent, :func:`retrying`, one-line
+  errors naming the URI.
+* :mod:`~shardtrain.storage.streams` — :func:`open`: streaming reads, atomic writes.
+* :mod:`~shardtrain.storage.direct` — ``O_DIRECT`` local writes around the page cache.
+* :mod:`~shardtrain.storage.objects` — whole-object read/write (bytes, text, JSON),
+  :func:`exists`, :func:`info`, :func:`size`, :func:`delete`.
+* :mod:`~shardtrain.storage.listing` — :func:`ls`, :func:`walk_files`, :func:`walk_infos`,
+  :func:`glob`.
+* :mod:`~shardtrain.storage.transfer` — :func:`copy`, uploads and downloads of files and
+  directories.
+* :mod:`~shardtrain.storage.commit` — publish-last: :func:`publish`, :func:`is_committed`,
+  :func:`read_committed`.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from shardtrain.errors import NotCommittedError, StorageError
+from shardtrain.storage.commit import MANIFEST_NAME, is_committed, publish, read_committed
 from shardtrain.storage.direct import DIRECT_IO_ENV, direct_io_enabled
 from shardtrain.storage.filesystems import (
     DEFAULT_BLOCK_SIZE,
@@ -136,50 +170,3 @@ __all__ = [
     "write_json",
     "write_text",
 ]
-
-#: Name of the manifest that commits a directory written with the publish pattern.
-MANIFEST_NAME = "_MANIFEST.json"
-
-# --------------------------------------------------------------------------------------------
-# Publish / commit
-# --------------------------------------------------------------------------------------------
-
-
-def publish(uri: str, manifest: dict[str, Any], name: str = MANIFEST_NAME) -> str:
-    """Commit the directory ``uri`` by writing its manifest last.
-
-    Call this only after every object the manifest lists has been written successfully.
-
-    Args:
-        uri: the directory (prefix) being committed.
-        manifest: JSON-serialisable description of the committed content.
-        name: the manifest's object name inside ``uri``.
-
-    Returns:
-        The manifest's URI.
-    """
-    target = join(uri, name)
-    write_json(target, manifest)
-    return target
-
-
-def is_committed(uri: str, name: str = MANIFEST_NAME) -> bool:
-    """True when ``uri`` has been published (its manifest exists)."""
-    return exists(join(uri, name))
-
-
-def read_committed(uri: str, name: str = MANIFEST_NAME) -> dict[str, Any]:
-    """The manifest of a published directory.
-
-    Raises:
-        NotCommittedError: the manifest is missing — the writer never finished (or crashed).
-    """
-    target = join(uri, name)
-    if not exists(target):
-        raise NotCommittedError(
-            f"{uri}: not committed ({name} is missing: the writer has not finished or crashed)"
-        )
-    manifest = read_json(target)
-    if not isinstance(manifest, dict):
-        raise StorageError(f"{target}: manifest is not a JSON object")
-    return manifest
