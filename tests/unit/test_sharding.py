@@ -19,6 +19,7 @@ from shardtrain.data import datagen, sharding
 from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.data.sources import csv as csv_source
 from shardtrain.errors import ConfigError, DataError, StorageError
+from shardtrain.storage import direct
 
 ALL_TYPES = REPO / "tests" / "data" / "all_types.csv"
 
@@ -449,19 +450,19 @@ def test_in_place_direct_writes_give_the_same_dataset_as_page_cache_writes(tmp_p
     """Uncompressed shards go to the disk straight from the encoder's buffer (O_DIRECT, each
     shard's records at its file's page phase): the dataset is byte for byte the one written
     through the page cache."""
-    if not storage._on_block_device(str(tmp_path)):
+    if not direct._on_block_device(str(tmp_path)):
         pytest.skip("O_DIRECT is not used on this file system")
     csv_path = tmp_path / "quest.csv"
     datagen.generate_quest_logs(str(csv_path), 30_000, seed=9, bad_fraction=0.01)
     calls = collections.Counter()
     for name in ("write", "write_in_place"):
-        method = getattr(storage._DirectWriter, name)
+        method = getattr(direct._DirectWriter, name)
 
         def counted(self, *args, _method=method, _name=name):
             calls[_name] += 1
             return _method(self, *args)
 
-        monkeypatch.setattr(storage._DirectWriter, name, counted)
+        monkeypatch.setattr(direct._DirectWriter, name, counted)
     datasets = {}
     for flag in ("1", "0"):
         monkeypatch.setenv(storage.DIRECT_IO_ENV, flag)

@@ -11,6 +11,7 @@ import pytest
 
 from shardtrain import storage
 from shardtrain.errors import NotCommittedError, StorageError
+from shardtrain.storage import direct
 
 
 def test_uri_helpers():
@@ -66,8 +67,8 @@ def test_direct_writes_give_the_same_bytes_for_every_size(tmp_path, monkeypatch,
         data = rng.randbytes(total)
         uri = str(tmp_path / f"direct-{total}.bin")
         with storage.open(uri, "wb", direct=True) as f:
-            expected = direct_io == "1" and supported and storage._on_block_device(tmp_path)
-            assert isinstance(f, storage._DirectWriter) == expected
+            expected = direct_io == "1" and supported and direct._on_block_device(tmp_path)
+            assert isinstance(f, direct._DirectWriter) == expected
             pos = 0
             while pos < total:  # writes of every size, some larger than the staging buffer
                 step = rng.choice([1, 511, 4096, 65_537, 1_500_000])
@@ -82,7 +83,7 @@ def test_in_place_direct_writes_mixed_with_copying_writes(tmp_path, monkeypatch)
     staged tail copied into the room before the data; in any mix with ``write``, with the
     room laid out right or wrong (unaligned, too little room, too short: copied instead),
     the file holds exactly the bytes written, and the room is all that gets overwritten."""
-    if not storage._on_block_device(str(tmp_path)):
+    if not direct._on_block_device(str(tmp_path)):
         pytest.skip("O_DIRECT is not used on this file system")
     sent = []
     real_write = os.write
@@ -93,11 +94,11 @@ def test_in_place_direct_writes_mixed_with_copying_writes(tmp_path, monkeypatch)
 
     monkeypatch.setattr(os, "write", recording_write)
     rng = np.random.default_rng(5)
-    page = storage._DirectWriter.ALIGN
+    page = direct._DirectWriter.ALIGN
     uri = str(tmp_path / "in-place.bin")
     expected, in_place = bytearray(), 0
     with storage.open(uri, "wb", direct=True) as f:
-        assert isinstance(f, storage._DirectWriter)
+        assert isinstance(f, direct._DirectWriter)
         for step in range(90):
             n = int(rng.choice([1, 100, page - 1, page + 1, 50_000, 131_072, 1_300_000]))
             data = rng.integers(0, 256, n, dtype=np.uint8)
@@ -120,7 +121,7 @@ def test_in_place_direct_writes_mixed_with_copying_writes(tmp_path, monkeypatch)
             sent.clear()
             f.write_in_place(raw, start, start + n)
             expected += data.tobytes()
-            if layout == "right" and n >= storage._DirectWriter.IN_PLACE_MIN:
+            if layout == "right" and n >= direct._DirectWriter.IN_PLACE_MIN:
                 in_place += 1
                 assert any(obj is raw for obj in sent)  # pages sent from the buffer itself
                 changed = np.flatnonzero(raw != before)  # only the room before the data

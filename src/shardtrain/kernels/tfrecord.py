@@ -889,7 +889,7 @@ def encode_example_groups(
     itself page-aligned. A writer that has ``phases[g]`` bytes of its file's last page
     still to write (its file size modulo ``PAGE``) copies them into that room and writes
     whole pages from ``data`` itself, instead of copying all of the group into an aligned
-    buffer first (see ``storage._DirectWriter.write_in_place``). The room costs at most two
+    buffer first (see ``storage.direct._DirectWriter.write_in_place``). The room costs at most two
     pages per group.
 
     Returns:

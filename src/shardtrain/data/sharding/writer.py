@@ -52,7 +52,7 @@ class ShardWriter:
     Uncompressed local shards written with ``O_DIRECT`` are written *in place*: the
     encoder puts each shard's records of a block at the page phase its file has reached
     (:attr:`phase`), so that whole pages go to the disk straight from the encoder's buffer
-    (see ``storage._DirectWriter.write_in_place``).
+    (see ``storage.direct._DirectWriter.write_in_place``).
     """
 
     def __init__(self, uri: str, path: str, gzip_level: int | None, stack: contextlib.ExitStack):
@@ -62,7 +62,7 @@ class ShardWriter:
         self.bytes = 0
         self.crc = 0
         # The S3 minimum part size: a task keeps several shards open at once, each with one
-        # part in memory. Local shards bypass the page cache (see storage._DirectWriter).
+        # part in memory. Local shards bypass the page cache (see storage.direct._DirectWriter).
         self._f = stack.enter_context(storage.open(uri, "wb", block_size=5 * MIB, direct=True))
         self._z = _gzip_compressor(gzip_level) if gzip_level else None
         self.in_place = self._z is None and hasattr(self._f, "write_in_place")

@@ -1,0 +1,112 @@
+"""The fsspec file system behind a URI, configured from the environment only.
+
+For ``s3://``: ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL`` (MinIO, or any S3-compatible
+server), ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN``,
+``AWS_REGION`` (or ``AWS_DEFAULT_REGION``), else boto's default chain (IRSA, instance
+profile, ...). For ``gs://``: Google application-default credentials (Workload Identity on
+GKE), ``GOOGLE_CLOUD_PROJECT``. Nothing is hard-coded, and :func:`describe_s3_settings` is the
+only form of the settings fit for a log.
+
+The clients' own retries are kept short: every operation is retried as a whole, with a bound
+and a log line per retry, by :func:`shardtrain.storage.retry.retrying`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import fsspec
+
+from shardtrain.storage.uri import _LOCAL_SCHEMES, _check_scheme, local_path
+
+#: Part size of streaming uploads to S3/GCS. Small enough that many shards can be open for
+#: writing at once in bounded memory, large enough for the S3 multipart minimum (5 MiB).
+DEFAULT_BLOCK_SIZE = 8 * 1024 * 1024
+
+
+def s3_settings() -> dict[str, Any]:
+    """The ``s3fs.S3FileSystem`` keyword arguments derived from the standard AWS variables.
+
+    Returns a dict safe to pass to s3fs; secrets are included only as read from the
+    environment and must never be logged (use :func:`describe_s3_settings` for logs).
+    """
+    env = os.environ
+    endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    client_kwargs: dict[str, Any] = {}
+    # botocore's own retries: few, because every operation is also retried by retrying().
+    config_kwargs: dict[str, Any] = {
+        "retries": {"max_attempts": 2, "mode": "standard"},
+        "connect_timeout": float(env.get("SHARDTRAIN_STORAGE_CONNECT_TIMEOUT", "5")),
+        "read_timeout": float(env.get("SHARDTRAIN_STORAGE_READ_TIMEOUT", "60")),
+    }
+    if endpoint:
+        client_kwargs["endpoint_url"] = endpoint
+        # S3-compatible servers behind a plain host name (minio.ns.svc:9000, 127.0.0.1) cannot
+        # serve virtual-hosted bucket names.
+        config_kwargs["s3"] = {"addressing_style": "path"}
+    if region:
+        client_kwargs["region_name"] = region
+    settings: dict[str, Any] = {
+        "client_kwargs": client_kwargs,
+        "config_kwargs": config_kwargs,
+        "use_listings_cache": False,
+        "default_block_size": DEFAULT_BLOCK_SIZE,
+    }
+    if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
+        settings["key"] = env["AWS_ACCESS_KEY_ID"]
+        settings["secret"] = env["AWS_SECRET_ACCESS_KEY"]
+        if env.get("AWS_SESSION_TOKEN"):
+            settings["token"] = env["AWS_SESSION_TOKEN"]
+    return settings
+
+
+def describe_s3_settings() -> str:
+    """A log-safe description of the S3 configuration (never includes secrets)."""
+    s = s3_settings()
+    endpoint = s["client_kwargs"].get("endpoint_url", "AWS default")
+    who = "access key from AWS_ACCESS_KEY_ID" if "key" in s else "boto default credential chain"
+    return f"endpoint={endpoint}, credentials: {who}"
+
+
+def _s3_filesystem(settings: dict[str, Any]) -> fsspec.AbstractFileSystem:
+    fs = fsspec.filesystem("s3", skip_instance_cache=True, **settings)
+    # s3fs retries some errors itself (5 times by default) inside every call; keep that short
+    # because retrying() bounds and logs the retries of each whole operation.
+    fs.retries = 2
+    return fs
+
+
+_fs_cache: dict[tuple, fsspec.AbstractFileSystem] = {}
+_fs_lock = threading.Lock()
+
+
+def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
+    """The fsspec file system for ``uri`` and the path to use with it.
+
+    File-system objects are cached per process and per configuration, so a change of the
+    environment (other credentials, another endpoint) takes effect on the next call.
+    """
+    sch = _check_scheme(uri)
+    if sch in _LOCAL_SCHEMES:
+        return fsspec.filesystem("file", auto_mkdir=True), os.path.abspath(local_path(uri))
+    path = str(uri).split("://", 1)[1]
+    if sch in ("s3", "s3a"):
+        settings = s3_settings()
+        key = ("s3", os.getpid(), json.dumps(settings, sort_keys=True))
+        factory: Callable[[], fsspec.AbstractFileSystem] = lambda: _s3_filesystem(settings)  # noqa: E731
+    else:
+        project = os.environ.get("GOOGLE_CLOUD_PROJECT")
+        key = ("gs", os.getpid(), project)
+        factory = lambda: fsspec.filesystem(  # noqa: E731
+            "gs", skip_instance_cache=True, project=project, token=None
+        )
+    with _fs_lock:
+        fs = _fs_cache.get(key)
+        if fs is None:
+            fs = _fs_cache[key] = factory()
+    return fs, path

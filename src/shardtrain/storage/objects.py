@@ -1,0 +1,118 @@
+"""Whole objects: read or write one in a call, and what storage knows about it.
+
+These helpers are for the small documents shardtrain keeps next to its data (manifests,
+metadata, configurations): each call reads or writes the whole object, retried as a whole on
+transient errors, and a write is atomic like every write through
+:func:`~shardtrain.storage.streams.open`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from shardtrain.errors import StorageError
+from shardtrain.storage.filesystems import filesystem
+from shardtrain.storage.retry import retrying
+from shardtrain.storage.streams import open
+
+
+def read_bytes(uri: str) -> bytes:
+    """The whole content of a (small) object."""
+    fs, path = filesystem(uri)
+    return retrying("read", uri, lambda: fs.cat_file(path))
+
+
+def write_bytes(uri: str, data: bytes) -> None:
+    """Write a (small) object atomically, retrying transient errors."""
+
+    def _put() -> None:
+        with open(uri, "wb") as f:
+            f.write(data)
+
+    retrying("write", uri, _put)
+
+
+def read_text(uri: str, encoding: str = "utf-8") -> str:
+    """The whole content of a (small) text object."""
+    return read_bytes(uri).decode(encoding)
+
+
+def write_text(uri: str, text: str, encoding: str = "utf-8") -> None:
+    """Write a (small) text object atomically."""
+    write_bytes(uri, text.encode(encoding))
+
+
+def read_json(uri: str) -> Any:
+    """Parse a JSON object; a malformed document is a StorageError naming the URI."""
+    raw = read_bytes(uri)
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise StorageError(f"{uri}: not valid JSON ({exc})") from exc
+
+
+def write_json(uri: str, obj: Any, *, compact: bool = False) -> None:
+    """Write ``obj`` as JSON, atomically: indented for people to read, or ``compact`` for
+    large internal documents (Python's C encoder only runs without indentation)."""
+    if compact:
+        text = json.dumps(obj, separators=(",", ":"))
+    else:
+        text = json.dumps(obj, indent=2, sort_keys=False)
+    write_text(uri, text + "\n")
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """What storage knows about one object."""
+
+    uri: str
+    size: int
+    #: A version tag that changes when the content changes: ETag (S3), generation/md5 (GCS),
+    #: or mtime in nanoseconds (local). Used for source fingerprints.
+    version: str
+
+
+def exists(uri: str) -> bool:
+    """True when an object (or a non-empty prefix / directory) exists at ``uri``."""
+    fs, path = filesystem(uri)
+    return retrying("check", uri, lambda: fs.exists(path))
+
+
+def info(uri: str) -> ObjectInfo:
+    """Size and version tag of one object."""
+    fs, path = filesystem(uri)
+    meta = retrying("stat", uri, lambda: fs.info(path))
+    if meta.get("type") == "directory":
+        raise StorageError(f"{uri}: is a directory, expected a file")
+    return ObjectInfo(uri=uri, size=int(meta.get("size", 0)), version=_version_tag(meta))
+
+
+def _version_tag(meta: dict[str, Any]) -> str:
+    """:attr:`ObjectInfo.version` from an fsspec ``info``/``find`` entry of any store."""
+    version = (
+        meta.get("ETag")
+        or meta.get("etag")
+        or meta.get("generation")
+        or meta.get("md5Hash")
+        or str(meta.get("mtime", meta.get("LastModified", "")))
+    )
+    return str(version).strip('"')
+
+
+def size(uri: str) -> int:
+    """Size of one object in bytes."""
+    return info(uri).size
+
+
+def delete(uri: str, recursive: bool = False) -> None:
+    """Delete an object (or, with ``recursive``, everything under a prefix). Missing is fine."""
+    fs, path = filesystem(uri)
+
+    def _rm() -> None:
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm(path, recursive=recursive)
+
+    retrying("delete", uri, _rm)

@@ -1,0 +1,188 @@
+"""Streaming reads and all-or-nothing writes of one object: :func:`open`.
+
+A write never leaves a half-written object behind. Locally it streams to a temporary file in
+the same directory, renamed into place when the ``with`` block exits cleanly and deleted
+otherwise. On S3/GCS it streams to a multipart/resumable upload, which is completed only on
+success (that completion is the commit point) and aborted on error.
+
+A remote read is opened with retries and then streams through a
+:class:`~shardtrain.storage.retry._RetryingReader`, which retries each failed read in place,
+so a dropped connection in the middle of a large object costs one retry, not the job.
+
+Gzip (``compression``) and text decoding are layered on top of the byte stream, the same way
+for every store.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import gzip
+import io
+import os
+import uuid
+from collections.abc import Iterator
+from typing import IO, Any
+
+from shardtrain.errors import StorageError, StorageUnavailableError
+from shardtrain.storage.direct import _open_local_for_writing
+from shardtrain.storage.filesystems import DEFAULT_BLOCK_SIZE, filesystem
+from shardtrain.storage.retry import (
+    _in_retry,
+    _RetryingReader,
+    _short,
+    _translate,
+    is_transient,
+    retrying,
+)
+from shardtrain.storage.uri import is_local
+
+
+def _wants_gzip(uri: str, compression: str | None) -> bool:
+    """Whether ``compression`` means gzip for ``uri``; a StorageError for an unknown value."""
+    if compression in (None, "none", ""):
+        return False
+    if compression == "gzip":
+        return True
+    if compression == "infer":
+        return str(uri).endswith(".gz")
+    raise StorageError(f"{uri}: unknown compression '{compression}' (use gzip, none or infer)")
+
+
+@contextlib.contextmanager
+def open(
+    uri: str,
+    mode: str = "rb",
+    *,
+    compression: str | None = None,
+    block_size: int | None = None,
+    encoding: str = "utf-8",
+    newline: str | None = None,
+    direct: bool = False,
+) -> Iterator[IO[Any]]:
+    """Open ``uri`` for streaming read or write; use it as a context manager.
+
+    Args:
+        uri: a local path, ``file://``, ``s3://`` or ``gs://`` URI.
+        mode: 'rb', 'r' (text), 'wb' or 'w' (text). Writes are atomic per object: the object
+            appears only when the ``with`` block exits without an exception.
+        compression: None/'none', 'gzip', or 'infer' (gzip when the name ends in '.gz').
+        block_size: read-ahead / upload part size for remote objects.
+        encoding: text encoding for text modes.
+        newline: as for :func:`builtins.open` in text modes.
+        direct: for a local file written in 'wb' mode, write around the page cache
+            (``O_DIRECT``, see :mod:`shardtrain.storage.direct`) where the file system
+            allows it and ``SHARDTRAIN_DIRECT_IO`` is not ``0``. For large outputs read by
+            other processes later (shards): it cuts the CPU cost of writing them (figures in
+            ``benchmarks/RESULTS.md``) and keeps them from evicting useful pages. Ignored for
+            remote objects.
+
+    Yields:
+        A file object.
+
+    Raises:
+        StorageError: the object is missing, access is denied, or the write failed (the
+            partial object is discarded).
+    """
+    if mode not in ("rb", "r", "wb", "w"):
+        raise StorageError(f"{uri}: unsupported mode '{mode}'")
+    gz = _wants_gzip(uri, compression)
+    text = "b" not in mode
+    if mode.startswith("r"):
+        with _open_read(uri, block_size) as raw:
+            stream: IO[Any] = raw
+            if gz:
+                stream = gzip.GzipFile(fileobj=raw, mode="rb")
+            if text:
+                stream = io.TextIOWrapper(stream, encoding=encoding, newline=newline)
+            try:
+                yield stream
+            finally:
+                with contextlib.suppress(Exception):
+                    stream.close()
+    else:
+        with _open_write(uri, block_size, direct=direct and not gz and not text) as raw:
+            stream = raw
+            gzfile = None
+            if gz:
+                # mtime=0 keeps the bytes (and so checksums) identical across runs.
+                gzfile = stream = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0)
+            if text:
+                stream = io.TextIOWrapper(stream, encoding=encoding, newline=newline)
+            yield stream
+            if text:
+                stream.flush()
+                stream.detach()
+            if gzfile is not None:
+                gzfile.close()
+
+
+@contextlib.contextmanager
+def _open_read(uri: str, block_size: int | None) -> Iterator[IO[bytes]]:
+    """The raw byte stream of ``uri``; remote reads retry in place, errors name the URI."""
+    fs, path = filesystem(uri)
+    if is_local(uri):
+        try:
+            raw = builtins.open(path, "rb")  # noqa: SIM115 - closed by the with below
+        except OSError as exc:
+            raise _translate(exc, uri, "open") from exc
+        with raw:
+            yield raw
+        return
+    kwargs = {"block_size": block_size} if block_size else {}
+    fobj = retrying("open", uri, lambda: fs.open(path, "rb", **kwargs))
+    reader = io.BufferedReader(_RetryingReader(fobj, uri), buffer_size=1024 * 1024)
+    try:
+        yield reader
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, StorageError) or _in_retry():
+            raise
+        raise _translate(exc, uri, "read") from exc
+    finally:
+        reader.close()
+
+
+@contextlib.contextmanager
+def _open_write(uri: str, block_size: int | None, direct: bool = False) -> Iterator[IO[bytes]]:
+    """A byte stream whose object appears at ``uri`` only if the block exits cleanly."""
+    fs, path = filesystem(uri)
+    if is_local(uri):
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        tmp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"
+        try:
+            fobj = _open_local_for_writing(tmp, direct)
+        except OSError as exc:
+            raise _translate(exc, uri, "write") from exc
+        try:
+            yield fobj
+            fobj.close()
+            os.replace(tmp, path)
+        except BaseException:
+            # Nothing may stop the clean-up or hide the first error (a full disk fails the
+            # close too): drop what is staged and the temporary file.
+            with contextlib.suppress(Exception):
+                getattr(fobj, "discard", fobj.close)()
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return
+    kwargs = {"block_size": block_size or DEFAULT_BLOCK_SIZE}
+    fobj = retrying("open for writing", uri, lambda: fs.open(path, "wb", **kwargs))
+    try:
+        yield fobj
+        fobj.close()  # completes the multipart / resumable upload: the commit point
+    except BaseException as exc:
+        # Abort the upload so that nothing partial ever becomes visible. If the server is
+        # gone the abort fails too; the incomplete upload stays invisible and the bucket's
+        # lifecycle rule (or the next successful write) cleans it up.
+        with contextlib.suppress(Exception):
+            fobj.discard()
+        with contextlib.suppress(Exception):
+            fobj.closed = True  # type: ignore[misc]
+        if isinstance(exc, StorageError) or not isinstance(exc, Exception) or _in_retry():
+            raise
+        if is_transient(exc):
+            raise StorageUnavailableError(f"{uri}: write failed: {_short(exc)}") from exc
+        if isinstance(exc, OSError):
+            raise _translate(exc, uri, "write") from exc
+        raise

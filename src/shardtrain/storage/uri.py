@@ -1,0 +1,81 @@
+"""URIs and paths: which store a location lives in, and string operations on locations.
+
+A location is a plain local path, a ``file://`` URI, or an ``s3://`` / ``gs://`` URI (with
+the aliases ``local://``, ``s3a://`` and ``gcs://``). Everything here works on strings only,
+with '/' as the separator whatever the store, so callers can build and take apart locations
+without knowing where they live. Nothing here touches a file system.
+"""
+
+from __future__ import annotations
+
+from shardtrain.errors import StorageError
+
+_LOCAL_SCHEMES = ("", "file", "local")
+#: The schemes TensorFlow's own file system layer reads (see :func:`tf_can_open`).
+_TF_NATIVE_SCHEMES = ("", "file", "local", "gs")
+_SUPPORTED_SCHEMES = ("", "file", "local", "s3", "s3a", "gs", "gcs")
+
+
+def scheme(uri: str) -> str:
+    """The lower-case scheme of ``uri`` ('' for a plain local path)."""
+    head, sep, _ = str(uri).partition("://")
+    return head.lower() if sep else ""
+
+
+def is_local(uri: str) -> bool:
+    """True for plain paths and ``file://`` URIs."""
+    return scheme(uri) in _LOCAL_SCHEMES
+
+
+def tf_can_open(uri: str) -> bool:
+    """True when TensorFlow's own file system layer can read ``uri`` directly.
+
+    TF 2.21 reads local paths and ``gs://`` natively; ``s3://`` must be staged through a local
+    cache (see ``shardtrain.train.dataset``) because tensorflow-io no longer loads.
+    """
+    return scheme(uri) in _TF_NATIVE_SCHEMES
+
+
+def local_path(uri: str) -> str:
+    """The file-system path of a local ``uri`` (strips ``file://``)."""
+    if not is_local(uri):
+        raise StorageError(f"{uri}: not a local path")
+    return str(uri).split("://", 1)[1] if "://" in str(uri) else str(uri)
+
+
+def join(base: str, *parts: str) -> str:
+    """Join URI/path components with '/' (works for local paths and URIs alike)."""
+    out = str(base)
+    for part in parts:
+        part = str(part)
+        if not part:
+            continue
+        out = out.rstrip("/") + "/" + part.lstrip("/")
+    return out
+
+
+def basename(uri: str) -> str:
+    """The last component of ``uri``."""
+    return str(uri).rstrip("/").rsplit("/", 1)[-1]
+
+
+def _check_scheme(uri: str) -> str:
+    """The scheme of ``uri``; a StorageError naming the URI when no store serves it."""
+    sch = scheme(uri)
+    if sch not in _SUPPORTED_SCHEMES:
+        raise StorageError(
+            f"{uri}: unsupported URI scheme '{sch}://' (use a local path, s3:// or gs://)"
+        )
+    return sch
+
+
+def _to_uri(uri_like: str, path: str) -> str:
+    """A file system's ``path`` (as fsspec returns it) in the form of ``uri_like``.
+
+    Listings come back as bare paths; this puts the caller's scheme back, so that a listing
+    of ``file:///d`` yields ``file://`` URIs and a listing of ``/d`` plain paths.
+    """
+    sch = scheme(uri_like)
+    if sch in _LOCAL_SCHEMES:
+        return path if sch == "" else f"file://{path}"
+    return f"{sch}://{path}"
