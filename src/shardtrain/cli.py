@@ -733,9 +733,9 @@ def pipeline_group() -> None:
 @pipeline_group.command("params")
 def pipeline_params_cmd() -> None:
     """List the pipeline's parameters: type, default, meaning."""
-    from shardtrain.kubeflow import pipeline
+    from shardtrain.kubeflow import client
 
-    for p in pipeline.parameters():
+    for p in client.parameters():
         default = "required" if p.required else f"default: {p.default!r}"
         click.echo(f"{p.name} ({p.type}, {default})\n    {p.description}")
 
@@ -748,9 +748,9 @@ def pipeline_compile_cmd(output: str, params: tuple[str, ...]) -> None:
 
     -p NAME=VALUE changes a parameter's default in the YAML (e.g. -p image=REGISTRY/IMAGE:TAG).
     """
-    from shardtrain.kubeflow import pipeline
+    from shardtrain.kubeflow import client
 
-    pipeline.compile_pipeline(output, pipeline.parse_arguments(params))
+    client.compile_pipeline(output, client.parse_arguments(params))
     click.echo(f"wrote {output}: upload it in the Kubeflow Pipelines UI (Pipelines → Upload)")
 
 
@@ -784,11 +784,11 @@ def pipeline_submit_cmd(
     Example: shardtrain pipeline submit --host http://localhost:8080 -p sources=s3://b/q.csv
     -p dataset_uri=s3://b/quest -p model_dir=s3://b/models/quest -p serving_uri=s3://b/serving
     """
-    from shardtrain.kubeflow import pipeline
+    from shardtrain.kubeflow import client
 
-    run = pipeline.submit(
+    run = client.submit(
         host,
-        pipeline.parse_arguments(params),
+        client.parse_arguments(params),
         experiment=experiment,
         run_name=run_name,
         namespace=namespace,
@@ -826,9 +826,9 @@ def pipeline_run_local_cmd(params: tuple[str, ...], pipeline_root: str) -> None:
     Example: shardtrain pipeline run-local -p sources=q.csv -p dataset_uri=ds -p model_dir=m
     -p serving_uri=serving -p secret_name= -p gpus_per_worker=0 -p train_steps=300
     """
-    from shardtrain.kubeflow import pipeline
+    from shardtrain.kubeflow import client
 
-    run = pipeline.run_local(pipeline.parse_arguments(params), pipeline_root=pipeline_root)
+    run = client.run_local(client.parse_arguments(params), pipeline_root=pipeline_root)
     _echo_local_run(run)
 
 
