@@ -1,7 +1,7 @@
 """The end-to-end demo on the embedded default: local storage, no server, a few minutes.
 
 It runs the main job the way a user would, as the Kubeflow pipeline ``csv_to_model`` run on
-this machine with ``kfp.local`` (:func:`shardtrain.kubeflow.pipeline.run_local`):
+this machine with ``kfp.local`` (:func:`shardtrain.kubeflow.client.run_local`):
 
 1. synthetic quest logs (with a few malformed rows) → ``WORKDIR/data/quest_logs.csv``;
 2. two shard workers (``dsl.ParallelFor``) and ``finalize`` → TFRecord shards with schema,
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from shardtrain import storage
 from shardtrain.data import datagen
 from shardtrain.data.metadata import DatasetMetadata
-from shardtrain.kubeflow import pipeline
+from shardtrain.kubeflow import client
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class DemoResult:
     csv: str
     dataset: str
     metadata: DatasetMetadata
-    run: pipeline.LocalRun
+    run: client.LocalRun
 
 
 def run_demo(
@@ -75,7 +75,7 @@ def run_demo(
         log.info("generating %d quest-log rows into %s", rows, csv)
         datagen.generate_quest_logs(csv, rows, seed=seed, bad_fraction=0.0005)
     dataset = os.path.join(workdir, "dataset")
-    run = pipeline.run_local(
+    run = client.run_local(
         {
             "sources": [csv],
             "dataset_uri": dataset,

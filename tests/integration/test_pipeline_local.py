@@ -19,7 +19,7 @@ import pytest
 from shardtrain import storage
 from shardtrain.data import datagen
 from shardtrain.data.metadata import DatasetMetadata
-from shardtrain.kubeflow import pipeline
+from shardtrain.kubeflow import client
 
 pytestmark = [pytest.mark.slow, pytest.mark.minio, pytest.mark.cluster]
 
@@ -32,7 +32,7 @@ def test_csv_to_model_end_to_end_on_minio(minio, tmp_path, capfd):
     source = minio.uri("pipeline", "raw", "quest.csv")
     datagen.generate_quest_logs(source, ROWS, seed=11, bad_fraction=0.0005)
     base = minio.uri("pipeline")
-    arguments = pipeline.parse_arguments([f"sources={source}"]) | {
+    arguments = client.parse_arguments([f"sources={source}"]) | {
         "dataset_uri": f"{base}/dataset",
         "model_dir": f"{base}/model",
         "serving_uri": f"{base}/serving",
@@ -48,7 +48,7 @@ def test_csv_to_model_end_to_end_on_minio(minio, tmp_path, capfd):
         **TRAIN,
     }
 
-    run = pipeline.run_local(arguments, pipeline_root=str(tmp_path / "runs"))
+    run = client.run_local(arguments, pipeline_root=str(tmp_path / "runs"))
     logs = capfd.readouterr()
     text = logs.out + logs.err
 
@@ -106,7 +106,7 @@ def test_the_same_pipeline_trains_on_an_image_directory_tree(tmp_path):
     """Image datasets go through the same pipeline: a tree shards, the image model trains."""
     root = tmp_path / "images"
     datagen.generate_images(str(root), 960, size=64, seed=3, manifest=False)
-    arguments = pipeline.parse_arguments([f"sources={root}"]) | {
+    arguments = client.parse_arguments([f"sources={root}"]) | {
         "dataset_uri": str(tmp_path / "dataset"),
         "model_dir": str(tmp_path / "model"),
         "serving_uri": str(tmp_path / "serving"),
@@ -123,7 +123,7 @@ def test_the_same_pipeline_trains_on_an_image_directory_tree(tmp_path):
         "train_flags": "--image-size 64 --hidden-units 16 --learning-rate 0.002 "
         "--lr-schedule cosine",
     }
-    run = pipeline.run_local(arguments, pipeline_root=str(tmp_path / "runs"))
+    run = client.run_local(arguments, pipeline_root=str(tmp_path / "runs"))
     meta = DatasetMetadata.load(arguments["dataset_uri"]).to_dict()
     assert meta["data_kind"] == "image" and meta["rows_accepted"] == 960
     assert run.metrics["accuracy"] >= 0.9, run.metrics

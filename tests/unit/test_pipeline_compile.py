@@ -34,7 +34,9 @@ from shardtrain.errors import (
     ShardtrainError,
     StorageError,
 )
-from shardtrain.kubeflow import pipeline, tfjob
+from shardtrain.kubeflow import client, pointers, steps, tfjob
+from shardtrain.kubeflow.components import IMAGE
+from shardtrain.kubeflow.report import render_report
 
 #: Credentials and endpoints present in the compiling process: none may reach the YAML.
 FAKE_ENV = {
@@ -67,7 +69,7 @@ def compiled(tmp_path_factory) -> tuple[str, dict, dict]:
     with pytest.MonkeyPatch.context() as mp:
         for name, value in FAKE_ENV.items():
             mp.setenv(name, value)
-        pipeline.compile_pipeline(path)
+        client.compile_pipeline(path)
     text = Path(path).read_text()
     spec, platform = list(yaml.safe_load_all(text))
     return text, spec, platform
@@ -79,14 +81,14 @@ def test_every_step_runs_the_pinned_project_image(compiled):
     assert set(executors) == STEP_EXECUTORS
     # One knob: the `image` parameter (default: the pinned image, the TFJob's default too).
     default = spec["root"]["inputDefinitions"]["parameters"]["image"]["defaultValue"]
-    assert default == pipeline.IMAGE == tfjob.DEFAULT_IMAGE
+    assert default == IMAGE == tfjob.DEFAULT_IMAGE
     assert ":" in default.rsplit("/", 1)[-1] and not default.endswith(":latest")
     for name, executor in executors.items():
         assert executor["container"]["image"] == IMAGE_PARAM, name
 
 
 def test_components_alone_pin_the_image_and_install_nothing_at_start():
-    pipeline.load_pipeline()  # puts the project directory on sys.path
+    client.load_pipeline()
     from shardtrain.kubeflow.components import (
         evaluate,
         export,
@@ -101,11 +103,11 @@ def test_components_alone_pin_the_image_and_install_nothing_at_start():
         name = module.__name__.rsplit(".", 1)[-1]
         component = getattr(module, name)
         container = component.component_spec.implementation.container
-        assert container.image == pipeline.IMAGE, name
+        assert container.image == IMAGE, name
         command = " ".join(container.command)
         assert "pip install" not in command, name  # kfp and shardtrain are in the image
-        # The body is one call into shardtrain.kubeflow.pipeline.
-        assert "from shardtrain.kubeflow import pipeline" in command, name
+        # The body is one call into shardtrain.kubeflow.steps.
+        assert "from shardtrain.kubeflow import steps" in command, name
 
 
 def test_step_pods_get_the_storage_secret_by_name_only(compiled):
@@ -206,7 +208,7 @@ def test_cli_compile_writes_the_yaml_with_new_defaults(tmp_path):
 
 
 def test_parse_arguments_converts_by_parameter_type():
-    args = pipeline.parse_arguments(
+    args = client.parse_arguments(
         [
             "sources=s3://b/a.csv, s3://b/b.csv",
             "train-steps=300",
@@ -224,7 +226,7 @@ def test_parse_arguments_converts_by_parameter_type():
         "secret_name": "",
         "splits": "train=0.8,eval=0.2",
     }
-    assert pipeline.parse_arguments(['sources=["x,1.csv"]']) == {"sources": ["x,1.csv"]}
+    assert client.parse_arguments(['sources=["x,1.csv"]']) == {"sources": ["x,1.csv"]}
     for bad, message in (
         ("train_steps=many", "train_steps (Integer)"),
         ("evaluator=maybe", "expected true or false"),
@@ -232,18 +234,18 @@ def test_parse_arguments_converts_by_parameter_type():
         ("train_steps", "NAME=VALUE"),
     ):
         with pytest.raises(ConfigError, match=re.escape(message)):
-            pipeline.parse_arguments([bad])
+            client.parse_arguments([bad])
 
 
 def test_cpu_count_from_kubernetes_quantities():
-    assert [pipeline.cpu_count(q) for q in ("4", "3500m", "0.5", "250m", "16")] == [4, 3, 1, 1, 16]
+    assert [steps.cpu_count(q) for q in ("4", "3500m", "0.5", "250m", "16")] == [4, 3, 1, 1, 16]
     for bad in ("four", "-1", "0", ""):
         with pytest.raises(ConfigError):
-            pipeline.cpu_count(bad)
+            steps.cpu_count(bad)
 
 
 def test_job_config_names_each_run_and_maps_the_parameters(monkeypatch, tmp_path):
-    monkeypatch.setattr(pipeline, "_POD_NAMESPACE_FILE", "/nonexistent/namespace")
+    monkeypatch.setattr(steps, "_POD_NAMESPACE_FILE", "/nonexistent/namespace")
     kwargs = dict(
         data="s3://b/ds",
         model_dir="s3://b/m",
@@ -261,9 +263,9 @@ def test_job_config_names_each_run_and_maps_the_parameters(monkeypatch, tmp_path
         checkpoint_every=100,
         train_flags="--learning-rate 0.003 --exclude 'player id'",
     )
-    a = pipeline.job_config(run_id="run-a", **kwargs)
-    b = pipeline.job_config(run_id="run-b", **kwargs)
-    assert a.name != b.name and a.name == pipeline.job_config(run_id="run-a", **kwargs).name
+    a = steps.job_config(run_id="run-a", **kwargs)
+    b = steps.job_config(run_id="run-b", **kwargs)
+    assert a.name != b.name and a.name == steps.job_config(run_id="run-a", **kwargs).name
     assert a.namespace == tfjob.JobConfig.default("namespace")  # not in a pod
     assert a.secret is None  # '' = no Secret (GCS with Workload Identity)
     assert a.train_args == (
@@ -272,18 +274,18 @@ def test_job_config_names_each_run_and_maps_the_parameters(monkeypatch, tmp_path
     )  # fmt: skip
     pod_namespace = tmp_path / "namespace"  # what a pod finds in its service account mount
     pod_namespace.write_text("team-a\n")
-    monkeypatch.setattr(pipeline, "_POD_NAMESPACE_FILE", str(pod_namespace))
-    assert pipeline.job_config(run_id="r", **kwargs).namespace == "team-a"
+    monkeypatch.setattr(steps, "_POD_NAMESPACE_FILE", str(pod_namespace))
+    assert steps.job_config(run_id="r", **kwargs).namespace == "team-a"
     with pytest.raises(ConfigError, match="train_flags"):
-        pipeline.job_config(run_id="r", **{**kwargs, "train_flags": "--x 'unclosed"})
+        steps.job_config(run_id="r", **{**kwargs, "train_flags": "--x 'unclosed"})
     with pytest.raises(ConfigError, match="--data"):
-        pipeline.job_config(run_id="r", **{**kwargs, "train_flags": "--data s3://other"})
+        steps.job_config(run_id="r", **{**kwargs, "train_flags": "--data s3://other"})
 
 
 def test_the_pipeline_is_loaded_from_the_package():
-    assert pipeline.load_pipeline().name == "csv-to-model"
+    assert client.load_pipeline().name == "csv-to-model"
     with pytest.raises(ConfigError, match="no pipeline named 'nope'"):
-        pipeline.load_pipeline("nope")
+        client.load_pipeline("nope")
 
 
 # --------------------------------------------------------------------------------------------
@@ -345,9 +347,9 @@ def _artifact(kind, root: Path, name: str):
 
 def _inputs(root: Path, dataset_uri: str, model_dir: str):
     dataset = _artifact(dsl.Dataset, root, "dataset")
-    pipeline.write_pointer(dataset, dataset_uri)
+    pointers.write_pointer(dataset, dataset_uri)
     model = _artifact(dsl.Model, root, "model")
-    pipeline.write_pointer(
+    pointers.write_pointer(
         model,
         model_dir,
         export=f"{model_dir}/export/{VERSION}",
@@ -367,22 +369,22 @@ def _outputs(root: Path):
 
 def test_pointers_round_trip_through_artifacts(tmp_path):
     model = _artifact(dsl.Model, tmp_path, "m")
-    pipeline.write_pointer(model, "s3://b/m", step=3)
+    pointers.write_pointer(model, "s3://b/m", step=3)
     assert model.metadata == {"uri": "s3://b/m", "step": 3}
     fresh = dsl.Model(name="m", uri=model.uri, metadata={})  # the next step's view
-    assert pipeline.read_pointer(fresh) == {"uri": "s3://b/m", "step": 3}
+    assert pointers.read_pointer(fresh) == {"uri": "s3://b/m", "step": 3}
     with pytest.raises(ConfigError, match="not a shardtrain pointer"):
-        pipeline.read_pointer(_artifact(dsl.Model, tmp_path, "missing"))
+        pointers.read_pointer(_artifact(dsl.Model, tmp_path, "missing"))
 
 
 def test_evaluate_step_logs_ui_metrics_and_writes_the_report(tmp_path, tiny_dataset):
     model_dir = _model_dir(tmp_path)
     dataset, model = _inputs(tmp_path, tiny_dataset, model_dir)
     metrics, classification, report = _outputs(tmp_path)
-    pipeline.evaluate_step(
+    steps.evaluate_step(
         dataset=dataset, model=model, metrics=metrics, classification=classification, report=report
     )
-    assert metrics.metadata == {k: METRICS[k] for k in pipeline.METRIC_KEYS}
+    assert metrics.metadata == {k: METRICS[k] for k in steps.METRIC_KEYS}
     roc = classification.metadata["confidenceMetrics"]
     assert [(p["falsePositiveRate"], p["recall"], p["confidenceThreshold"]) for p in roc] == [
         (0.0, 0.0, 1.0),
@@ -432,7 +434,7 @@ def test_report_covers_columns_of_any_kind_and_a_multiclass_label(tiny_dataset):
         "step": 9,
         "tensorboard": "gs://b/m/logs",
     }
-    text = pipeline.render_report(
+    text = render_report(
         metrics, DatasetMetadata.from_dict(meta), dataset_uri=tiny_dataset, model=model
     )
     assert "| photo | 12 | 32x48 | 64x64 | 50.25x60.5 | 3.4 | jpeg (7), png (5) |" in text
@@ -444,7 +446,7 @@ def test_evaluate_step_leaves_out_non_finite_metrics_and_gates_on_auc(tmp_path, 
     model_dir = _model_dir(tmp_path, {**METRICS, "auc": math.nan})
     dataset, model = _inputs(tmp_path, tiny_dataset, model_dir)
     metrics, classification, report = _outputs(tmp_path)
-    pipeline.evaluate_step(
+    steps.evaluate_step(
         dataset=dataset, model=model, metrics=metrics, classification=classification, report=report
     )
     assert "auc" not in metrics.metadata and metrics.metadata["accuracy"] == 0.77
@@ -455,7 +457,7 @@ def test_evaluate_step_leaves_out_non_finite_metrics_and_gates_on_auc(tmp_path, 
     dataset, model = _inputs(tmp_path / "low", tiny_dataset, model_dir)
     metrics, classification, report = _outputs(tmp_path / "low")
     with pytest.raises(DataError, match=r"AUC 0\.61 is below min_auc 0\.8"):
-        pipeline.evaluate_step(
+        steps.evaluate_step(
             dataset=dataset,
             model=model,
             metrics=metrics,
@@ -471,7 +473,7 @@ def test_evaluate_step_without_metrics_fails_with_one_line(tmp_path, tiny_datase
     storage.delete(f"{model_dir}/eval", recursive=True)
     dataset, model = _inputs(tmp_path, tiny_dataset, model_dir)
     with pytest.raises(NotCommittedError, match="no evaluation metrics"):
-        pipeline.evaluate_step(dataset=dataset, model=model, **dict(zip(
+        steps.evaluate_step(dataset=dataset, model=model, **dict(zip(
             ("metrics", "classification", "report"), _outputs(tmp_path), strict=True
         )))  # fmt: skip
 
@@ -496,7 +498,7 @@ def test_export_step_publishes_variables_then_graph_then_manifest(tmp_path):
         mock.patch.object(storage, "copy", autospec=True, side_effect=copy),
         mock.patch.object(storage, "publish", autospec=True, side_effect=publish),
     ):
-        target = pipeline.export_step(model=model, serving_uri=serving, served_model=served)
+        target = steps.export_step(model=model, serving_uri=serving, served_model=served)
 
     assert target == f"{serving}/{VERSION}"
     names = [o.rsplit(f"/{VERSION}/", 1)[-1] for o in order]
@@ -516,11 +518,11 @@ def test_export_step_publishes_variables_then_graph_then_manifest(tmp_path):
         "source": f"{model_dir}/export/{VERSION}",
     }
     assert Path(f"{target}/variables/variables.data-00000-of-00001").read_bytes() == b"\x00" * 1000
-    assert pipeline.read_pointer(served)["uri"] == target
+    assert pointers.read_pointer(served)["uri"] == target
 
     # Again: already published from the same export, nothing is copied.
     with mock.patch.object(storage, "copy", autospec=True) as copy:
-        assert pipeline.export_step(model=model, serving_uri=serving, served_model=served) == target
+        assert steps.export_step(model=model, serving_uri=serving, served_model=served) == target
     copy.assert_not_called()
 
 
@@ -529,7 +531,7 @@ def test_export_step_without_an_export_fails(tmp_path):
     storage.delete(f"{model_dir}/export", recursive=True)
     _, model = _inputs(tmp_path, "unused", model_dir)
     with pytest.raises(NotCommittedError, match="no exported model"):
-        pipeline.export_step(
+        steps.export_step(
             model=model,
             serving_uri=str(tmp_path / "s"),
             served_model=_artifact(dsl.Model, tmp_path, "s"),
@@ -548,28 +550,26 @@ def test_plan_and_shard_steps_use_only_workers_with_tasks(tmp_path):
         num_shards=0,
         task_mb=0.1,  # → 4 tasks (8 shards per split at least)
     )
-    assert pipeline.plan_step(**common, num_workers=9) == [0, 1, 2, 3]
-    assert pipeline.plan_step(**common, num_workers=2) == [0, 1]
+    assert steps.plan_step(**common, num_workers=9) == [0, 1, 2, 3]
+    assert steps.plan_step(**common, num_workers=2) == [0, 1]
     reports = [
-        pipeline.shard_step(
-            **common, max_bad_fraction=0.0, worker_index=i, num_workers=2, cpu="500m"
-        )
+        steps.shard_step(**common, max_bad_fraction=0.0, worker_index=i, num_workers=2, cpu="500m")
         for i in (0, 1)
     ]
     assert [json.loads(r)["status"] for r in reports] == ["worker-done", "worker-done"]
     assert sum(json.loads(r)["tasks_run"] for r in reports) == 4
     dataset = _artifact(dsl.Dataset, tmp_path, "dataset")
-    meta = pipeline.finalize_step(
+    meta = steps.finalize_step(
         dataset_uri=common["dataset_uri"], worker_reports=reports, dataset=dataset
     )
     assert meta.rows_accepted == 3000
-    assert pipeline.read_pointer(dataset)["splits"] == {
+    assert pointers.read_pointer(dataset)["splits"] == {
         n: s.num_records for n, s in meta.splits.items()
     }
     with pytest.raises(StorageError, match=r"missing\.csv: no such file"):
-        pipeline.plan_step(**{**common, "sources": [str(tmp_path / "missing.csv")]}, num_workers=2)
+        steps.plan_step(**{**common, "sources": [str(tmp_path / "missing.csv")]}, num_workers=2)
     with pytest.raises(ConfigError, match="shard_workers"):
-        pipeline.plan_step(**common, num_workers=0)
+        steps.plan_step(**common, num_workers=0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -598,7 +598,7 @@ def test_train_step_submits_the_tfjob_with_gpus_on_training_replicas_only(tmp_pa
     dataset, _ = _inputs(tmp_path, "s3://data/quest", model_dir)
     model = _artifact(dsl.Model, tmp_path, "trained")
     with mock.patch.object(tfjob, "submit_and_wait", autospec=True) as submit:
-        pointer = pipeline.train_step(
+        pointer = steps.train_step(
             dataset=dataset,
             model=model,
             model_dir=model_dir,
@@ -633,7 +633,7 @@ def test_train_step_submits_the_tfjob_with_gpus_on_training_replicas_only(tmp_pa
         assert not any(e.get("value") for e in container["env"] if e["name"].startswith("AWS_"))
     assert manifest["metadata"]["namespace"] == "team-a"
     assert pointer["uri"] == model_dir and pointer["export"] == f"{model_dir}/export/{VERSION}"
-    assert model.metadata["tfjob"] == f"team-a/{pipeline.tfjob_name('run-1')}"
+    assert model.metadata["tfjob"] == f"team-a/{steps.tfjob_name('run-1')}"
 
 
 def test_train_step_fails_when_the_tfjob_fails_and_skips_a_finished_model(tmp_path):
@@ -646,29 +646,29 @@ def test_train_step_fails_when_the_tfjob_fails_and_skips_a_finished_model(tmp_pa
         mock.patch.object(tfjob, "submit_and_wait", autospec=True, side_effect=failed),
         pytest.raises(tfjob.JobFailedError, match="chief exited"),
     ):
-        pipeline.train_step(local=False, **args)
+        steps.train_step(local=False, **args)
 
     storage.write_json(f"{model_dir}/eval/metrics.json", METRICS)  # step 300: finished
-    assert pipeline.trained_step(model_dir) == 300
+    assert steps.trained_step(model_dir) == 300
     with mock.patch.object(tfjob, "submit_and_wait", autospec=True) as submit:
-        assert pipeline.train_step(local=False, **args)["step"] == 300
+        assert steps.train_step(local=False, **args)["step"] == 300
     submit.assert_not_called()
 
 
 def test_a_failing_local_tfjob_fails_the_step(tmp_path):
-    config = pipeline.job_config(data="d", model_dir="m", run_id="r", **{**JOB, "workers": 0})
+    config = steps.job_config(data="d", model_dir="m", run_id="r", **{**JOB, "workers": 0})
     manifest = tfjob.to_manifest(tfjob.build_tfjob(config))
     for rspec in manifest["spec"]["tfReplicaSpecs"].values():
         container = rspec["template"]["spec"]["containers"][0]
         container["command"] = ["python3", "-c", "import sys; sys.exit(7)"]
         container["args"] = []
     with pytest.raises(ShardtrainError, match=r"local TFJob shardtrain-\w+ failed: .*code 7"):
-        pipeline.run_tfjob_locally(manifest, timeout=60)
+        steps.run_tfjob_locally(manifest, timeout=60)
 
 
 def test_the_step_functions_import_without_tensorflow():
     """Step pods that only copy files or log metrics do not pay for importing TensorFlow."""
-    code = "import sys, shardtrain.kubeflow.pipeline; print('tensorflow' in sys.modules)"
+    code = "import sys, shardtrain.kubeflow.steps; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stderr
 
@@ -689,32 +689,30 @@ def test_submit_creates_a_run_and_reports_how_it_ended():
     import kfp
 
     with mock.patch.object(kfp, "Client", autospec=True) as client_cls:
-        client = client_cls.return_value
-        client.create_run_from_pipeline_func.return_value.run_id = "run-42"
-        run = pipeline.submit(
+        kfp_client = client_cls.return_value
+        kfp_client.create_run_from_pipeline_func.return_value.run_id = "run-42"
+        run = client.submit(
             "http://kfp.example:8080/",
             REQUIRED,
             namespace="team-a",
             service_account="default-editor",
         )
-        assert run == pipeline.SubmittedRun(
-            "run-42", "http://kfp.example:8080/#/runs/details/run-42"
-        )
+        assert run == client.SubmittedRun("run-42", "http://kfp.example:8080/#/runs/details/run-42")
         client_cls.assert_called_once_with(host="http://kfp.example:8080/", namespace="team-a")
-        call = client.create_run_from_pipeline_func.call_args
+        call = kfp_client.create_run_from_pipeline_func.call_args
         assert call.args[0].name == "csv-to-model"
         assert call.kwargs["arguments"] == REQUIRED
         assert call.kwargs["service_account"] == "default-editor"
-        client.wait_for_run_completion.assert_not_called()
+        kfp_client.wait_for_run_completion.assert_not_called()
 
-        client.wait_for_run_completion.return_value.state = "FAILED"
+        kfp_client.wait_for_run_completion.return_value.state = "FAILED"
         with pytest.raises(ShardtrainError, match="run run-42 ended FAILED"):
-            pipeline.submit("http://kfp.example:8080", REQUIRED, wait=True)
-        client.wait_for_run_completion.return_value.state = "SUCCEEDED"
-        assert pipeline.submit("http://h", REQUIRED, wait=True).state == "SUCCEEDED"
+            client.submit("http://kfp.example:8080", REQUIRED, wait=True)
+        kfp_client.wait_for_run_completion.return_value.state = "SUCCEEDED"
+        assert client.submit("http://h", REQUIRED, wait=True).state == "SUCCEEDED"
 
-        client.create_run_from_pipeline_func.side_effect = ValueError("403 Forbidden")
+        kfp_client.create_run_from_pipeline_func.side_effect = ValueError("403 Forbidden")
         with pytest.raises(ShardtrainError, match="cannot create the run: 403 Forbidden"):
-            pipeline.submit("http://h", REQUIRED)
+            client.submit("http://h", REQUIRED)
     with pytest.raises(ConfigError, match=r"missing pipeline argument.*serving_uri"):
-        pipeline.submit("http://h", {k: v for k, v in REQUIRED.items() if k != "serving_uri"})
+        client.submit("http://h", {k: v for k, v in REQUIRED.items() if k != "serving_uri"})

@@ -18,11 +18,11 @@ def evaluate(
     """Logs the final evaluation (MODEL_DIR/eval/metrics.json) as Metrics scalars (auc,
     accuracy, log_loss, num_examples, step), a ClassificationMetrics ROC curve and confusion
     matrix, and a Markdown report of the data's statistics and the metrics; fails below
-    min_auc (0: no gate). See shardtrain.kubeflow.pipeline.evaluate_step.
+    min_auc (0: no gate). See shardtrain.kubeflow.steps.evaluate_step.
     """
-    from shardtrain.kubeflow import pipeline
+    from shardtrain.kubeflow import steps
 
-    pipeline.evaluate_step(
+    steps.evaluate_step(
         dataset=dataset,
         model=model,
         metrics=metrics,

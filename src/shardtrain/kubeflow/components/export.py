@@ -10,8 +10,8 @@ from shardtrain.kubeflow.components import IMAGE
 def export(model: Input[Model], serving_uri: str, served_model: Output[Model]):
     """Copies the model's newest SavedModel export to serving_uri/<version>/ (saved_model.pb
     after the variables, then a manifest, then serving_uri/latest.json: publish-last) and
-    outputs a Model pointing at it. See shardtrain.kubeflow.pipeline.export_step.
+    outputs a Model pointing at it. See shardtrain.kubeflow.steps.export_step.
     """
-    from shardtrain.kubeflow import pipeline
+    from shardtrain.kubeflow import steps
 
-    pipeline.export_step(model=model, serving_uri=serving_uri, served_model=served_model)
+    steps.export_step(model=model, serving_uri=serving_uri, served_model=served_model)

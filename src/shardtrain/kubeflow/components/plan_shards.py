@@ -20,11 +20,11 @@ def plan_shards(
 ) -> list[int]:
     """Lists the CSV sources and settles the schema as every shard worker will, so a missing
     file or label fails once, here; returns the indices of the shard workers that have work
-    (at most num_workers) for dsl.ParallelFor. See shardtrain.kubeflow.pipeline.plan_step.
+    (at most num_workers) for dsl.ParallelFor. See shardtrain.kubeflow.steps.plan_step.
     """
-    from shardtrain.kubeflow import pipeline
+    from shardtrain.kubeflow import steps
 
-    return pipeline.plan_step(
+    return steps.plan_step(
         sources=sources,
         dataset_uri=dataset_uri,
         label=label,

@@ -23,11 +23,11 @@ def shard(
 ) -> str:
     """Shards the tasks of worker worker_index of num_workers into TFRecords at dataset_uri,
     in as many processes as the cpu it requests; resumes after a crash. Returns a JSON report
-    for finalize_shards. See shardtrain.kubeflow.pipeline.shard_step.
+    for finalize_shards. See shardtrain.kubeflow.steps.shard_step.
     """
-    from shardtrain.kubeflow import pipeline
+    from shardtrain.kubeflow import steps
 
-    return pipeline.shard_step(
+    return steps.shard_step(
         sources=sources,
         dataset_uri=dataset_uri,
         label=label,

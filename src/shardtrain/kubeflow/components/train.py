@@ -31,11 +31,11 @@ def train(
     """Renders the TFJob (chief, workers with gpus_per_worker GPUs, optional evaluator) that
     trains on the dataset into model_dir, submits it and waits for it, failing when the job
     fails or outlasts timeout seconds; with local=True runs the same manifest as local
-    processes. Outputs a Model pointing at model_dir. See shardtrain.kubeflow.pipeline.train_step.
+    processes. Outputs a Model pointing at model_dir. See shardtrain.kubeflow.steps.train_step.
     """
-    from shardtrain.kubeflow import pipeline
+    from shardtrain.kubeflow import steps
 
-    pipeline.train_step(
+    steps.train_step(
         dataset=dataset,
         model=model,
         model_dir=model_dir,

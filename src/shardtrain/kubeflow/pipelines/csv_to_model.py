@@ -4,9 +4,8 @@
 
     plan_shards ──► shard × N (ParallelFor) ──► finalize_shards ──► train ──► evaluate ──► export
 
-Only the graph is here; every step is one call into :mod:`shardtrain.kubeflow.pipeline`. What
-the graph
-adds, and why:
+Only the graph is here; every step is one call into :mod:`shardtrain.kubeflow.steps`. What the
+graph adds, and why:
 
 * **Secrets by name only.** Every step pod that touches storage gets the storage Secret's keys
   as environment variables with ``kfp.kubernetes.use_secret_as_env`` (the name comes from the
@@ -25,13 +24,13 @@ from typing import NamedTuple
 from kfp import dsl, kubernetes
 from kfp.dsl import ClassificationMetrics, Markdown, Metrics, Model
 
+from shardtrain.kubeflow.components import IMAGE, STORAGE_SECRET_KEYS
 from shardtrain.kubeflow.components.evaluate import evaluate
 from shardtrain.kubeflow.components.export import export
 from shardtrain.kubeflow.components.finalize_shards import finalize_shards
 from shardtrain.kubeflow.components.plan_shards import plan_shards
 from shardtrain.kubeflow.components.shard import shard
 from shardtrain.kubeflow.components.train import train
-from shardtrain.kubeflow.pipeline import IMAGE, STORAGE_SECRET_KEYS
 from shardtrain.kubeflow.tfjob import JobConfig
 
 #: Requests of the small steps (plan, finalize, train's launcher, evaluate, export).

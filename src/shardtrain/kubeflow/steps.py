@@ -1,8 +1,8 @@
-"""The Kubeflow pipeline ``csv_to_model``: what each step does, and compiling, submitting and
-running it.
+"""What each step of the Kubeflow pipeline ``csv_to_model`` runs.
 
-The pipeline (``pipelines/csv_to_model.py``) is a thin graph of lightweight components
-(``components/*.py``), and each component body is one call into a ``*_step`` function here:
+The pipeline (:mod:`shardtrain.kubeflow.pipelines.csv_to_model`) is a thin graph of lightweight
+components (:mod:`shardtrain.kubeflow.components`), and each component body is one call into a
+``*_step`` function here:
 
 =================  ======================  =================================================
 component          library function        does
@@ -25,17 +25,18 @@ export             :func:`export_step`     publish the SavedModel at the serving
   exactly like ``shardtrain run-local job.yaml``.
 * :func:`evaluate_step` turns ``MODEL_DIR/eval/metrics.json`` and the dataset's metadata into
   what the Kubeflow Pipelines UI renders: ``dsl.Metrics`` scalars, a
-  ``dsl.ClassificationMetrics`` ROC curve and confusion matrix, and a ``dsl.Markdown`` report.
+  ``dsl.ClassificationMetrics`` ROC curve and confusion matrix, and a ``dsl.Markdown`` report
+  (:mod:`shardtrain.kubeflow.report`).
 * :func:`export_step` copies the newest SavedModel to a serving location, publish-last.
 
-Artifacts are pointers
-----------------------
-The data never goes through the pipeline's artifact store: shards, checkpoints and exports
-live at URIs the user chooses (``s3://``, ``gs://``, local), read and written through
-:mod:`shardtrain.storage`. The ``dsl.Dataset`` and ``dsl.Model`` artifacts that connect the
-steps are small JSON files ``{"uri": ..., ...}`` (:func:`write_pointer`), with the same facts in
-the artifact's metadata so the UI shows where the data is. That works unchanged on a cluster
-(artifacts in the pipeline root) and with ``kfp.local`` (artifacts in a local directory).
+The logic lives here, not in the component bodies, because KFP embeds a body's source in the
+compiled YAML: here it is plain Python, tested without KFP (the steps take any object with
+the artifact attributes they use), and the same in every image that has ``shardtrain``.
+Steps hand data to each other as pointers (:mod:`shardtrain.kubeflow.pointers`): the data
+itself stays at the URIs the user chose.
+
+Importing this module does not import TensorFlow: step pods that only shard, copy files or
+log metrics do not pay for it (the train step's TFJob replicas are separate processes).
 
 Secrets
 -------
@@ -44,37 +45,27 @@ keys as environment variables through ``kfp.kubernetes.use_secret_as_env`` (the 
 holds only the Secret's *name* and its key names), and the TFJob's pods through the manifest's
 ``secretKeyRef`` (see :mod:`shardtrain.kubeflow.tfjob`). Locally every step inherits this process's
 environment.
-
-Where the pipeline definition comes from
-----------------------------------------
-The components (:mod:`shardtrain.kubeflow.components`) and the pipeline graphs
-(:mod:`shardtrain.kubeflow.pipelines`) are part of the package: KFP compiles them from the
-installed package, in a checkout or in the image alike. The component *bodies* import only
-:mod:`shardtrain`: KFP embeds each body's source in the compiled YAML.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import logging
 import math
 import os
-import re
 import shlex
 import sys
-import warnings
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from shardtrain import storage
 from shardtrain.data import sharding
 from shardtrain.data.metadata import DatasetMetadata
-from shardtrain.data.report import fmt, markdown_table, summarize, to_markdown
 from shardtrain.errors import ConfigError, DataError, NotCommittedError, ShardtrainError
 from shardtrain.kubeflow import launcher, tfjob
+from shardtrain.kubeflow.pointers import read_pointer, write_pointer
+from shardtrain.kubeflow.report import fmt, render_report
 from shardtrain.progress import setup_logging
 from shardtrain.train import export
 from shardtrain.train.trainer import METRICS_NAME
@@ -82,69 +73,15 @@ from shardtrain.train.trainer import finished_step as trained_step
 
 log = logging.getLogger(__name__)
 
-PIPELINE_NAME = "csv_to_model"
-#: The image of every step pod and of the TFJob (one constant with the TFJob's default).
-#: The pipeline's ``image`` parameter overrides it at run time.
-IMAGE = tfjob.DEFAULT_IMAGE
-#: Storage Secret keys → environment variables of the same name: (key, optional). The same
-#: table the TFJob's ``secretKeyRef`` entries come from.
-STORAGE_SECRET_KEYS: tuple[tuple[str, bool], ...] = tfjob.STORAGE_ENV
 #: The file a Kubernetes pod finds its own namespace in.
 _POD_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+#: The pointer at the serving location naming the newest published version.
 SERVING_POINTER = "latest.json"
 
 
 def _setup_logging() -> None:
     """INFO logs on stderr in a step's process (a component body starts with no handler)."""
     setup_logging()
-
-
-# --------------------------------------------------------------------------------------------
-# Pointer artifacts
-# --------------------------------------------------------------------------------------------
-
-
-def write_pointer(artifact: Any, uri: str, **facts: Any) -> dict[str, Any]:
-    """Make ``artifact`` (a ``dsl.Dataset``/``dsl.Model`` output) point at ``uri``.
-
-    Writes ``{"uri": uri, **facts}`` as JSON to ``artifact.path`` (what the next step reads)
-    and copies the same keys into ``artifact.metadata`` (what the UI shows).
-
-    Args:
-        artifact: an output artifact: anything with ``path`` and a ``metadata`` dict.
-        uri: where the data really is.
-        **facts: JSON-serialisable details (row counts, the step, the export's URI …).
-
-    Returns:
-        The pointer written.
-    """
-    pointer = {"uri": uri, **facts}
-    path = artifact.path
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(pointer, f, indent=2)
-    artifact.metadata.update(pointer)
-    return pointer
-
-
-def read_pointer(artifact: Any) -> dict[str, Any]:
-    """The pointer written by :func:`write_pointer` (an input artifact of a later step).
-
-    Raises:
-        ConfigError: the artifact holds no pointer (it was not written by shardtrain).
-    """
-    try:
-        with open(artifact.path, encoding="utf-8") as f:
-            pointer = json.load(f)
-    except (OSError, ValueError) as exc:
-        pointer = dict(artifact.metadata or {})
-        if "uri" not in pointer:
-            raise ConfigError(
-                f"artifact {artifact.path} is not a shardtrain pointer ({exc})"
-            ) from exc
-    if not isinstance(pointer, dict) or not pointer.get("uri"):
-        raise ConfigError(f"artifact {artifact.path} is not a shardtrain pointer (no 'uri')")
-    return pointer
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,6 +124,8 @@ def _shard_config(
     images: bool = False,
     image_column: str = "",
 ) -> sharding.ShardConfig:
+    """The sharder's configuration from the pipeline's parameters, the same in every step
+    (the plan and each worker must agree on the sources, schema and tasks)."""
     if task_mb <= 0:
         raise ConfigError(f"task_mb must be positive, not {task_mb}")
     return sharding.ShardConfig(
@@ -338,6 +277,7 @@ def shard_step(
 
 
 def _dataset_facts(meta: DatasetMetadata) -> dict[str, Any]:
+    """What the dataset pointer shows in the UI besides its URI: row counts, label, splits."""
     return {
         "rows_read": meta.rows_read,
         "rows_accepted": meta.rows_accepted,
@@ -546,60 +486,8 @@ METRIC_KEYS = ("auc", "accuracy", "log_loss", "num_examples", "step")
 
 
 def _finite(value: Any) -> bool:
+    """A real, finite number: what KFP's metrics table can hold (no NaN, no bool)."""
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def render_report(
-    metrics: Mapping[str, Any],
-    meta: DatasetMetadata,
-    *,
-    dataset_uri: str,
-    model: Mapping[str, Any],
-) -> str:
-    """The Markdown report of a run: model metrics, the data's statistics, where things are.
-
-    Args:
-        metrics: ``MODEL_DIR/eval/metrics.json``.
-        meta: the dataset's metadata.
-        dataset_uri: the dataset's URI.
-        model: the model pointer (``uri``, ``export``, ``step``, ``tensorboard``).
-
-    Returns:
-        Markdown for a ``dsl.Markdown`` artifact (the UI renders it as a static card).
-    """
-    out = [f"# {PIPELINE_NAME}: {model['uri']}", ""]
-    out += ["## Evaluation", ""]
-    out += [
-        f"On the eval split, {fmt(metrics.get('num_examples'))} examples, at step "
-        f"{fmt(metrics.get('step'))}.",
-        "",
-    ]
-    out += markdown_table(
-        ["metric", "value"], [(k, fmt(metrics.get(k))) for k in ("auc", "accuracy", "log_loss")]
-    )
-    cm = metrics.get("confusion_matrix") or {}
-    if cm.get("labels"):
-        out += ["Confusion matrix (rows: true class, columns: predicted class):", ""]
-        out += markdown_table(
-            ["true \\ predicted", *map(str, cm["labels"])],
-            [
-                (label, *map(fmt, row))
-                for label, row in zip(cm["labels"], cm["matrix"], strict=True)
-            ],
-        )
-
-    out += ["## Data", ""]
-    out += to_markdown(summarize(dataset_uri, meta))
-
-    out += ["## Where things are", ""]
-    out += [
-        f"* model directory: `{model['uri']}`",
-        f"* SavedModel (step {fmt(model.get('step'))}): `{model.get('export', 'n/a')}`",
-        f"* TensorBoard: `tensorboard --logdir {model.get('tensorboard', 'n/a')}`",
-        f"* dataset: `{dataset_uri}` (`shardtrain inspect {dataset_uri}`)",
-        "",
-    ]
-    return "\n".join(out)
 
 
 def evaluate_step(
@@ -763,311 +651,3 @@ def export_step(*, model: Any, serving_uri: str, served_model: Any) -> str:
         served_model, target, framework="tensorflow", step=latest.get("step"), source=latest["uri"]
     )
     return target
-
-
-# --------------------------------------------------------------------------------------------
-# The pipeline definition: load, compile, submit, run locally
-# --------------------------------------------------------------------------------------------
-
-
-def load_pipeline(name: str = PIPELINE_NAME) -> Any:
-    """The pipeline ``shardtrain.kubeflow.pipelines.<name>`` defines (a KFP ``GraphComponent``).
-
-    Raises:
-        ConfigError: there is no pipeline of that name.
-    """
-    try:
-        module = importlib.import_module(f"shardtrain.kubeflow.pipelines.{name}")
-    except ModuleNotFoundError as exc:
-        raise ConfigError(f"no pipeline named {name!r} in shardtrain.kubeflow.pipelines") from exc
-    return getattr(module, name)
-
-
-@dataclass(frozen=True)
-class Parameter:
-    """One pipeline parameter: its KFP type, default and documentation."""
-
-    name: str
-    type: str
-    default: Any
-    required: bool
-    description: str
-
-
-def parameters(pipeline: Any = None) -> list[Parameter]:
-    """The pipeline's parameters, in signature order."""
-    pipeline = pipeline or load_pipeline()
-    return [
-        Parameter(
-            name=name,
-            type=str(spec.type),
-            default=spec.default,
-            required=not spec.optional,
-            description=" ".join((spec.description or "").split()),
-        )
-        for name, spec in pipeline.component_spec.inputs.items()
-    ]
-
-
-_TRUE, _FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off")
-
-
-def _coerce(param: Parameter, text: str) -> Any:
-    kind = param.type.split("[", 1)[0]
-    try:
-        if kind == "Integer":
-            return int(text)
-        if kind == "Float":
-            return float(text)
-        if kind == "Boolean":
-            if text.lower() not in _TRUE + _FALSE:
-                raise ValueError("expected true or false")
-            return text.lower() in _TRUE
-        if kind == "List":
-            if text.lstrip().startswith("["):
-                value = json.loads(text)
-                if not isinstance(value, list):
-                    raise ValueError("expected a JSON list")
-                return value
-            return [item.strip() for item in text.split(",") if item.strip()]
-        if kind in ("Dict", "Struct"):
-            value = json.loads(text)
-            if not isinstance(value, dict):
-                raise ValueError("expected a JSON object")
-            return value
-    except ValueError as exc:
-        raise ConfigError(
-            f"pipeline parameter {param.name} ({param.type}): '{text}': {exc}"
-        ) from None
-    return text
-
-
-def parse_arguments(pairs: Iterable[str], pipeline: Any = None) -> dict[str, Any]:
-    """``NAME=VALUE`` strings → typed pipeline arguments.
-
-    Values are converted by the parameter's type: integers, floats, booleans
-    (true/false/yes/no/1/0), lists (``a,b`` or a JSON list) and dicts (JSON).
-
-    Raises:
-        ConfigError: a pair without ``=``, an unknown name, or a value of the wrong type.
-    """
-    params = {p.name: p for p in parameters(pipeline)}
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        name, sep, text = pair.partition("=")
-        name = name.strip().replace("-", "_")
-        if not sep:
-            raise ConfigError(f"'{pair}': give pipeline arguments as NAME=VALUE")
-        if name not in params:
-            raise ConfigError(
-                f"unknown pipeline parameter '{name}' (known: {', '.join(sorted(params))})"
-            )
-        out[name] = _coerce(params[name], text)
-    return out
-
-
-def _check_required(arguments: Mapping[str, Any], pipeline: Any) -> None:
-    missing = [p.name for p in parameters(pipeline) if p.required and p.name not in arguments]
-    if missing:
-        raise ConfigError(f"missing pipeline argument(s): {', '.join(missing)} (-p NAME=VALUE)")
-
-
-def compile_pipeline(path: str, defaults: Mapping[str, Any] | None = None) -> str:
-    """Compile ``csv_to_model`` to the IR YAML the Kubeflow Pipelines UI uploads.
-
-    Args:
-        path: the output file (``.yaml``).
-        defaults: new defaults for pipeline parameters (e.g. ``{"image": ...}``).
-
-    Returns:
-        ``path``.
-    """
-    from kfp import compiler
-
-    pipeline = load_pipeline()
-    compiler.Compiler().compile(
-        pipeline_func=pipeline, package_path=path, pipeline_parameters=dict(defaults or {}) or None
-    )
-    return path
-
-
-@dataclass(frozen=True)
-class SubmittedRun:
-    """A run created on a Kubeflow Pipelines server."""
-
-    run_id: str
-    url: str
-    state: str | None = None
-
-
-def submit(
-    host: str,
-    arguments: Mapping[str, Any],
-    *,
-    experiment: str = "shardtrain",
-    run_name: str | None = None,
-    namespace: str | None = None,
-    service_account: str | None = None,
-    wait: bool = False,
-    wait_timeout: float = 86400,
-) -> SubmittedRun:
-    """Create a ``csv_to_model`` run on the Kubeflow Pipelines server at ``host``.
-
-    Authentication is kfp.Client's: in a pod, the token at ``$KF_PIPELINES_SA_TOKEN_PATH``;
-    from a workstation, a port-forward to ``ml-pipeline-ui`` needs none.
-
-    Args:
-        host: the API endpoint, e.g. ``http://localhost:8080`` (a port-forward).
-        arguments: pipeline arguments (see :func:`parse_arguments`).
-        experiment: the experiment the run is filed under.
-        run_name: the run's display name (default: KFP's).
-        namespace: the Kubeflow profile namespace (multi-user installs).
-        service_account: the run's Kubernetes service account (must be allowed to create
-            TFJobs in the job's namespace; see ``k8s/rbac``).
-        wait: wait for the run to finish; a run that did not succeed is an error.
-        wait_timeout: seconds to wait with ``wait``.
-
-    Raises:
-        ConfigError: a required argument is missing, or ``local`` is set.
-        ShardtrainError: the server refused the run, or (``wait``) it did not succeed.
-    """
-    import datetime
-
-    import kfp
-
-    pipeline = load_pipeline()
-    _check_required(arguments, pipeline)
-    if arguments.get("local"):
-        raise ConfigError("local=true runs the TFJob inside a step pod: use `pipeline run-local`")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # "only works with KFP v2.0.0-beta.2+"
-        try:
-            client = kfp.Client(host=host, namespace=namespace or "kubeflow")
-            run = client.create_run_from_pipeline_func(
-                pipeline,
-                arguments=dict(arguments),
-                run_name=run_name,
-                experiment_name=experiment,
-                namespace=namespace,
-                service_account=service_account,
-            )
-        except Exception as exc:  # the client raises ApiException, MaxRetryError, ValueError …
-            raise ShardtrainError(f"{host}: cannot create the run: {_one_line(exc)}") from exc
-    url = f"{host.rstrip('/')}/#/runs/details/{run.run_id}"
-    if not wait:
-        return SubmittedRun(run.run_id, url)
-    try:
-        detail = client.wait_for_run_completion(
-            run.run_id, timeout=datetime.timedelta(seconds=wait_timeout)
-        )
-    except Exception as exc:
-        raise ShardtrainError(f"run {run.run_id}: {_one_line(exc)} ({url})") from exc
-    state = str(getattr(detail, "state", "") or "")
-    if state != "SUCCEEDED":
-        raise ShardtrainError(f"run {run.run_id} ended {state or 'without a state'}: {url}")
-    return SubmittedRun(run.run_id, url, state)
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(_ANSI.sub("", str(exc)).split())[:400] or type(exc).__name__
-
-
-@dataclass(frozen=True)
-class LocalRun:
-    """What a local run of ``csv_to_model`` produced.
-
-    Attributes:
-        model_dir: the model directory (checkpoints, ``logs/``, ``eval/``, ``export/``).
-        export: the SavedModel the trainer exported.
-        served: the published copy at the serving URI.
-        tensorboard: the TensorBoard log directory.
-        metrics: the scalars of the ``dsl.Metrics`` output.
-        classification: the ``dsl.ClassificationMetrics`` metadata (ROC, confusion matrix).
-        report: the path of the ``dsl.Markdown`` report.
-        pipeline_root: where kfp.local keeps every task's artifacts and outputs.
-    """
-
-    model_dir: str
-    export: str
-    served: str
-    tensorboard: str
-    metrics: dict[str, Any]
-    classification: dict[str, Any]
-    report: str
-    pipeline_root: str
-
-
-def _absolute(value: Any) -> Any:
-    """Local paths as absolute paths: the steps may run in another working directory."""
-    if isinstance(value, str) and value and storage.is_local(value):
-        return os.path.abspath(storage.local_path(value))
-    return value
-
-
-#: Parameters holding URIs (local ones are made absolute for local runs).
-_URI_PARAMETERS = ("sources", "dataset_uri", "model_dir", "serving_uri")
-
-
-def run_local(arguments: Mapping[str, Any], *, pipeline_root: str) -> LocalRun:
-    """Run the whole pipeline on this machine with ``kfp.local``, training on a local TFJob.
-
-    Every step runs as a subprocess of this Python environment
-    (``SubprocessRunner(use_venv=False)``) and inherits its environment (``AWS_*`` for MinIO);
-    the TFJob's replicas run as local processes (``local=True`` is forced). Storage may be
-    local paths or ``s3://``/``gs://`` URIs.
-
-    Args:
-        arguments: pipeline arguments (see :func:`parse_arguments`).
-        pipeline_root: directory for the tasks' artifacts (reports, metrics, pointers).
-
-    Returns:
-        Where the model, metrics, report and TensorBoard logs are.
-
-    Raises:
-        ConfigError: a required argument is missing.
-        ShardtrainError: a task failed (its log is above).
-    """
-    from kfp import local
-
-    pipeline = load_pipeline()
-    args = {**arguments, "local": True}
-    for name in _URI_PARAMETERS:
-        if name in args:
-            value = args[name]
-            args[name] = (
-                [_absolute(v) for v in value] if isinstance(value, list) else _absolute(value)
-            )
-    _check_required(args, pipeline)
-    root = os.path.abspath(pipeline_root)
-    os.makedirs(root, exist_ok=True)
-    local.init(
-        runner=local.SubprocessRunner(use_venv=False), pipeline_root=root, raise_on_error=True
-    )
-    with warnings.catch_warnings():
-        # kfp.local warns that an image without "python" in its name may not be Python (ours
-        # is), and that resource requests do not apply locally (they are for the cluster).
-        warnings.filterwarnings(
-            "ignore", message=".*non-Python base image.*", category=RuntimeWarning
-        )
-        warnings.filterwarnings(
-            "ignore", message=".*no effect in the current local runner.*", category=UserWarning
-        )
-        try:
-            task = pipeline(**args)
-        except RuntimeError as exc:
-            raise ShardtrainError(f"pipeline {PIPELINE_NAME} failed: {_one_line(exc)}") from exc
-    outputs = task.outputs
-    model = read_pointer(outputs["model"])
-    return LocalRun(
-        model_dir=model["uri"],
-        export=model["export"],
-        served=read_pointer(outputs["served_model"])["uri"],
-        tensorboard=model["tensorboard"],
-        metrics=dict(outputs["metrics"].metadata),
-        classification=dict(outputs["classification"].metadata),
-        report=outputs["report"].path,
-        pipeline_root=root,
-    )

@@ -1,0 +1,343 @@
+"""The Kubeflow pipeline ``csv_to_model`` from the outside: load, compile, submit, run here.
+
+What ``shardtrain pipeline params|compile|submit|run-local`` call:
+
+* :func:`load_pipeline` imports the pipeline definition (a KFP ``GraphComponent``);
+  :func:`parameters` lists its parameters, and :func:`parse_arguments` turns ``NAME=VALUE``
+  strings into typed arguments by them.
+* :func:`compile_pipeline` writes the IR YAML the Kubeflow Pipelines UI uploads.
+* :func:`submit` creates a run on a Kubeflow Pipelines server with ``kfp.Client``.
+* :func:`run_local` runs the whole pipeline on this machine with ``kfp.local``; the steps
+  execute the same component bodies as on a cluster (:mod:`shardtrain.kubeflow.steps`).
+
+Where the pipeline definition comes from
+----------------------------------------
+The components (:mod:`shardtrain.kubeflow.components`) and the pipeline graphs
+(:mod:`shardtrain.kubeflow.pipelines`) are part of the package: KFP compiles them from the
+installed package, in a checkout or in the image alike. The component *bodies* import only
+:mod:`shardtrain`: KFP embeds each body's source in the compiled YAML.
+
+kfp itself (~0.4 s to import) is imported by the functions that need it, when they run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from shardtrain import storage
+from shardtrain.errors import ConfigError, ShardtrainError
+from shardtrain.kubeflow.pipelines import PIPELINE_NAME
+from shardtrain.kubeflow.pointers import read_pointer
+
+
+def load_pipeline(name: str = PIPELINE_NAME) -> Any:
+    """The pipeline ``shardtrain.kubeflow.pipelines.<name>`` defines (a KFP ``GraphComponent``).
+
+    Raises:
+        ConfigError: there is no pipeline of that name.
+    """
+    try:
+        module = importlib.import_module(f"shardtrain.kubeflow.pipelines.{name}")
+    except ModuleNotFoundError as exc:
+        raise ConfigError(f"no pipeline named {name!r} in shardtrain.kubeflow.pipelines") from exc
+    return getattr(module, name)
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One pipeline parameter: its KFP type, default and documentation."""
+
+    name: str
+    type: str
+    default: Any
+    required: bool
+    description: str
+
+
+def parameters(pipeline: Any = None) -> list[Parameter]:
+    """The pipeline's parameters, in signature order."""
+    pipeline = pipeline or load_pipeline()
+    return [
+        Parameter(
+            name=name,
+            type=str(spec.type),
+            default=spec.default,
+            required=not spec.optional,
+            description=" ".join((spec.description or "").split()),
+        )
+        for name, spec in pipeline.component_spec.inputs.items()
+    ]
+
+
+_TRUE, _FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off")
+
+
+def _coerce(param: Parameter, text: str) -> Any:
+    """``text`` as a value of ``param``'s KFP type (see :func:`parse_arguments`)."""
+    kind = param.type.split("[", 1)[0]
+    try:
+        if kind == "Integer":
+            return int(text)
+        if kind == "Float":
+            return float(text)
+        if kind == "Boolean":
+            if text.lower() not in _TRUE + _FALSE:
+                raise ValueError("expected true or false")
+            return text.lower() in _TRUE
+        if kind == "List":
+            if text.lstrip().startswith("["):
+                value = json.loads(text)
+                if not isinstance(value, list):
+                    raise ValueError("expected a JSON list")
+                return value
+            return [item.strip() for item in text.split(",") if item.strip()]
+        if kind in ("Dict", "Struct"):
+            value = json.loads(text)
+            if not isinstance(value, dict):
+                raise ValueError("expected a JSON object")
+            return value
+    except ValueError as exc:
+        raise ConfigError(
+            f"pipeline parameter {param.name} ({param.type}): '{text}': {exc}"
+        ) from None
+    return text
+
+
+def parse_arguments(pairs: Iterable[str], pipeline: Any = None) -> dict[str, Any]:
+    """``NAME=VALUE`` strings → typed pipeline arguments.
+
+    Values are converted by the parameter's type: integers, floats, booleans
+    (true/false/yes/no/1/0), lists (``a,b`` or a JSON list) and dicts (JSON).
+
+    Raises:
+        ConfigError: a pair without ``=``, an unknown name, or a value of the wrong type.
+    """
+    params = {p.name: p for p in parameters(pipeline)}
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep:
+            raise ConfigError(f"'{pair}': give pipeline arguments as NAME=VALUE")
+        if name not in params:
+            raise ConfigError(
+                f"unknown pipeline parameter '{name}' (known: {', '.join(sorted(params))})"
+            )
+        out[name] = _coerce(params[name], text)
+    return out
+
+
+def _check_required(arguments: Mapping[str, Any], pipeline: Any) -> None:
+    """Fail with the names of the required parameters ``arguments`` lack, before KFP would."""
+    missing = [p.name for p in parameters(pipeline) if p.required and p.name not in arguments]
+    if missing:
+        raise ConfigError(f"missing pipeline argument(s): {', '.join(missing)} (-p NAME=VALUE)")
+
+
+def compile_pipeline(path: str, defaults: Mapping[str, Any] | None = None) -> str:
+    """Compile ``csv_to_model`` to the IR YAML the Kubeflow Pipelines UI uploads.
+
+    Args:
+        path: the output file (``.yaml``).
+        defaults: new defaults for pipeline parameters (e.g. ``{"image": ...}``).
+
+    Returns:
+        ``path``.
+    """
+    from kfp import compiler
+
+    pipeline = load_pipeline()
+    compiler.Compiler().compile(
+        pipeline_func=pipeline, package_path=path, pipeline_parameters=dict(defaults or {}) or None
+    )
+    return path
+
+
+@dataclass(frozen=True)
+class SubmittedRun:
+    """A run created on a Kubeflow Pipelines server."""
+
+    run_id: str
+    url: str
+    state: str | None = None
+
+
+def submit(
+    host: str,
+    arguments: Mapping[str, Any],
+    *,
+    experiment: str = "shardtrain",
+    run_name: str | None = None,
+    namespace: str | None = None,
+    service_account: str | None = None,
+    wait: bool = False,
+    wait_timeout: float = 86400,
+) -> SubmittedRun:
+    """Create a ``csv_to_model`` run on the Kubeflow Pipelines server at ``host``.
+
+    Authentication is kfp.Client's: in a pod, the token at ``$KF_PIPELINES_SA_TOKEN_PATH``;
+    from a workstation, a port-forward to ``ml-pipeline-ui`` needs none.
+
+    Args:
+        host: the API endpoint, e.g. ``http://localhost:8080`` (a port-forward).
+        arguments: pipeline arguments (see :func:`parse_arguments`).
+        experiment: the experiment the run is filed under.
+        run_name: the run's display name (default: KFP's).
+        namespace: the Kubeflow profile namespace (multi-user installs).
+        service_account: the run's Kubernetes service account (must be allowed to create
+            TFJobs in the job's namespace; see ``k8s/rbac``).
+        wait: wait for the run to finish; a run that did not succeed is an error.
+        wait_timeout: seconds to wait with ``wait``.
+
+    Raises:
+        ConfigError: a required argument is missing, or ``local`` is set.
+        ShardtrainError: the server refused the run, or (``wait``) it did not succeed.
+    """
+    import datetime
+
+    import kfp
+
+    pipeline = load_pipeline()
+    _check_required(arguments, pipeline)
+    if arguments.get("local"):
+        raise ConfigError("local=true runs the TFJob inside a step pod: use `pipeline run-local`")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # "only works with KFP v2.0.0-beta.2+"
+        try:
+            client = kfp.Client(host=host, namespace=namespace or "kubeflow")
+            run = client.create_run_from_pipeline_func(
+                pipeline,
+                arguments=dict(arguments),
+                run_name=run_name,
+                experiment_name=experiment,
+                namespace=namespace,
+                service_account=service_account,
+            )
+        except Exception as exc:  # the client raises ApiException, MaxRetryError, ValueError …
+            raise ShardtrainError(f"{host}: cannot create the run: {_one_line(exc)}") from exc
+    url = f"{host.rstrip('/')}/#/runs/details/{run.run_id}"
+    if not wait:
+        return SubmittedRun(run.run_id, url)
+    try:
+        detail = client.wait_for_run_completion(
+            run.run_id, timeout=datetime.timedelta(seconds=wait_timeout)
+        )
+    except Exception as exc:
+        raise ShardtrainError(f"run {run.run_id}: {_one_line(exc)} ({url})") from exc
+    state = str(getattr(detail, "state", "") or "")
+    if state != "SUCCEEDED":
+        raise ShardtrainError(f"run {run.run_id} ended {state or 'without a state'}: {url}")
+    return SubmittedRun(run.run_id, url, state)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _one_line(exc: BaseException) -> str:
+    """A KFP client error as one line: colour codes and line breaks out, at most 400 chars."""
+    return " ".join(_ANSI.sub("", str(exc)).split())[:400] or type(exc).__name__
+
+
+@dataclass(frozen=True)
+class LocalRun:
+    """What a local run of ``csv_to_model`` produced.
+
+    Attributes:
+        model_dir: the model directory (checkpoints, ``logs/``, ``eval/``, ``export/``).
+        export: the SavedModel the trainer exported.
+        served: the published copy at the serving URI.
+        tensorboard: the TensorBoard log directory.
+        metrics: the scalars of the ``dsl.Metrics`` output.
+        classification: the ``dsl.ClassificationMetrics`` metadata (ROC, confusion matrix).
+        report: the path of the ``dsl.Markdown`` report.
+        pipeline_root: where kfp.local keeps every task's artifacts and outputs.
+    """
+
+    model_dir: str
+    export: str
+    served: str
+    tensorboard: str
+    metrics: dict[str, Any]
+    classification: dict[str, Any]
+    report: str
+    pipeline_root: str
+
+
+def _absolute(value: Any) -> Any:
+    """Local paths as absolute paths: the steps may run in another working directory."""
+    if isinstance(value, str) and value and storage.is_local(value):
+        return os.path.abspath(storage.local_path(value))
+    return value
+
+
+#: Parameters holding URIs (local ones are made absolute for local runs).
+_URI_PARAMETERS = ("sources", "dataset_uri", "model_dir", "serving_uri")
+
+
+def run_local(arguments: Mapping[str, Any], *, pipeline_root: str) -> LocalRun:
+    """Run the whole pipeline on this machine with ``kfp.local``, training on a local TFJob.
+
+    Every step runs as a subprocess of this Python environment
+    (``SubprocessRunner(use_venv=False)``) and inherits its environment (``AWS_*`` for MinIO);
+    the TFJob's replicas run as local processes (``local=True`` is forced). Storage may be
+    local paths or ``s3://``/``gs://`` URIs.
+
+    Args:
+        arguments: pipeline arguments (see :func:`parse_arguments`).
+        pipeline_root: directory for the tasks' artifacts (reports, metrics, pointers).
+
+    Returns:
+        Where the model, metrics, report and TensorBoard logs are.
+
+    Raises:
+        ConfigError: a required argument is missing.
+        ShardtrainError: a task failed (its log is above).
+    """
+    from kfp import local
+
+    pipeline = load_pipeline()
+    args = {**arguments, "local": True}
+    for name in _URI_PARAMETERS:
+        if name in args:
+            value = args[name]
+            args[name] = (
+                [_absolute(v) for v in value] if isinstance(value, list) else _absolute(value)
+            )
+    _check_required(args, pipeline)
+    root = os.path.abspath(pipeline_root)
+    os.makedirs(root, exist_ok=True)
+    local.init(
+        runner=local.SubprocessRunner(use_venv=False), pipeline_root=root, raise_on_error=True
+    )
+    with warnings.catch_warnings():
+        # kfp.local warns that an image without "python" in its name may not be Python (ours
+        # is), and that resource requests do not apply locally (they are for the cluster).
+        warnings.filterwarnings(
+            "ignore", message=".*non-Python base image.*", category=RuntimeWarning
+        )
+        warnings.filterwarnings(
+            "ignore", message=".*no effect in the current local runner.*", category=UserWarning
+        )
+        try:
+            task = pipeline(**args)
+        except RuntimeError as exc:
+            raise ShardtrainError(f"pipeline {PIPELINE_NAME} failed: {_one_line(exc)}") from exc
+    outputs = task.outputs
+    model = read_pointer(outputs["model"])
+    return LocalRun(
+        model_dir=model["uri"],
+        export=model["export"],
+        served=read_pointer(outputs["served_model"])["uri"],
+        tensorboard=model["tensorboard"],
+        metrics=dict(outputs["metrics"].metadata),
+        classification=dict(outputs["classification"].metadata),
+        report=outputs["report"].path,
+        pipeline_root=root,
+    )

@@ -1,0 +1,80 @@
+"""The Markdown report of a ``csv_to_model`` run: what the Kubeflow Pipelines UI shows as a card.
+
+The evaluate step (:func:`shardtrain.kubeflow.steps.evaluate_step`) writes
+:func:`render_report` to its ``dsl.Markdown`` output, beside the metrics table and the ROC
+curve it logs. One page answers "is this model any good, on what data, and where is it":
+
+* the evaluation: AUC, accuracy and log loss on the eval split, and the confusion matrix;
+* the data: the dataset summary of :mod:`shardtrain.data.report` — the same one
+  ``shardtrain inspect`` prints — rows read, accepted and rejected (by reason), the splits,
+  the label's classes and per-column statistics (numeric, categorical, image);
+* where things are: the model directory, the SavedModel, the TensorBoard command, the dataset.
+
+Pure formatting (no storage, no kfp), so it is tested on plain values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from shardtrain.data.report import fmt, markdown_table, summarize, to_markdown
+from shardtrain.kubeflow.pipelines import PIPELINE_NAME
+
+if TYPE_CHECKING:
+    from shardtrain.data.metadata import DatasetMetadata
+
+__all__ = ["fmt", "render_report"]
+
+
+def render_report(
+    metrics: Mapping[str, Any],
+    meta: DatasetMetadata,
+    *,
+    dataset_uri: str,
+    model: Mapping[str, Any],
+) -> str:
+    """The Markdown report of a run: model metrics, the data's statistics, where things are.
+
+    Args:
+        metrics: ``MODEL_DIR/eval/metrics.json``.
+        meta: the dataset's metadata.
+        dataset_uri: the dataset's URI.
+        model: the model pointer (``uri``, ``export``, ``step``, ``tensorboard``).
+
+    Returns:
+        Markdown for a ``dsl.Markdown`` artifact (the UI renders it as a static card).
+    """
+    out = [f"# {PIPELINE_NAME}: {model['uri']}", ""]
+    out += ["## Evaluation", ""]
+    out += [
+        f"On the eval split, {fmt(metrics.get('num_examples'))} examples, at step "
+        f"{fmt(metrics.get('step'))}.",
+        "",
+    ]
+    out += markdown_table(
+        ["metric", "value"], [(k, fmt(metrics.get(k))) for k in ("auc", "accuracy", "log_loss")]
+    )
+    cm = metrics.get("confusion_matrix") or {}
+    if cm.get("labels"):
+        out += ["Confusion matrix (rows: true class, columns: predicted class):", ""]
+        out += markdown_table(
+            ["true \\ predicted", *map(str, cm["labels"])],
+            [
+                (label, *map(fmt, row))
+                for label, row in zip(cm["labels"], cm["matrix"], strict=True)
+            ],
+        )
+
+    out += ["## Data", ""]
+    out += to_markdown(summarize(dataset_uri, meta))
+
+    out += ["## Where things are", ""]
+    out += [
+        f"* model directory: `{model['uri']}`",
+        f"* SavedModel (step {fmt(model.get('step'))}): `{model.get('export', 'n/a')}`",
+        f"* TensorBoard: `tensorboard --logdir {model.get('tensorboard', 'n/a')}`",
+        f"* dataset: `{dataset_uri}` (`shardtrain inspect {dataset_uri}`)",
+        "",
+    ]
+    return "\n".join(out)
