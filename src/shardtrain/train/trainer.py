@@ -33,25 +33,23 @@ a checkpoint on SIGTERM/SIGINT (restart to resume).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
 import os
 import shutil
-import signal
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from shardtrain import storage
 from shardtrain.data import sharding
-from shardtrain.errors import ConfigError, DataError, ShardtrainError, TrainingInterrupted
+from shardtrain.errors import ConfigError, ShardtrainError, TrainingInterrupted
 from shardtrain.train import cluster, dataset
 from shardtrain.train.checkpoints import CheckpointStore
 from shardtrain.train.config import TrainConfig
+from shardtrain.train.controller import Controller, LoopOutput, StopFlag
 from shardtrain.train.evaluation import MetricsAccumulator
 from shardtrain.train.features import FeatureSpec
 from shardtrain.train.models import model_inputs
@@ -83,38 +81,6 @@ class TrainResult:
     metrics: dict[str, Any] | None = None
     export_uri: str | None = None
     status: str = "trained"
-
-
-# --------------------------------------------------------------------------------------------
-# Signals
-# --------------------------------------------------------------------------------------------
-
-
-class _StopFlag:
-    """Remembers the first SIGTERM/SIGINT; the loop checks it between ``tf.function`` calls."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self._previous: dict[int, Any] = {}
-
-    def _handle(self, signum: int, _frame: Any) -> None:
-        if self.signum is None:
-            log.warning(
-                "received %s: checkpointing at the end of this loop, then exiting",
-                signal.Signals(signum).name,
-            )
-        self.signum = self.signum or signum
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[_StopFlag]:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
-                self._previous[sig] = signal.signal(sig, self._handle)
-        try:
-            yield self
-        finally:
-            for sig, handler in self._previous.items():
-                signal.signal(sig, handler)
 
 
 # --------------------------------------------------------------------------------------------
@@ -314,7 +280,7 @@ class CheckpointEvaluator:
 
 
 def run_evaluator(
-    config: TrainConfig, metadata: dict, spec: FeatureSpec, scratch: str, stop: _StopFlag
+    config: TrainConfig, metadata: dict, spec: FeatureSpec, scratch: str, stop: StopFlag
 ) -> TrainResult:
     """Evaluate every new published checkpoint until the one at ``train_steps``.
 
@@ -444,7 +410,7 @@ def _train(
     metadata: dict,
     spec: FeatureSpec,
     scratch: str,
-    stop: _StopFlag,
+    stop: StopFlag,
 ) -> TrainResult:
     store = CheckpointStore(
         config.model_dir, os.path.join(scratch, "ckpt"), max_to_keep=config.max_checkpoints
@@ -556,6 +522,19 @@ def _train(
         votes = strategy.run(tf.identity, args=(flag,))
         return strategy.reduce(sum_op, votes, axis=None)
 
+    def vote(stopping: bool) -> bool:
+        flag = tf.constant(1 if stopping else 0, dtype=tf.int32)
+        return int(any_replica_stopping(flag)) > 0
+
+    def run_steps(n: int) -> LoopOutput:
+        loss_sum, correct = train_loop(iterator, tf.constant(n, dtype=tf.int64))
+        return LoopOutput(
+            step=int(global_step.numpy()),
+            loss_sum=float(loss_sum),
+            correct=float(correct),
+            learning_rate=_current_learning_rate(optimizer),
+        )
+
     summaries = _Summaries(config.model_dir, scratch, "train", enabled=role.is_chief)
     evaluator = None
     if role.is_chief:
@@ -566,59 +545,30 @@ def _train(
         checkpoint.write(store.local_prefix(step))  # every replica (may be collective)
         if role.is_chief:
             store.publish(step, final=step >= config.train_steps)
-            summaries.sync()
         else:
             store.discard_local(step)
 
-    step = int(global_step.numpy())
-    last_eval = step
+    def evaluate(step: int, final: bool) -> None:
+        evaluator.restore(store.local_prefix(step))
+        evaluator.evaluate(step, sample=final)
+
+    controller = Controller(
+        run_steps,
+        train_steps=config.train_steps,
+        steps_per_loop=config.steps_per_loop,
+        checkpoint_every=config.checkpoint_every,
+        eval_every=config.eval_every,
+        global_batch=global_batch,
+        save=save,
+        vote=vote,
+        stop=stop,
+        # The chief evaluates in process only when no evaluator replica does.
+        evaluate=evaluate if evaluator is not None and not role.has_evaluator else None,
+        summaries=summaries,
+        checkpoint_uri=store.uri,
+    )
     try:
-        while step < config.train_steps:
-            next_ckpt = (step // config.checkpoint_every + 1) * config.checkpoint_every
-            n = min(config.steps_per_loop, config.train_steps - step, next_ckpt - step)
-            started = time.monotonic()
-            loss_sum, correct = train_loop(iterator, tf.constant(n, dtype=tf.int64))
-            loss_sum = float(loss_sum)
-            seconds = time.monotonic() - started
-            step = int(global_step.numpy())
-            examples = n * global_batch
-            summaries.scalars(
-                step,
-                {
-                    "loss": loss_sum / examples,
-                    "accuracy": float(correct) / examples,
-                    "examples_per_second": examples / max(seconds, 1e-9),
-                    "learning_rate": _current_learning_rate(optimizer),
-                },
-            )
-            if not math.isfinite(loss_sum):
-                raise DataError(
-                    f"train: the loss became {loss_sum} at step {step}; lower the learning rate "
-                    "or check the data for extreme values"
-                )
-            if step % max(config.steps_per_loop, 500) < n or step >= config.train_steps:
-                log.info(
-                    "step %d/%d: loss %.4f, %.0f examples/s",
-                    step,
-                    config.train_steps,
-                    loss_sum / examples,
-                    examples / max(seconds, 1e-9),
-                )
-            flag = tf.constant(1 if stop.signum else 0, dtype=tf.int32)
-            if int(any_replica_stopping(flag)) > 0:
-                save(step)
-                raise TrainingInterrupted(
-                    f"train: stopped at step {step} on a signal; checkpoint written to "
-                    f"{store.uri}; run again to resume",
-                    stop.signum or signal.SIGTERM,
-                )
-            if step % config.checkpoint_every == 0 or step >= config.train_steps:
-                save(step)
-                eval_due = step - last_eval >= config.eval_every or step >= config.train_steps
-                if evaluator is not None and not role.has_evaluator and eval_due:
-                    evaluator.restore(store.local_prefix(step))
-                    evaluator.evaluate(step, sample=step >= config.train_steps)
-                    last_eval = step
+        step = controller.run(int(global_step.numpy()))
     finally:
         for cache in caches:
             cache.close()
@@ -735,7 +685,7 @@ def train_and_evaluate(config: TrainConfig, environ: dict[str, str] | None = Non
     for split in (config.input.train_split, config.input.eval_split):
         dataset.split_shards(config.data, metadata, split)  # fail early on a missing split
     scratch = tempfile.mkdtemp(prefix=f"shardtrain-{role.task_type}-{role.task_index}-")
-    stop = _StopFlag()
+    stop = StopFlag()
     try:
         with stop.installed():
             if role.is_evaluator:
