@@ -46,12 +46,13 @@ from typing import Any
 from shardtrain import storage
 from shardtrain.data import sharding
 from shardtrain.errors import ConfigError, ShardtrainError, TrainingInterrupted
-from shardtrain.train import cluster, dataset
+from shardtrain.train import cluster, dataset, loop
 from shardtrain.train.checkpoints import CheckpointStore
 from shardtrain.train.config import TrainConfig
-from shardtrain.train.controller import Controller, LoopOutput, StopFlag
+from shardtrain.train.controller import Controller, StopFlag
 from shardtrain.train.evaluation import MetricsAccumulator
 from shardtrain.train.features import FeatureSpec
+from shardtrain.train.loop import build_train_loop
 from shardtrain.train.models import model_inputs
 
 log = logging.getLogger(__name__)
@@ -335,75 +336,6 @@ def _evaluated_step(model_dir: str) -> int | None:
 # --------------------------------------------------------------------------------------------
 
 
-def _loss_fn(spec: FeatureSpec):
-    import tensorflow as tf
-
-    def per_example(labels, logits):
-        if spec.is_binary:
-            return tf.nn.sigmoid_cross_entropy_with_logits(
-                tf.cast(labels, tf.float32), tf.reshape(logits, [-1])
-            )
-        return tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
-
-    def predicted(logits):
-        if spec.is_binary:
-            return tf.cast(tf.reshape(logits, [-1]) > 0, tf.int64)
-        return tf.argmax(logits, axis=-1)
-
-    return per_example, predicted
-
-
-def build_train_loop(
-    strategy,
-    model,
-    optimizer,
-    spec: FeatureSpec,
-    global_batch: int,
-    step_var,
-):
-    """The distributed training loop: ``train_loop(iterator, steps) -> (loss_sum, correct)``.
-
-    One call runs ``steps`` optimizer steps inside a single ``tf.function`` (a ``tf.range``
-    loop: no Python round trip between steps). Each step runs on every replica with
-    ``strategy.run``; the loss is averaged over the *global* batch, so gradients summed by the
-    all-reduce are the gradients of the global mean loss whatever the number of replicas.
-    The summed per-example loss and correct predictions come back for summaries (one extra
-    small all-reduce per step), and ``step_var`` is incremented once per step.
-    Under mixed precision ``optimizer`` is a ``LossScaleOptimizer`` (dynamic loss scaling).
-    """
-    import tensorflow as tf
-
-    per_example_loss, predicted = _loss_fn(spec)
-
-    def step_fn(features, labels):
-        with tf.GradientTape() as tape:
-            logits = model(model_inputs(model, features), training=True)
-            per_example = per_example_loss(labels, logits)
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
-            if model.losses:
-                loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
-            # Under mixed precision a keras.optimizers.LossScaleOptimizer scales the loss up
-            # (float16 gradients of a small loss would underflow to zero), and its
-            # apply_gradients scales them back, skipping steps that overflowed and adapting
-            # the scale. Otherwise scale_loss is the identity. It must be on the tape.
-            scaled_loss = optimizer.scale_loss(loss)
-        grads = tape.gradient(scaled_loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-        correct = tf.reduce_sum(tf.cast(tf.equal(predicted(logits), labels), tf.float32))
-        return tf.stack([tf.reduce_sum(per_example), correct])
-
-    @tf.function
-    def train_loop(iterator, steps):
-        totals = tf.zeros([2])
-        for _ in tf.range(steps):
-            per_replica = strategy.run(step_fn, args=next(iterator))
-            totals += strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
-            step_var.assign_add(1)
-        return totals[0], totals[1]
-
-    return train_loop
-
-
 def _train(
     config: TrainConfig,
     role: cluster.Role,
@@ -412,6 +344,9 @@ def _train(
     scratch: str,
     stop: StopFlag,
 ) -> TrainResult:
+    """A training replica (local, chief or worker): restore, train, and on the chief export."""
+    from shardtrain.train.export import export_saved_model
+
     store = CheckpointStore(
         config.model_dir, os.path.join(scratch, "ckpt"), max_to_keep=config.max_checkpoints
     )
@@ -427,114 +362,22 @@ def _train(
         )
         return TrainResult(role.task_type, latest.step, latest.step, status="already-complete")
     # The strategy next: it must exist before anything initialises the TF runtime.
-    strategy = cluster.make_strategy(role, devices=config.devices or None)
-    import keras
-    import tensorflow as tf
-
-    from shardtrain.train.export import export_saved_model
-    from shardtrain.train.models import build_model
-
-    replicas = strategy.num_replicas_in_sync
-    if config.batch_size % replicas:
-        raise ConfigError(
-            f"train: batch_size {config.batch_size} is not divisible by the {replicas} "
-            "replicas in sync (workers x devices)"
-        )
-    if role.is_chief:
-        config.save()
-    log.info(
-        "%s: %d replica(s) in sync, global batch %d, %s",
-        role.describe(),
-        replicas,
-        config.batch_size,
-        f"resuming from step {start_step}" if latest else "starting from scratch",
+    strategy, mixed = _start_strategy(
+        config, role, spec, resume_step=latest.step if latest else None
     )
-
-    keras.utils.set_random_seed(config.seed)
-    mixed = _use_mixed_precision(config, spec)
-    if mixed:
-        keras.mixed_precision.set_global_policy("mixed_float16")
-        log.info("mixed precision: float16 compute, float32 variables, dynamic loss scaling")
-    with strategy.scope():
-        model = build_model(config.model.name, spec, config.model.hparams())
-        learning_rate: Any = config.learning_rate
-        if config.lr_schedule == "cosine":
-            # A function of the optimizer's step count, which the checkpoint restores.
-            learning_rate = keras.optimizers.schedules.CosineDecay(
-                config.learning_rate, decay_steps=config.train_steps
-            )
-        optimizer = keras.optimizers.Adam(learning_rate=learning_rate)
-        if mixed:
-            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-        optimizer.build(model.trainable_variables)
-        global_step = tf.Variable(
-            0,
-            dtype=tf.int64,
-            trainable=False,
-            name="global_step",
-            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
-        )
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=global_step)
+    state = loop.build_training_state(strategy, config, spec, mixed=mixed)
     if latest:
-        checkpoint.read(store.fetch(latest)).assert_existing_objects_matched()
+        state.checkpoint.read(store.fetch(latest)).assert_existing_objects_matched()
         log.info("restored checkpoint step %d from %s", latest.step, store.uri)
 
-    caches: list[dataset.ShardCache] = []
     # A restart reads the shards in a new order rather than replaying the first batches.
-    data_seed = config.seed + start_step
-
-    def input_fn(ctx: tf.distribute.InputContext):
-        cache = None
-        if not storage.tf_can_open(config.data):
-            cache = dataset.ShardCache(
-                os.path.join(scratch, f"cache-{ctx.input_pipeline_id}"),
-                max_bytes=config.input.cache_mb << 20,
-            )
-            caches.append(cache)
-        return dataset.train_dataset(
-            config.data,
-            metadata,
-            spec,
-            split=config.input.train_split,
-            batch_size=ctx.get_per_replica_batch_size(config.batch_size),
-            pipeline_id=ctx.input_pipeline_id,
-            num_pipelines=ctx.num_input_pipelines,
-            shuffle_buffer=config.input.shuffle_buffer,
-            cycle_length=config.input.cycle_length,
-            seed=data_seed,
-            cache=cache,
-        )
-
-    iterator = iter(strategy.distribute_datasets_from_function(input_fn))
-    global_batch = config.batch_size
-    train_loop = build_train_loop(
-        strategy,
-        model,
-        optimizer,
-        spec,
-        global_batch,
-        global_step,
+    iterator, caches = loop.distributed_input(
+        strategy, config, metadata, spec, scratch, seed=config.seed + start_step
     )
-    sum_op = tf.distribute.ReduceOp.SUM
-
-    @tf.function
-    def any_replica_stopping(flag):
-        votes = strategy.run(tf.identity, args=(flag,))
-        return strategy.reduce(sum_op, votes, axis=None)
-
-    def vote(stopping: bool) -> bool:
-        flag = tf.constant(1 if stopping else 0, dtype=tf.int32)
-        return int(any_replica_stopping(flag)) > 0
-
-    def run_steps(n: int) -> LoopOutput:
-        loss_sum, correct = train_loop(iterator, tf.constant(n, dtype=tf.int64))
-        return LoopOutput(
-            step=int(global_step.numpy()),
-            loss_sum=float(loss_sum),
-            correct=float(correct),
-            learning_rate=_current_learning_rate(optimizer),
-        )
-
+    train_loop = build_train_loop(
+        strategy, state.model, state.optimizer, spec, config.batch_size, state.global_step
+    )
+    vote = loop.build_stop_vote(strategy)
     summaries = _Summaries(config.model_dir, scratch, "train", enabled=role.is_chief)
     evaluator = None
     if role.is_chief:
@@ -542,7 +385,7 @@ def _train(
         evaluator.summaries = _Summaries(config.model_dir, scratch, "eval")
 
     def save(step: int) -> None:
-        checkpoint.write(store.local_prefix(step))  # every replica (may be collective)
+        state.checkpoint.write(store.local_prefix(step))  # every replica (may be collective)
         if role.is_chief:
             store.publish(step, final=step >= config.train_steps)
         else:
@@ -553,12 +396,12 @@ def _train(
         evaluator.evaluate(step, sample=final)
 
     controller = Controller(
-        run_steps,
+        loop.DistributedSteps(train_loop, iterator, state),
         train_steps=config.train_steps,
         steps_per_loop=config.steps_per_loop,
         checkpoint_every=config.checkpoint_every,
         eval_every=config.eval_every,
-        global_batch=global_batch,
+        global_batch=config.batch_size,
         save=save,
         vote=vote,
         stop=stop,
@@ -568,7 +411,7 @@ def _train(
         checkpoint_uri=store.uri,
     )
     try:
-        step = controller.run(int(global_step.numpy()))
+        step = controller.run(int(state.global_step.numpy()))
     finally:
         for cache in caches:
             cache.close()
@@ -589,23 +432,42 @@ def _train(
     return result
 
 
-def _current_learning_rate(optimizer) -> float:
-    """The optimizer's learning rate now (a schedule's current value), as a Python float."""
-    import tensorflow as tf
+def _start_strategy(
+    config: TrainConfig, role: cluster.Role, spec: FeatureSpec, *, resume_step: int | None
+):
+    """The replica's strategy, then the global random seed and precision policy.
 
-    value = optimizer.learning_rate
-    # A constant rate is a Keras variable around a (possibly mirrored) tf.Variable.
-    return float(tf.convert_to_tensor(getattr(value, "value", value)))
+    The strategy comes first: it must exist before anything initialises the TF runtime.
+    The chief saves the resolved configuration once the batch is known to split evenly.
 
+    Returns:
+        The strategy, and whether to train in mixed precision.
+    """
+    strategy = cluster.make_strategy(role, devices=config.devices or None)
+    import keras
 
-def _use_mixed_precision(config: TrainConfig, spec: FeatureSpec) -> bool:
-    """``on``; or ``auto`` for image models on GPUs (where float16 is fast and safe)."""
-    import tensorflow as tf
+    replicas = strategy.num_replicas_in_sync
+    if config.batch_size % replicas:
+        raise ConfigError(
+            f"train: batch_size {config.batch_size} is not divisible by the {replicas} "
+            "replicas in sync (workers x devices)"
+        )
+    if role.is_chief:
+        config.save()
+    log.info(
+        "%s: %d replica(s) in sync, global batch %d, %s",
+        role.describe(),
+        replicas,
+        config.batch_size,
+        f"resuming from step {resume_step}" if resume_step is not None else "starting from scratch",
+    )
 
-    setting = config.model.mixed_precision
-    if setting != "auto":
-        return setting == "on"
-    return spec.image is not None and bool(tf.config.get_visible_devices("GPU"))
+    keras.utils.set_random_seed(config.seed)
+    mixed = loop.use_mixed_precision(config, spec)
+    if mixed:
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        log.info("mixed precision: float16 compute, float32 variables, dynamic loss scaling")
+    return strategy, mixed
 
 
 def _final_metrics(
