@@ -6,10 +6,10 @@ What a TF Estimator user relied on, and where it lives here:
   :func:`shardtrain.train.cluster.resolve_role` tells it whether it is the chief, a worker or the
   evaluator, and :func:`shardtrain.train.cluster.make_strategy` gives the training replicas
   ``MirroredStrategy`` (one node, all its GPUs) or ``MultiWorkerMirroredStrategy``.
-* **Step-based training** with a custom loop: ``strategy.run`` inside a ``tf.function`` that
-  runs ``steps_per_loop`` steps per call, the loss scaled by the *global* batch, input from
-  ``distribute_datasets_from_function`` (each worker reads its own shard files). Keras 3's
-  ``fit`` is not used: it fails under MultiWorkerMirroredStrategy.
+* **Step-based training** with a custom loop (:mod:`shardtrain.train.loop`): ``strategy.run``
+  inside a ``tf.function`` that runs ``steps_per_loop`` steps per call, the loss scaled by the
+  *global* batch, input from ``distribute_datasets_from_function`` (each worker reads its own
+  shard files). Keras 3's ``fit`` is not used: it fails under MultiWorkerMirroredStrategy.
 * **Checkpoints that make any restart resume.** Every ``checkpoint_every`` steps and at the
   end, every replica writes a checkpoint; the chief's is published to
   ``MODEL_DIR/checkpoints`` (:mod:`shardtrain.train.checkpoints`). On start every replica restores
@@ -18,13 +18,17 @@ What a TF Estimator user relied on, and where it lives here:
 * **Preemption.** SIGTERM (eviction, preemption, ``kubectl delete pod``) sets a flag; at the
   end of the current loop the replicas agree (a one-number all-reduce), all write a
   checkpoint, and exit with ``128 + signal`` (143) — retryable for ``restartPolicy: ExitCode``.
-* **Sidecar evaluation.** The evaluator replica never joins the collective: it evaluates every
-  new checkpoint on the eval split and exits after the final one. Without an evaluator the
-  chief evaluates every ``eval_every`` steps itself.
+* **Sidecar evaluation** (:mod:`shardtrain.train.evaluator`). The evaluator replica never joins
+  the collective: it evaluates every new checkpoint on the eval split and exits after the
+  final one. Without an evaluator the chief evaluates every ``eval_every`` steps itself.
 * **Outputs** in the model directory: ``train_config.yaml``; ``logs/train`` and ``logs/eval``
   TensorBoard summaries (loss, accuracy, AUC, examples/s, learning rate);
   ``export/<version>/`` SavedModel taking raw features (:mod:`shardtrain.train.export`);
   ``eval/metrics.json`` (:mod:`shardtrain.train.evaluation`) and ``eval/sample_predictions.jsonl``.
+
+The intervals (checkpoints, evaluation, summaries, the stop vote, NaN checks) belong to
+:class:`shardtrain.train.controller.Controller`, which drives the step function of
+:mod:`shardtrain.train.loop`; this module wires them for each role.
 
 Exit codes (see :mod:`shardtrain.errors`): 0 done (or nothing left to do); 1 bad
 configuration or data (permanent: do not restart); 3 storage unreachable; 128 + signal after
@@ -33,34 +37,47 @@ a checkpoint on SIGTERM/SIGINT (restart to resume).
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import os
 import shutil
 import tempfile
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from shardtrain import storage
 from shardtrain.data import sharding
-from shardtrain.errors import ConfigError, ShardtrainError, TrainingInterrupted
+from shardtrain.errors import ConfigError
 from shardtrain.train import cluster, dataset, loop
 from shardtrain.train.checkpoints import CheckpointStore
 from shardtrain.train.config import TrainConfig
 from shardtrain.train.controller import Controller, StopFlag
-from shardtrain.train.evaluation import MetricsAccumulator
+from shardtrain.train.evaluator import (
+    METRICS_NAME,
+    SAMPLE_PREDICTIONS,
+    SAMPLE_SIZE,
+    CheckpointEvaluator,
+    final_metrics,
+    run_evaluator,
+)
 from shardtrain.train.features import FeatureSpec
 from shardtrain.train.loop import build_train_loop
-from shardtrain.train.models import model_inputs
+from shardtrain.train.summaries import Summaries
+
+# Importers of this module (the CLI, the pipeline, benchmarks) find these names here, though
+# some live in .evaluator and .loop.
+__all__ = [
+    "METRICS_NAME",
+    "SAMPLE_PREDICTIONS",
+    "SAMPLE_SIZE",
+    "CheckpointEvaluator",
+    "TrainResult",
+    "build_train_loop",
+    "finished_step",
+    "run_evaluator",
+    "train_and_evaluate",
+]
 
 log = logging.getLogger(__name__)
-
-METRICS_NAME = "metrics.json"
-SAMPLE_PREDICTIONS = "sample_predictions.jsonl"
-#: Eval rows whose predictions are written beside the metrics (to check serving against).
-SAMPLE_SIZE = 200
 
 
 @dataclass
@@ -84,258 +101,6 @@ class TrainResult:
     status: str = "trained"
 
 
-# --------------------------------------------------------------------------------------------
-# Summaries
-# --------------------------------------------------------------------------------------------
-
-
-class _Summaries:
-    """TensorBoard writers under ``MODEL_DIR/logs/<name>``, staged locally for ``s3://``."""
-
-    def __init__(self, model_dir: str, scratch: str, name: str, enabled: bool = True):
-        import tensorflow as tf
-
-        self.enabled = enabled
-        self.remote = storage.join(model_dir, "logs", name)
-        native = storage.tf_can_open(model_dir)
-        self.local = self.remote if native else os.path.join(scratch, "logs", name)
-        self._sync_needed = not native
-        self.writer = (
-            tf.summary.create_file_writer(self.local)
-            if enabled
-            else tf.summary.create_noop_writer()
-        )
-
-    def scalars(self, step: int, values: dict[str, float]) -> None:
-        import tensorflow as tf
-
-        if not self.enabled:
-            return
-        with self.writer.as_default(step=step):
-            for name, value in values.items():
-                if value is not None and math.isfinite(value):
-                    tf.summary.scalar(name, value)
-
-    def sync(self) -> None:
-        """Flush, and upload the event files when TensorFlow cannot write the model dir."""
-        if not self.enabled:
-            return
-        self.writer.flush()
-        if self._sync_needed and os.path.isdir(self.local):
-            storage.upload_dir(self.local, self.remote)
-
-
-# --------------------------------------------------------------------------------------------
-# Evaluation of checkpoints (sidecar evaluator, and the chief when there is none)
-# --------------------------------------------------------------------------------------------
-
-
-class CheckpointEvaluator:
-    """Restores checkpoints into its own model (outside any strategy) and evaluates them.
-
-    Used by the sidecar evaluator for every new checkpoint, and by the chief for in-process
-    evaluation and for the export, so all three see exactly the published weights.
-    """
-
-    def __init__(self, config: TrainConfig, metadata: dict, spec: FeatureSpec, scratch: str):
-        import tensorflow as tf
-
-        from shardtrain.train.models import build_model
-
-        self.config, self.metadata, self.spec = config, metadata, spec
-        self.model = build_model(config.model.name, spec, config.model.hparams())
-        self._checkpoint = tf.train.Checkpoint(model=self.model)
-        self._cache_dir = os.path.join(scratch, "eval-cache")
-        self.summaries: _Summaries | None = None
-
-        @tf.function
-        def predict(features):
-            logits = self.model(model_inputs(self.model, features), training=False)
-            if spec.is_binary:
-                return tf.sigmoid(tf.reshape(logits, [-1]))
-            return tf.nn.softmax(logits, axis=-1)
-
-        self._predict = predict
-
-    def restore(self, local_prefix: str) -> None:
-        """Load the model weights of a (local) checkpoint; optimizer state is ignored."""
-        self._checkpoint.read(local_prefix).expect_partial()
-
-    def evaluate(self, step: int, *, sample: bool = False) -> dict[str, Any]:
-        """Evaluate the restored weights on the eval split; publish metrics and summaries.
-
-        Returns:
-            The metrics (see :mod:`shardtrain.train.evaluation`) plus ``step``, ``split``, ``data``.
-        """
-        cfg = self.config
-        cache = None
-        if not storage.tf_can_open(cfg.data):
-            cache = dataset.ShardCache(self._cache_dir, max_bytes=cfg.input.cache_mb << 20)
-        started = time.monotonic()
-        acc = MetricsAccumulator(self.spec.classes)
-        samples: list[dict[str, Any]] = []
-        try:
-            ds = dataset.eval_dataset(
-                cfg.data,
-                self.metadata,
-                self.spec,
-                split=cfg.input.eval_split,
-                # Decoded images are large (224x224x3 float32 = 0.6 MB): evaluate them in
-                # training-sized batches, not 1024 at a time.
-                batch_size=(
-                    min(cfg.eval_batch_size, cfg.batch_size)
-                    if self.spec.image is not None
-                    else cfg.eval_batch_size
-                ),
-                cycle_length=cfg.input.cycle_length,
-                cache=cache,
-            )
-            for i, batch in enumerate(ds):
-                if cfg.eval_steps and i >= cfg.eval_steps:
-                    break
-                features, labels = batch
-                probs = self._predict(features).numpy()
-                acc.update(probs, labels.numpy())
-        finally:
-            if cache is not None:
-                cache.close()
-        if sample:
-            samples = self._sample_predictions()
-        result = acc.result()
-        result.update(
-            step=step,
-            split=cfg.input.eval_split,
-            data=cfg.data,
-            seconds=round(time.monotonic() - started, 3),
-        )
-        log.info(
-            "eval at step %d: auc=%.4f accuracy=%.4f log_loss=%.4f on %d examples",
-            step,
-            result["auc"],
-            result["accuracy"],
-            result["log_loss"],
-            result["num_examples"],
-        )
-        eval_dir = storage.join(cfg.model_dir, "eval")
-        storage.write_json(storage.join(eval_dir, f"metrics-{step:08d}.json"), result)
-        if samples:
-            storage.write_text(
-                storage.join(eval_dir, SAMPLE_PREDICTIONS),
-                "".join(json.dumps(s) + "\n" for s in samples),
-            )
-        storage.write_json(storage.join(eval_dir, METRICS_NAME), result)
-        if self.summaries is not None:
-            self.summaries.scalars(
-                step,
-                {
-                    "auc": result["auc"],
-                    "accuracy": result["accuracy"],
-                    "log_loss": result["log_loss"],
-                },
-            )
-            self.summaries.sync()
-        return result
-
-    def _sample_predictions(self) -> list[dict[str, Any]]:
-        """Predictions of the first eval records, keyed by the split key (for serving checks)."""
-        import tensorflow as tf
-
-        cfg = self.config
-        shards = [
-            s
-            for s in dataset.split_shards(cfg.data, self.metadata, cfg.input.eval_split)
-            if s.num_records
-        ][:1]
-        local = shards[0].uri
-        tmp = None
-        if not storage.tf_can_open(local):
-            tmp = tempfile.mkdtemp(prefix="shardtrain-sample-")
-            local = os.path.join(tmp, storage.basename(shards[0].uri))
-            storage.download_file(shards[0].uri, local)
-        try:
-            comp = "GZIP" if self.metadata.get("compression") == "GZIP" else ""
-            # In small batches: 200 decoded 224 px images at once would need gigabytes of
-            # activations.
-            chunk = 32 if self.spec.image is not None else SAMPLE_SIZE
-            raw = tf.data.TFRecordDataset(local, compression_type=comp).take(SAMPLE_SIZE)
-            rows = []
-            for serialized in raw.batch(chunk):
-                features, labels, keys = self.spec.parse_examples(serialized, with_key=True)
-                probs = self._predict(features).numpy()
-                rows += zip(keys.numpy(), labels.numpy(), probs, strict=True)
-        finally:
-            if tmp:
-                shutil.rmtree(tmp, ignore_errors=True)
-        out = []
-        for key, label, p in rows:
-            full = [1.0 - float(p), float(p)] if self.spec.is_binary else [float(v) for v in p]
-            out.append(
-                {"key": key.decode(), "label": self.spec.classes[int(label)], "probabilities": full}
-            )
-        return out
-
-
-# --------------------------------------------------------------------------------------------
-# The sidecar evaluator
-# --------------------------------------------------------------------------------------------
-
-
-def run_evaluator(
-    config: TrainConfig, metadata: dict, spec: FeatureSpec, scratch: str, stop: StopFlag
-) -> TrainResult:
-    """Evaluate every new published checkpoint until the one at ``train_steps``.
-
-    Raises:
-        ShardtrainError: no new checkpoint for ``evaluator_timeout_secs``.
-        TrainingInterrupted: SIGTERM/SIGINT (nothing to save: exits retryably).
-    """
-    store = CheckpointStore(config.model_dir, os.path.join(scratch, "ckpt"), max_to_keep=1 << 30)
-    evaluator = CheckpointEvaluator(config, metadata, spec, scratch)
-    evaluator.summaries = _Summaries(config.model_dir, scratch, "eval")
-    last_step = _evaluated_step(config.model_dir)
-    last_seen = time.monotonic()
-    result: dict[str, Any] | None = None
-    log.info("evaluator: watching %s for checkpoints", store.uri)
-    while True:
-        if stop.signum:
-            raise TrainingInterrupted("evaluator interrupted", stop.signum)
-        info = store.latest()
-        if info is not None and info.step != last_step:
-            try:
-                prefix = store.fetch(info)
-            except ShardtrainError as exc:  # pruned between pointer read and download: retry
-                log.warning("evaluator: checkpoint %d vanished (%s); retrying", info.step, exc)
-                time.sleep(config.evaluator_poll_secs)
-                continue
-            evaluator.restore(prefix)
-            final = info.step >= config.train_steps
-            result = evaluator.evaluate(info.step, sample=final)
-            store.discard_local(info.step)
-            last_step = info.step
-            last_seen = time.monotonic()
-        if last_step is not None and last_step >= config.train_steps:
-            log.info("evaluator: final checkpoint (step %d) evaluated; done", last_step)
-            return TrainResult("evaluator", last_step, metrics=result, status="evaluated")
-        if time.monotonic() - last_seen > config.evaluator_timeout_secs:
-            raise ShardtrainError(
-                f"evaluator: no new checkpoint in {store.uri} for "
-                f"{config.evaluator_timeout_secs:g}s (last evaluated step: {last_step})"
-            )
-        time.sleep(config.evaluator_poll_secs)
-
-
-def _evaluated_step(model_dir: str) -> int | None:
-    target = storage.join(model_dir, "eval", METRICS_NAME)
-    if not storage.exists(target):
-        return None
-    return int(storage.read_json(target).get("step", -1))
-
-
-# --------------------------------------------------------------------------------------------
-# Training replicas (local, chief, workers)
-# --------------------------------------------------------------------------------------------
-
-
 def _train(
     config: TrainConfig,
     role: cluster.Role,
@@ -345,8 +110,6 @@ def _train(
     stop: StopFlag,
 ) -> TrainResult:
     """A training replica (local, chief or worker): restore, train, and on the chief export."""
-    from shardtrain.train.export import export_saved_model
-
     store = CheckpointStore(
         config.model_dir, os.path.join(scratch, "ckpt"), max_to_keep=config.max_checkpoints
     )
@@ -378,11 +141,11 @@ def _train(
         strategy, state.model, state.optimizer, spec, config.batch_size, state.global_step
     )
     vote = loop.build_stop_vote(strategy)
-    summaries = _Summaries(config.model_dir, scratch, "train", enabled=role.is_chief)
+    summaries = Summaries(config.model_dir, scratch, "train", enabled=role.is_chief)
     evaluator = None
     if role.is_chief:
         evaluator = CheckpointEvaluator(config, metadata, spec, scratch)
-        evaluator.summaries = _Summaries(config.model_dir, scratch, "eval")
+        evaluator.summaries = Summaries(config.model_dir, scratch, "eval")
 
     def save(step: int) -> None:
         state.checkpoint.write(store.local_prefix(step))  # every replica (may be collective)
@@ -419,15 +182,7 @@ def _train(
     result = TrainResult(role.task_type, step, start_step)
     if evaluator is None:
         return result
-    evaluator.restore(store.local_prefix(step))
-    result.export_uri = export_saved_model(
-        evaluator.model,
-        spec,
-        config.model_dir,
-        step=step,
-        extra={"train_config": config.to_dict(), "data": config.data},
-    )
-    result.metrics = _final_metrics(config, role, evaluator, step)
+    result.export_uri, result.metrics = _export(config, role, spec, store, evaluator, step)
     summaries.sync()
     return result
 
@@ -470,29 +225,26 @@ def _start_strategy(
     return strategy, mixed
 
 
-def _final_metrics(
-    config: TrainConfig, role: cluster.Role, evaluator: CheckpointEvaluator, step: int
-) -> dict[str, Any]:
-    """The metrics of the final step: the sidecar evaluator's, or evaluated here."""
-    target = storage.join(config.model_dir, "eval", METRICS_NAME)
-    if role.has_evaluator:
-        deadline = time.monotonic() + config.final_eval_wait_secs
-        while time.monotonic() < deadline:
-            if storage.exists(target):
-                metrics = storage.read_json(target)
-                if metrics.get("step") == step:
-                    return metrics
-            time.sleep(1.0)
-        log.warning(
-            "the evaluator did not report step %d within %.0fs: evaluating here",
-            step,
-            config.final_eval_wait_secs,
-        )
-    elif storage.exists(target):
-        metrics = storage.read_json(target)
-        if metrics.get("step") == step:
-            return metrics
-    return evaluator.evaluate(step, sample=True)
+def _export(
+    config: TrainConfig,
+    role: cluster.Role,
+    spec: FeatureSpec,
+    store: CheckpointStore,
+    evaluator: CheckpointEvaluator,
+    step: int,
+) -> tuple[str, dict[str, Any]]:
+    """The chief's hand-off after the final checkpoint: export its weights, final metrics."""
+    from shardtrain.train.export import export_saved_model
+
+    evaluator.restore(store.local_prefix(step))
+    export_uri = export_saved_model(
+        evaluator.model,
+        spec,
+        config.model_dir,
+        step=step,
+        extra={"train_config": config.to_dict(), "data": config.data},
+    )
+    return export_uri, final_metrics(config, evaluator, step, sidecar=role.has_evaluator)
 
 
 def finished_step(model_dir: str) -> int | None:
@@ -551,7 +303,8 @@ def train_and_evaluate(config: TrainConfig, environ: dict[str, str] | None = Non
     try:
         with stop.installed():
             if role.is_evaluator:
-                return run_evaluator(config, metadata, spec, scratch, stop)
+                step, metrics = run_evaluator(config, metadata, spec, scratch, stop)
+                return TrainResult("evaluator", step, metrics=metrics, status="evaluated")
             return _train(config, role, metadata, spec, scratch, stop)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
