@@ -11,7 +11,7 @@ input pipeline at least 3x what the model consumes, so input is never the bottle
 input is measured alone (``shardtrain.train.dataset.train_dataset``: interleave, shuffle, batch,
 ``parse_example``, prefetch — through the bounded shard cache for ``s3://``); the model is
 measured alone on one cached batch fed again and again, with the trainer's own distributed
-loop (``shardtrain.train.trainer.build_train_loop``). Record the figures in benchmarks/RESULTS.md.
+loop (``shardtrain.train.loop.build_train_loop``). Record the figures in benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ def model_rate(uri: str, batch: int, steps: int) -> float:
     from shardtrain.train import dataset
     from shardtrain.train.config import ModelConfig
     from shardtrain.train.features import FeatureSpec
+    from shardtrain.train.loop import build_train_loop
     from shardtrain.train.models import build_model
-    from shardtrain.train.trainer import build_train_loop
 
     strategy = tf.distribute.MirroredStrategy()
     meta = DatasetMetadata.load(uri)

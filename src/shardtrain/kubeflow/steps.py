@@ -68,7 +68,7 @@ from shardtrain.kubeflow.pointers import read_pointer, write_pointer
 from shardtrain.kubeflow.report import fmt, render_report
 from shardtrain.progress import setup_logging
 from shardtrain.train import export
-from shardtrain.train.trainer import METRICS_NAME
+from shardtrain.train.evaluator import METRICS_NAME
 from shardtrain.train.trainer import finished_step as trained_step
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,239 @@
+"""The training controller: the intervals around a step function, in plain Python.
+
+Orbit-style (``tensorflow/models`` ``orbit.Controller``): the trainer supplies a *step
+function* that runs ``n`` optimizer steps (on TensorFlow replicas, one ``tf.function`` call)
+and reports the global step reached; :class:`Controller` decides everything around it:
+
+* **how many steps a call runs**: ``steps_per_loop``, cut short so that a call ends exactly
+  on every checkpoint step and on ``train_steps``;
+* **summaries** of every call (loss, accuracy, examples/s, learning rate) and the progress
+  log line;
+* **NaN checks**: a loss that is no longer finite stops training with a
+  :class:`~shardtrain.errors.DataError`;
+* **the stop vote**: after every call the replicas agree whether any of them received
+  SIGTERM/SIGINT (:class:`StopFlag`); if so all checkpoint and training ends with
+  :class:`~shardtrain.errors.TrainingInterrupted` (exit ``128 + signal``);
+* **checkpoints** every ``checkpoint_every`` steps and at ``train_steps``;
+* **in-process evaluation** (the chief of a job without an evaluator replica) at the first
+  checkpoint at least ``eval_every`` steps after the previous evaluation, and at the end;
+* **the hand-off**: :meth:`Controller.run` returns once the final checkpoint (at
+  ``train_steps`` exactly) is written, and the trainer exports from it.
+
+Every replica runs the same controller with the same intervals, so all of them call the
+step function, the vote and the checkpoint save in the same order: under
+``MultiWorkerMirroredStrategy`` each is a collective operation that every replica must join.
+Nothing here imports TensorFlow; the unit tests drive it with a fake step function.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from shardtrain.errors import DataError, TrainingInterrupted
+
+#: The trainer's log lines keep one logger name, whichever of its modules they come from.
+log = logging.getLogger("shardtrain.train.trainer")
+
+#: The progress line is logged at least every this many steps (and at the end).
+LOG_EVERY = 500
+
+
+class StopFlag:
+    """Remembers the first SIGTERM/SIGINT; the loop checks it between step-function calls.
+
+    A signal only sets the flag: the step function running on the replicas is never
+    interrupted midway, and the replicas stop together at the next vote.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        if self.signum is None:
+            log.warning(
+                "received %s: checkpointing at the end of this loop, then exiting",
+                signal.Signals(signum).name,
+            )
+        self.signum = self.signum or signum
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[StopFlag]:
+        """Handle SIGTERM and SIGINT with this flag inside the ``with`` block."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
+                self._previous[sig] = signal.signal(sig, self._handle)
+        try:
+            yield self
+        finally:
+            for sig, handler in self._previous.items():
+                signal.signal(sig, handler)
+
+
+@dataclass(frozen=True)
+class LoopOutput:
+    """What one call of the step function did.
+
+    Attributes:
+        step: the global step after the call.
+        loss_sum: the per-example loss summed over every example of the call.
+        correct: the number of correct predictions among them.
+        learning_rate: the optimizer's learning rate after the call.
+    """
+
+    step: int
+    loss_sum: float
+    correct: float
+    learning_rate: float
+
+
+#: ``step_fn(n)`` runs ``n`` training steps on every replica and reports them.
+StepFunction = Callable[[int], LoopOutput]
+
+
+class ScalarSummaries(Protocol):
+    """Where the controller writes training scalars (TensorBoard in the trainer)."""
+
+    def scalars(self, step: int, values: dict[str, float]) -> None: ...
+
+    def sync(self) -> None: ...
+
+
+class _NoSummaries:
+    def scalars(self, step: int, values: dict[str, float]) -> None:
+        pass
+
+    def sync(self) -> None:
+        pass
+
+
+class Controller:
+    """Runs a step function to ``train_steps`` with checkpoints, evaluation and a stop vote.
+
+    Args:
+        step_fn: runs ``n`` steps on every replica (see :data:`StepFunction`).
+        train_steps: the global step at which training ends.
+        steps_per_loop: the most steps one call of ``step_fn`` runs.
+        checkpoint_every: a checkpoint is saved at every multiple of this step.
+        eval_every: the least number of steps between two in-process evaluations.
+        global_batch: examples per step over all replicas (for the per-example summaries).
+        save: ``save(step)`` writes the checkpoint of ``step`` (every replica calls it: it
+            may be collective); the summaries are synced after it.
+        vote: ``vote(stopping)`` takes this replica's wish to stop and returns whether any
+            replica wants to (a collective on a cluster).
+        stop: the flag set by SIGTERM/SIGINT.
+        evaluate: ``evaluate(step, final)`` evaluates the checkpoint just saved at ``step``;
+            None when this replica does not evaluate (a worker, or a sidecar evaluator exists).
+        summaries: where training scalars go (none by default).
+        checkpoint_uri: where checkpoints are published, for the interruption message.
+        clock: a monotonic clock in seconds (for examples/s).
+    """
+
+    def __init__(
+        self,
+        step_fn: StepFunction,
+        *,
+        train_steps: int,
+        steps_per_loop: int,
+        checkpoint_every: int,
+        eval_every: int,
+        global_batch: int,
+        save: Callable[[int], None],
+        vote: Callable[[bool], bool],
+        stop: StopFlag,
+        evaluate: Callable[[int, bool], Any] | None = None,
+        summaries: ScalarSummaries | None = None,
+        checkpoint_uri: str = "",
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.step_fn = step_fn
+        self.train_steps = train_steps
+        self.steps_per_loop = steps_per_loop
+        self.checkpoint_every = checkpoint_every
+        self.eval_every = eval_every
+        self.global_batch = global_batch
+        self._save = save
+        self._vote = vote
+        self._stop = stop
+        self._evaluate = evaluate
+        self.summaries: ScalarSummaries = summaries or _NoSummaries()
+        self.checkpoint_uri = checkpoint_uri
+        self._clock = clock
+
+    def loop_steps(self, step: int) -> int:
+        """Steps of the next call from ``step``: at most ``steps_per_loop``, ending on the
+        next checkpoint step or on ``train_steps``, whichever comes first."""
+        next_checkpoint = (step // self.checkpoint_every + 1) * self.checkpoint_every
+        return min(self.steps_per_loop, self.train_steps - step, next_checkpoint - step)
+
+    def run(self, step: int) -> int:
+        """Train from global step ``step`` (a restored checkpoint's, or 0) to ``train_steps``.
+
+        Returns:
+            The global step reached: ``train_steps``, whose checkpoint has been saved.
+
+        Raises:
+            DataError: the loss is no longer finite (NaN or infinite).
+            TrainingInterrupted: a replica received SIGTERM/SIGINT; a checkpoint was saved.
+        """
+        last_eval = step
+        while step < self.train_steps:
+            n = self.loop_steps(step)
+            started = self._clock()
+            out = self.step_fn(n)
+            seconds = self._clock() - started
+            step = out.step
+            self._report(step, n, out, seconds)
+            if self._vote(self._stop.signum is not None):
+                self._checkpoint(step)
+                raise TrainingInterrupted(
+                    f"train: stopped at step {step} on a signal; checkpoint written to "
+                    f"{self.checkpoint_uri}; run again to resume",
+                    self._stop.signum or signal.SIGTERM,
+                )
+            final = step >= self.train_steps
+            if step % self.checkpoint_every == 0 or final:
+                self._checkpoint(step)
+                eval_due = step - last_eval >= self.eval_every or final
+                if self._evaluate is not None and eval_due:
+                    self._evaluate(step, final)
+                    last_eval = step
+        return step
+
+    def _report(self, step: int, n: int, out: LoopOutput, seconds: float) -> None:
+        """Summaries and the progress line of one call; fail on a loss that is not finite."""
+        examples = n * self.global_batch
+        rate = examples / max(seconds, 1e-9)
+        self.summaries.scalars(
+            step,
+            {
+                "loss": out.loss_sum / examples,
+                "accuracy": out.correct / examples,
+                "examples_per_second": rate,
+                "learning_rate": out.learning_rate,
+            },
+        )
+        if not math.isfinite(out.loss_sum):
+            raise DataError(
+                f"train: the loss became {out.loss_sum} at step {step}; lower the learning rate "
+                "or check the data for extreme values"
+            )
+        if step % max(self.steps_per_loop, LOG_EVERY) < n or step >= self.train_steps:
+            log.info(
+                "step %d/%d: loss %.4f, %.0f examples/s",
+                step,
+                self.train_steps,
+                out.loss_sum / examples,
+                rate,
+            )
+
+    def _checkpoint(self, step: int) -> None:
+        self._save(step)
+        self.summaries.sync()

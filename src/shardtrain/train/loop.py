@@ -1,0 +1,270 @@
+"""The distributed step function: model and optimizer, input, and the ``strategy.run`` loop.
+
+Everything TensorFlow that :class:`shardtrain.train.controller.Controller` drives without
+knowing about it:
+
+* :func:`build_training_state`: the model, the optimizer and the global step, created in the
+  strategy's scope, and the ``tf.train.Checkpoint`` that saves and restores them;
+* :func:`distributed_input`: every input pipeline reads its own part of the shard files
+  (``distribute_datasets_from_function``);
+* :func:`build_train_loop`: ``steps_per_loop`` steps of ``strategy.run`` in one
+  ``tf.function``, the loss scaled by the *global* batch;
+* :class:`DistributedSteps`: that loop as the controller's step function;
+* :func:`build_stop_vote`: the one-number all-reduce by which replicas agree to stop.
+
+Keras 3's ``fit`` is not used: it fails under ``MultiWorkerMirroredStrategy``.
+TensorFlow is imported inside the functions: the strategy must exist before anything
+initialises the TensorFlow runtime, and importing this module must stay cheap.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from shardtrain import storage
+from shardtrain.data.metadata import DatasetMetadata
+from shardtrain.train import dataset
+from shardtrain.train.config import TrainConfig
+from shardtrain.train.controller import LoopOutput
+from shardtrain.train.features import FeatureSpec
+from shardtrain.train.models import model_inputs
+
+
+@dataclass
+class TrainState:
+    """What a checkpoint holds, created in the strategy's scope.
+
+    Attributes:
+        model: the Keras model being trained.
+        optimizer: Adam, wrapped in a ``LossScaleOptimizer`` under mixed precision.
+        global_step: an int64 ``tf.Variable`` counting optimizer steps.
+        checkpoint: ``tf.train.Checkpoint(model=, optimizer=, step=)`` over the three.
+    """
+
+    model: Any
+    optimizer: Any
+    global_step: Any
+    checkpoint: Any
+
+
+def use_mixed_precision(config: TrainConfig, spec: FeatureSpec) -> bool:
+    """``on``; or ``auto`` for image models on GPUs (where float16 is fast and safe)."""
+    import tensorflow as tf
+
+    setting = config.model.mixed_precision
+    if setting != "auto":
+        return setting == "on"
+    return spec.image is not None and bool(tf.config.get_visible_devices("GPU"))
+
+
+def build_training_state(
+    strategy, config: TrainConfig, spec: FeatureSpec, *, mixed: bool
+) -> TrainState:
+    """The model, its (built) optimizer and the global step in ``strategy``'s scope.
+
+    With ``lr_schedule: cosine`` the learning rate decays to zero over ``train_steps``; it is
+    a function of the optimizer's step count, which the checkpoint restores. ``mixed``
+    (the ``mixed_float16`` policy already set) wraps the optimizer in a
+    ``LossScaleOptimizer`` for dynamic loss scaling.
+    """
+    import keras
+    import tensorflow as tf
+
+    from shardtrain.train.models import build_model
+
+    with strategy.scope():
+        model = build_model(config.model.name, spec, config.model.hparams())
+        learning_rate: Any = config.learning_rate
+        if config.lr_schedule == "cosine":
+            learning_rate = keras.optimizers.schedules.CosineDecay(
+                config.learning_rate, decay_steps=config.train_steps
+            )
+        optimizer = keras.optimizers.Adam(learning_rate=learning_rate)
+        if mixed:
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer.build(model.trainable_variables)
+        global_step = tf.Variable(
+            0,
+            dtype=tf.int64,
+            trainable=False,
+            name="global_step",
+            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+        )
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=global_step)
+    return TrainState(model, optimizer, global_step, checkpoint)
+
+
+def distributed_input(
+    strategy,
+    config: TrainConfig,
+    metadata: DatasetMetadata,
+    spec: FeatureSpec,
+    scratch: str,
+    *,
+    seed: int,
+) -> tuple[Any, list[dataset.ShardCache]]:
+    """An iterator over the train split's distributed batches, and the shard caches it uses.
+
+    Every input pipeline (one per worker) reads its own subset of the shard files, in
+    per-replica batches of the global ``batch_size``. Shards that TensorFlow cannot open
+    (``s3://``) are staged through a bounded :class:`~shardtrain.train.dataset.ShardCache`
+    in ``scratch``; the caller closes the returned caches when training ends (the list fills
+    as the pipelines are created).
+    """
+    import tensorflow as tf
+
+    caches: list[dataset.ShardCache] = []
+
+    def input_fn(ctx: tf.distribute.InputContext):
+        cache = None
+        if not storage.tf_can_open(config.data):
+            cache = dataset.ShardCache(
+                os.path.join(scratch, f"cache-{ctx.input_pipeline_id}"),
+                max_bytes=config.input.cache_mb << 20,
+            )
+            caches.append(cache)
+        return dataset.train_dataset(
+            config.data,
+            metadata,
+            spec,
+            split=config.input.train_split,
+            batch_size=ctx.get_per_replica_batch_size(config.batch_size),
+            pipeline_id=ctx.input_pipeline_id,
+            num_pipelines=ctx.num_input_pipelines,
+            shuffle_buffer=config.input.shuffle_buffer,
+            cycle_length=config.input.cycle_length,
+            seed=seed,
+            cache=cache,
+        )
+
+    return iter(strategy.distribute_datasets_from_function(input_fn)), caches
+
+
+def _loss_fn(spec: FeatureSpec):
+    """``(per_example_loss(labels, logits), predicted(logits))`` for the spec's label."""
+    import tensorflow as tf
+
+    def per_example(labels, logits):
+        if spec.is_binary:
+            return tf.nn.sigmoid_cross_entropy_with_logits(
+                tf.cast(labels, tf.float32), tf.reshape(logits, [-1])
+            )
+        return tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+
+    def predicted(logits):
+        if spec.is_binary:
+            return tf.cast(tf.reshape(logits, [-1]) > 0, tf.int64)
+        return tf.argmax(logits, axis=-1)
+
+    return per_example, predicted
+
+
+def build_train_loop(
+    strategy,
+    model,
+    optimizer,
+    spec: FeatureSpec,
+    global_batch: int,
+    step_var,
+):
+    """The distributed training loop: ``train_loop(iterator, steps) -> (loss_sum, correct)``.
+
+    One call runs ``steps`` optimizer steps inside a single ``tf.function`` (a ``tf.range``
+    loop: no Python round trip between steps). Each step runs on every replica with
+    ``strategy.run``; the loss is averaged over the *global* batch, so gradients summed by the
+    all-reduce are the gradients of the global mean loss whatever the number of replicas.
+    The summed per-example loss and correct predictions come back for summaries (one extra
+    small all-reduce per step), and ``step_var`` is incremented once per step.
+    Under mixed precision ``optimizer`` is a ``LossScaleOptimizer`` (dynamic loss scaling).
+    """
+    import tensorflow as tf
+
+    per_example_loss, predicted = _loss_fn(spec)
+
+    def step_fn(features, labels):
+        with tf.GradientTape() as tape:
+            logits = model(model_inputs(model, features), training=True)
+            per_example = per_example_loss(labels, logits)
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+            if model.losses:
+                loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+            # Under mixed precision a keras.optimizers.LossScaleOptimizer scales the loss up
+            # (float16 gradients of a small loss would underflow to zero), and its
+            # apply_gradients scales them back, skipping steps that overflowed and adapting
+            # the scale. Otherwise scale_loss is the identity. It must be on the tape.
+            scaled_loss = optimizer.scale_loss(loss)
+        grads = tape.gradient(scaled_loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        correct = tf.reduce_sum(tf.cast(tf.equal(predicted(logits), labels), tf.float32))
+        return tf.stack([tf.reduce_sum(per_example), correct])
+
+    @tf.function
+    def train_loop(iterator, steps):
+        totals = tf.zeros([2])
+        for _ in tf.range(steps):
+            per_replica = strategy.run(step_fn, args=next(iterator))
+            totals += strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+            step_var.assign_add(1)
+        return totals[0], totals[1]
+
+    return train_loop
+
+
+class DistributedSteps:
+    """The controller's step function: ``steps(n)`` runs ``n`` steps of ``train_loop``.
+
+    Args:
+        train_loop: from :func:`build_train_loop`.
+        iterator: the distributed input (:func:`distributed_input`).
+        state: the model, optimizer and global step ``train_loop`` updates.
+    """
+
+    def __init__(self, train_loop, iterator, state: TrainState):
+        self.train_loop = train_loop
+        self.iterator = iterator
+        self.state = state
+
+    def __call__(self, steps: int) -> LoopOutput:
+        import tensorflow as tf
+
+        loss_sum, correct = self.train_loop(self.iterator, tf.constant(steps, dtype=tf.int64))
+        return LoopOutput(
+            step=int(self.state.global_step.numpy()),
+            loss_sum=float(loss_sum),
+            correct=float(correct),
+            learning_rate=current_learning_rate(self.state.optimizer),
+        )
+
+
+def current_learning_rate(optimizer) -> float:
+    """The optimizer's learning rate now (a schedule's current value), as a Python float."""
+    import tensorflow as tf
+
+    value = optimizer.learning_rate
+    # A constant rate is a Keras variable around a (possibly mirrored) tf.Variable.
+    return float(tf.convert_to_tensor(getattr(value, "value", value)))
+
+
+def build_stop_vote(strategy) -> Callable[[bool], bool]:
+    """``vote(stopping) -> any replica stopping``: a one-number all-reduce over replicas.
+
+    Every replica must call it at the same point of the loop (it is a collective), so a
+    signal received by one pod stops all of them at the same step.
+    """
+    import tensorflow as tf
+
+    sum_op = tf.distribute.ReduceOp.SUM
+
+    @tf.function
+    def any_replica_stopping(flag):
+        votes = strategy.run(tf.identity, args=(flag,))
+        return strategy.reduce(sum_op, votes, axis=None)
+
+    def vote(stopping: bool) -> bool:
+        flag = tf.constant(1 if stopping else 0, dtype=tf.int32)
+        return int(any_replica_stopping(flag)) > 0
+
+    return vote
