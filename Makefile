@@ -2,6 +2,7 @@
 #
 #   make demo   create the environment, install, run the main job end to end on local storage
 #   make test   create the environment, install, build/start MinIO, lint, run the whole suite
+#   make test-fast   the fast tier alone (tests/unit: no TensorFlow, no servers), for the edit loop
 #
 # Everything the project needs is installed from here; nothing by hand. The Python
 # environment lives in .venv (re-created when pyproject.toml or constraints.txt change);
@@ -13,11 +14,12 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint env minio clean help
+.PHONY: demo test test-fast lint env minio clean help
 
 help:
 	@echo "make demo   run the end-to-end demo on local storage (no server needed)"
 	@echo "make test   lint and run the whole test suite against a live MinIO"
+	@echo "make test-fast   the fast tier (tests/unit): no TensorFlow, no servers"
 
 env: $(STAMP)
 
@@ -40,6 +42,9 @@ lint: env
 
 test: env minio lint
 	$(BIN)/python -m pytest -v --durations=15 $(PYTEST_ARGS)
+
+test-fast: env
+	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
 
 demo: env
 	$(BIN)/shardtrain demo

@@ -1,5 +1,11 @@
 """Shared fixtures: a real MinIO server for the whole test session, and small helpers.
 
+Two tiers, one per folder: ``tests/unit`` is the fast tier (pure Python and compiled kernels
+on tiny data, no TensorFlow, no servers: ``make test-fast``); ``tests/integration`` holds
+everything with TensorFlow, CLI processes, real servers and clusters. The markers say what an
+integration test needs: ``minio`` (the live MinIO server), ``cluster`` (multi-process
+TensorFlow clusters), ``slow`` (more than a few seconds); a unit test carries none of them.
+
 The MinIO fixture starts its own server exactly the way users do (``scripts/minio-up``), in a
 private state directory, with fresh credentials, and stops it at the end of the session.
 Nothing in the suite fakes S3.
@@ -20,8 +26,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers import ALL_TYPES
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "scripts"
+
 
 _AWS_VARS = (
     "AWS_ENDPOINT_URL",
@@ -131,3 +140,43 @@ def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SHARDTRAIN_STORAGE_RETRIES", "3")
     monkeypatch.setenv("SHARDTRAIN_STORAGE_BACKOFF", "0.2")
     monkeypatch.setenv("SHARDTRAIN_STORAGE_CONNECT_TIMEOUT", "1")
+
+
+@pytest.fixture(scope="module")
+def all_types(tmp_path_factory):
+    """tests/data/all_types.csv sharded uncompressed: every type, missing values, quotes."""
+    from shardtrain.data import sharding
+
+    out = str(tmp_path_factory.mktemp("ds") / "all_types")
+    meta = sharding.shard(
+        sharding.ShardConfig(
+            sources=(str(ALL_TYPES),),
+            output=out,
+            label="cleared",
+            key="id",
+            compression="none",
+            num_shards=1,
+            processes=1,
+            max_bad_fraction=1.0,
+        )
+    ).metadata
+    return out, meta
+
+
+_RESOURCE_MARKERS = ("minio", "cluster", "slow")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Folders and markers agree: no unit test needs a server, a cluster or much time."""
+    unit = config.rootpath / "tests" / "unit"
+    wrong = [
+        f"{item.nodeid} ({m})"
+        for item in items
+        if unit in item.path.parents
+        for m in _RESOURCE_MARKERS
+        if item.get_closest_marker(m)
+    ]
+    if wrong:
+        raise pytest.UsageError(
+            "tests/unit is the fast tier; move these to tests/integration: " + ", ".join(wrong)
+        )

@@ -1,4 +1,4 @@
-"""Helpers shared by tests: reading shards back with TensorFlow, running the CLI."""
+"""Helpers shared by tests: reading shards back (without TensorFlow), running the CLI."""
 
 from __future__ import annotations
 
@@ -7,36 +7,33 @@ import subprocess
 import sys
 from pathlib import Path
 
+from example_proto import iter_records, parse_example
 from shardtrain import storage
 from shardtrain.data.metadata import DatasetMetadata
 
 REPO = Path(__file__).resolve().parents[1]
+#: Every column type, missing values, quotes: the small CSV many tests shard.
+ALL_TYPES = REPO / "tests" / "data" / "all_types.csv"
 
 
 def read_examples(uri: str, split: str | None = None) -> list[dict]:
     """Every Example of a committed dataset (or one split) as {feature: value or None}.
 
-    Shards are read with TensorFlow; s3:// shards are downloaded first (TF cannot open s3://).
+    Read without TensorFlow (see :mod:`example_proto`); s3:// shards are downloaded first.
     """
-    import tensorflow as tf
+    import tempfile
 
     meta = DatasetMetadata.load(uri)
     rows = []
     for name in meta.splits if split is None else [split]:
         for shard_uri in meta.shard_uris(uri, name):
             path = shard_uri
-            if not storage.tf_can_open(shard_uri):
-                import tempfile
-
+            if not storage.is_local(shard_uri):
                 path = os.path.join(tempfile.mkdtemp(), storage.basename(shard_uri))
                 storage.download_file(shard_uri, path)
-            comp = "GZIP" if meta.compression == "GZIP" else ""
-            for raw in tf.data.TFRecordDataset(path, compression_type=comp):
-                ex = tf.train.Example.FromString(raw.numpy())
-                row = {"__split__": name}
-                for key, feat in ex.features.feature.items():
-                    kind = feat.WhichOneof("kind")
-                    values = list(getattr(feat, kind).value)
+            for record in iter_records(storage.local_path(path), meta.compression == "GZIP"):
+                row: dict = {"__split__": name}
+                for key, values in parse_example(record).items():
                     assert len(values) == 1, (key, values)
                     row[key] = values[0]
                 rows.append(row)

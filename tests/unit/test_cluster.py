@@ -1,16 +1,12 @@
 """TF_CONFIG → role → strategy: the table in shardtrain.train.cluster's docstring, case by case.
 
-Role resolution is pure and tested without TensorFlow. Strategy tests build only local
-strategies (one in this process, one in a fresh subprocess for the CPU split); the
-multi-worker path is checked by capturing the cluster resolver handed to TF, because a real
-MultiWorkerMirroredStrategy binds a port and waits for its peers (that is the integration
-test's job, tests/integration/test_local_cluster.py).
+Role resolution is pure and tested here without TensorFlow; the strategies built from roles
+are tested in tests/integration/test_strategies.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -21,29 +17,14 @@ import pytest
 from shardtrain.errors import ConfigError
 from shardtrain.train import cluster as cluster_module
 from shardtrain.train.cluster import Role, make_strategy, resolve_role
+from tf_configs import CHIEF, EVALUATOR, FULL, TRAINING, WORKERS, env_for
 
-CHIEF = ["job-chief-0.ns.svc:2222"]
-WORKERS = ["job-worker-0.ns.svc:2222", "job-worker-1.ns.svc:2222"]
-EVALUATOR = ["job-evaluator-0.ns.svc:2222"]
 SRC = Path(cluster_module.__file__).parent
-
-
-def _env(cluster: dict, task_type: str, index: int = 0) -> dict[str, str]:
-    """The environment the training operator gives one replica."""
-    config = {
-        "cluster": cluster,
-        "task": {"type": task_type, "index": index},
-        "environment": "cloud",
-    }
-    return {"TF_CONFIG": json.dumps(config)}
 
 
 def _raw(cluster: dict, task: dict | None) -> str:
     return json.dumps({"cluster": cluster, "task": task})
 
-
-FULL = {"chief": CHIEF, "worker": WORKERS, "evaluator": EVALUATOR}
-TRAINING = {"chief": CHIEF, "worker": WORKERS}
 
 # (environment, (task_type, task_index, num_workers, is_chief, is_evaluator), collective?)
 ROLE_TABLE = [
@@ -51,58 +32,74 @@ ROLE_TABLE = [
     pytest.param({"TF_CONFIG": ""}, ("local", 0, 1, True, False), False, id="empty-string"),
     pytest.param({"TF_CONFIG": "  \n"}, ("local", 0, 1, True, False), False, id="blank"),
     pytest.param(
-        _env({"chief": CHIEF}, "chief"), ("local", 0, 1, True, False), False, id="chief-only"
+        env_for({"chief": CHIEF}, "chief"),
+        ("local", 0, 1, True, False),
+        False,
+        id="chief-only",
     ),
     pytest.param(
-        _env({"worker": WORKERS[:1]}, "worker"),
+        env_for({"worker": WORKERS[:1]}, "worker"),
         ("local", 0, 1, True, False),
         False,
         id="one-worker-only",
     ),
-    pytest.param(_env(TRAINING, "chief"), ("chief", 0, 3, True, False), True, id="chief+2w:chief"),
     pytest.param(
-        _env(TRAINING, "worker", 0), ("worker", 0, 3, False, False), True, id="chief+2w:worker0"
+        env_for(TRAINING, "chief"), ("chief", 0, 3, True, False), True, id="chief+2w:chief"
     ),
     pytest.param(
-        _env(TRAINING, "worker", 1), ("worker", 1, 3, False, False), True, id="chief+2w:worker1"
+        env_for(TRAINING, "worker", 0),
+        ("worker", 0, 3, False, False),
+        True,
+        id="chief+2w:worker0",
     ),
     pytest.param(
-        _env({"master": CHIEF, "worker": WORKERS}, "master"),
+        env_for(TRAINING, "worker", 1),
+        ("worker", 1, 3, False, False),
+        True,
+        id="chief+2w:worker1",
+    ),
+    pytest.param(
+        env_for({"master": CHIEF, "worker": WORKERS}, "master"),
         ("chief", 0, 3, True, False),
         True,
         id="master+2w:master-is-chief",
     ),
     pytest.param(
-        _env({"master": CHIEF, "worker": WORKERS}, "worker", 0),
+        env_for({"master": CHIEF, "worker": WORKERS}, "worker", 0),
         ("worker", 0, 3, False, False),
         True,
         id="master+2w:worker0",
     ),
     pytest.param(
-        _env({"worker": WORKERS}, "worker", 0),
+        env_for({"worker": WORKERS}, "worker", 0),
         ("worker", 0, 2, True, False),
         True,
         id="workers-only:worker0-is-chief",
     ),
     pytest.param(
-        _env({"worker": WORKERS}, "worker", 1),
+        env_for({"worker": WORKERS}, "worker", 1),
         ("worker", 1, 2, False, False),
         True,
         id="workers-only:worker1",
     ),
     pytest.param(
-        _env(FULL, "evaluator"), ("evaluator", 0, 3, False, True), False, id="full:evaluator"
+        env_for(FULL, "evaluator"),
+        ("evaluator", 0, 3, False, True),
+        False,
+        id="full:evaluator",
     ),
-    pytest.param(_env(FULL, "chief"), ("chief", 0, 3, True, False), True, id="full:chief"),
-    pytest.param(_env(FULL, "worker", 1), ("worker", 1, 3, False, False), True, id="full:worker1"),
+    pytest.param(env_for(FULL, "chief"), ("chief", 0, 3, True, False), True, id="full:chief"),
     pytest.param(
-        _env({"chief": CHIEF, "evaluator": EVALUATOR}, "chief"),
+        env_for(FULL, "worker", 1), ("worker", 1, 3, False, False), True, id="full:worker1"
+    ),
+    pytest.param(
+        env_for({"chief": CHIEF, "evaluator": EVALUATOR}, "chief"),
         ("chief", 0, 1, True, False),
         False,
         id="lone-chief+evaluator",
     ),
     pytest.param(
-        _env({"chief": CHIEF, "evaluator": EVALUATOR}, "evaluator"),
+        env_for({"chief": CHIEF, "evaluator": EVALUATOR}, "evaluator"),
         ("evaluator", 0, 1, False, True),
         False,
         id="lone-chief+evaluator:evaluator",
@@ -127,13 +124,13 @@ def test_role_table(env, expected, collective):
 
 def test_the_collective_sees_the_training_cluster_and_task_as_chief_or_worker():
     worker = resolve_role(
-        _env({"master": CHIEF, "worker": WORKERS, "evaluator": EVALUATOR}, "worker", 1)
+        env_for({"master": CHIEF, "worker": WORKERS, "evaluator": EVALUATOR}, "worker", 1)
     )
     assert worker.tf_config_for_collective == {
         "cluster": {"chief": CHIEF, "worker": WORKERS},
         "task": {"type": "worker", "index": 1},
     }
-    master = resolve_role(_env({"master": CHIEF, "worker": WORKERS}, "master"))
+    master = resolve_role(env_for({"master": CHIEF, "worker": WORKERS}, "master"))
     assert master.tf_config_for_collective == {
         "cluster": {"chief": CHIEF, "worker": WORKERS},
         "task": {"type": "chief", "index": 0},
@@ -142,23 +139,23 @@ def test_the_collective_sees_the_training_cluster_and_task_as_chief_or_worker():
 
 
 def test_the_evaluator_knows_the_training_cluster_but_joins_no_collective():
-    evaluator = resolve_role(_env(FULL, "evaluator"))
+    evaluator = resolve_role(env_for(FULL, "evaluator"))
     assert evaluator.cluster == TRAINING
     assert evaluator.tf_config_for_collective is None
     assert evaluator.has_evaluator and not evaluator.is_chief
 
 
 def test_describe():
-    assert resolve_role(_env(TRAINING, "worker", 1)).describe() == "worker 1 of 3 (chief: no)"
-    assert resolve_role(_env(TRAINING, "chief")).describe() == "chief 0 of 3 (chief: yes)"
+    assert resolve_role(env_for(TRAINING, "worker", 1)).describe() == "worker 1 of 3 (chief: no)"
+    assert resolve_role(env_for(TRAINING, "chief")).describe() == "chief 0 of 3 (chief: yes)"
     assert resolve_role({}).describe() == "local, single replica (chief: yes)"
-    assert resolve_role(_env(FULL, "evaluator")).describe() == (
+    assert resolve_role(env_for(FULL, "evaluator")).describe() == (
         "evaluator (sidecar of 3 training replicas, chief: no)"
     )
 
 
 def test_reads_os_environ_by_default(monkeypatch):
-    monkeypatch.setenv("TF_CONFIG", _env(TRAINING, "worker", 1)["TF_CONFIG"])
+    monkeypatch.setenv("TF_CONFIG", env_for(TRAINING, "worker", 1)["TF_CONFIG"])
     assert resolve_role().task_index == 1
     monkeypatch.delenv("TF_CONFIG")
     assert resolve_role().is_local
@@ -312,100 +309,10 @@ def test_importing_the_module_does_not_import_tensorflow():
 
 def test_no_strategy_for_the_evaluator():
     with pytest.raises(ValueError, match="evaluator does not build a training strategy"):
-        make_strategy(resolve_role(_env(FULL, "evaluator")))
+        make_strategy(resolve_role(env_for(FULL, "evaluator")))
 
 
 @pytest.mark.parametrize("devices", [0, -1, True, 1.5])
 def test_devices_must_be_a_positive_count(devices):
     with pytest.raises(ConfigError, match="devices must be a positive integer"):
         make_strategy(Role(), devices=devices)
-
-
-def test_local_strategy_mirrors_over_the_cpu_and_splitting_it_later_is_a_clear_error():
-    import tensorflow as tf
-
-    if tf.config.list_physical_devices("GPU"):
-        pytest.skip("CPU-only behaviour")
-    strategy = make_strategy(Role())
-    assert isinstance(strategy, tf.distribute.MirroredStrategy)
-    assert strategy.num_replicas_in_sync == 1
-    # It really runs: a replica step and a cross-replica reduce on the CPU.
-    value = strategy.reduce(
-        tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(2.0)), axis=None
-    )
-    assert float(value) == 2.0
-    # The runtime is initialised now: the CPU can no longer be split.
-    with pytest.raises(ConfigError, match=r"devices=3\) came too late"):
-        make_strategy(Role(), devices=3)
-
-
-def test_two_logical_cpus_stand_in_for_a_two_gpu_node():
-    # A fresh interpreter: the split must happen before TF initialises its devices.
-    code = """
-import tensorflow as tf
-from shardtrain.train.cluster import Role, make_strategy
-strategy = make_strategy(Role(), devices=2)
-again = make_strategy(Role(), devices=2)  # same split again: allowed
-ctx = tf.distribute.get_replica_context
-value = strategy.reduce(
-    tf.distribute.ReduceOp.SUM,
-    strategy.run(lambda: tf.cast(ctx().replica_id_in_sync_group, tf.float32) + 1.0),
-    axis=None,
-)
-print(strategy.num_replicas_in_sync, again.num_replicas_in_sync, float(value))
-"""
-    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    # Two replicas (one per logical CPU) contribute 1 and 2.
-    assert out.stdout.strip().splitlines()[-1] == "2 2 3.0"
-
-
-class _CapturedStrategy:
-    """Stands in for MultiWorkerMirroredStrategy, which would bind a port and wait for peers."""
-
-    def __init__(self, cluster_resolver):
-        self.cluster_resolver = cluster_resolver
-
-
-def test_multi_worker_strategy_gets_the_collective_cluster_without_touching_os_environ(
-    monkeypatch,
-):
-    import tensorflow as tf
-
-    monkeypatch.setattr(tf.distribute, "MultiWorkerMirroredStrategy", _CapturedStrategy)
-    monkeypatch.setenv("TF_CONFIG", _env(FULL, "worker", 1)["TF_CONFIG"])
-    before = dict(os.environ)
-    strategy = make_strategy(resolve_role())
-    assert dict(os.environ) == before
-    resolver = strategy.cluster_resolver
-    assert isinstance(resolver, tf.distribute.cluster_resolver.SimpleClusterResolver)
-    assert resolver.cluster_spec().as_dict() == TRAINING
-    assert (resolver.task_type, resolver.task_id, resolver.rpc_layer) == ("worker", 1, "grpc")
-    # SimpleClusterResolver detects no accelerators: make_strategy must count the GPUs.
-    gpus = len(tf.config.get_visible_devices("GPU"))
-    assert resolver.num_accelerators() == {"GPU": gpus}
-
-
-def test_multi_worker_strategy_too_late_is_a_clear_error(monkeypatch):
-    import tensorflow as tf
-
-    def too_late(cluster_resolver):
-        raise RuntimeError("Collective ops must be configured at program startup")
-
-    monkeypatch.setattr(tf.distribute, "MultiWorkerMirroredStrategy", too_late)
-    with pytest.raises(ConfigError, match="came too late"):
-        make_strategy(resolve_role(_env(TRAINING, "chief")))
-
-
-def test_multi_worker_on_cpu_cannot_split_the_cpu(monkeypatch):
-    import tensorflow as tf
-
-    if tf.config.list_physical_devices("GPU"):
-        pytest.skip("CPU-only behaviour")
-    monkeypatch.setattr(tf.distribute, "MultiWorkerMirroredStrategy", _CapturedStrategy)
-    with pytest.raises(ConfigError, match="one CPU device per worker"):
-        make_strategy(resolve_role(_env(TRAINING, "chief")), devices=2)

@@ -18,6 +18,7 @@ import pytest
 
 from shardtrain.errors import DataError, TrainingInterrupted
 from shardtrain.train.controller import Controller, LoopOutput, StopFlag
+from training_fakes import Recorder
 
 BATCH = 8
 
@@ -38,41 +39,6 @@ class FakeSteps:
         if self.on_call is not None:
             self.on_call(self.step)
         return LoopOutput(self.step, loss * n * BATCH, 0.75 * n * BATCH, 1e-3)
-
-
-class Recorder:
-    """The controller's callbacks and summaries, recording every call in order."""
-
-    def __init__(self, others_stop_at: int | None = None):
-        self.events: list[tuple] = []
-        self.scalars_at: list[tuple[int, dict]] = []
-        self.others_stop_at = others_stop_at
-
-    def save(self, step: int) -> None:
-        self.events.append(("save", step))
-
-    def evaluate(self, step: int, final: bool) -> None:
-        self.events.append(("eval", step, final))
-
-    def vote(self, stopping: bool) -> bool:
-        """This replica's wish, or another replica's from ``others_stop_at`` on."""
-        self.events.append(("vote", stopping))
-        step = self.scalars_at[-1][0] if self.scalars_at else 0
-        return stopping or (self.others_stop_at is not None and step >= self.others_stop_at)
-
-    def scalars(self, step: int, values: dict) -> None:
-        self.scalars_at.append((step, values))
-
-    def sync(self) -> None:
-        self.events.append(("sync",))
-
-    @property
-    def saves(self) -> list[int]:
-        return [e[1] for e in self.events if e[0] == "save"]
-
-    @property
-    def evals(self) -> list[tuple[int, bool]]:
-        return [(e[1], e[2]) for e in self.events if e[0] == "eval"]
 
 
 def make(steps, rec: Recorder, stop: StopFlag | None = None, *, evaluate=True, **intervals):
@@ -209,102 +175,3 @@ def test_the_stop_flag_remembers_the_first_signal_and_restores_handlers():
         os.kill(os.getpid(), signal.SIGINT)
         assert flag.signum == signal.SIGTERM
     assert signal.getsignal(signal.SIGTERM) is before
-
-
-# --------------------------------------------------------------------------------------------
-# A tiny real model under the default strategy
-# --------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def quest(tmp_path_factory):
-    from shardtrain.data import datagen, sharding
-
-    root = tmp_path_factory.mktemp("quest")
-    csv = str(root / "quest.csv")
-    datagen.generate_quest_logs(csv, 300, seed=4, numeric=3, categorical=2)
-    meta = sharding.shard(
-        sharding.ShardConfig(
-            sources=(csv,),
-            output=str(root / "ds"),
-            label="cleared",
-            key="attempt_id",
-            compression="none",
-            num_shards=1,
-            processes=1,
-        )
-    ).metadata
-    return str(root / "ds"), meta
-
-
-def test_a_tiny_keras_model_trains_checkpoints_and_resumes(quest, tmp_path):
-    import numpy as np
-    import tensorflow as tf
-
-    from shardtrain.train import loop
-    from shardtrain.train.checkpoints import CheckpointStore
-    from shardtrain.train.config import InputConfig, ModelConfig, TrainConfig
-    from shardtrain.train.features import FeatureSpec
-
-    uri, meta = quest
-    spec = FeatureSpec.from_metadata(meta)
-    config = TrainConfig(
-        data=uri,
-        model_dir=str(tmp_path / "model"),
-        train_steps=7,
-        batch_size=16,
-        steps_per_loop=3,
-        checkpoint_every=4,
-        model=ModelConfig(name="tabular", hidden_units=[8], embedding_dim=2),
-        input=InputConfig(shuffle_buffer=64, cycle_length=1),
-    ).validate()
-    strategy = tf.distribute.get_strategy()  # the default strategy: one replica
-
-    def controller_for(state, store: CheckpointStore, rec: Recorder) -> Controller:
-        iterator, _ = loop.distributed_input(strategy, config, meta, spec, str(tmp_path), seed=0)
-        train_loop = loop.build_train_loop(
-            strategy, state.model, state.optimizer, spec, config.batch_size, state.global_step
-        )
-
-        def save(step: int) -> None:
-            state.checkpoint.write(store.local_prefix(step))
-            store.publish(step, final=step >= config.train_steps)
-            rec.save(step)
-
-        return Controller(
-            loop.DistributedSteps(train_loop, iterator, state),
-            train_steps=config.train_steps,
-            steps_per_loop=config.steps_per_loop,
-            checkpoint_every=config.checkpoint_every,
-            eval_every=config.eval_every,
-            global_batch=config.batch_size,
-            save=save,
-            vote=loop.build_stop_vote(strategy),
-            stop=StopFlag(),
-            summaries=rec,
-        )
-
-    store = CheckpointStore(config.model_dir, str(tmp_path / "stage"))
-    state = loop.build_training_state(strategy, config, spec, mixed=False)
-    rec = Recorder()
-    assert controller_for(state, store, rec).run(0) == 7
-    assert int(state.global_step.numpy()) == 7
-    assert rec.saves == [4, 7]
-    assert [s for s, _ in rec.scalars_at] == [3, 4, 7]
-    for _, values in rec.scalars_at:
-        assert math.isfinite(values["loss"]) and 0 <= values["accuracy"] <= 1
-        assert values["learning_rate"] == pytest.approx(config.learning_rate)
-    latest = store.latest()
-    assert (latest.step, latest.final) == (7, True)
-
-    # A restart: a fresh state restores the final checkpoint exactly, then trains on.
-    config.train_steps = 9
-    again = loop.build_training_state(strategy, config, spec, mixed=False)
-    reader = CheckpointStore(config.model_dir, str(tmp_path / "stage2"))
-    again.checkpoint.read(reader.fetch(latest)).assert_existing_objects_matched()
-    assert int(again.global_step.numpy()) == 7
-    for a, b in zip(state.model.weights, again.model.weights, strict=True):
-        np.testing.assert_array_equal(a.numpy(), b.numpy())
-    rec2 = Recorder()
-    assert controller_for(again, reader, rec2).run(7) == 9
-    assert rec2.saves == [8, 9]

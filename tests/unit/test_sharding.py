@@ -10,18 +10,15 @@ import math
 import os
 import shutil
 
-import numpy as np
 import pytest
 
-from helpers import REPO, read_examples, run_cli
+from helpers import ALL_TYPES, read_examples, run_cli
 from shardtrain import storage
 from shardtrain.data import datagen, sharding
 from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.data.sources import csv as csv_source
 from shardtrain.errors import ConfigError, DataError, StorageError
 from shardtrain.storage import direct
-
-ALL_TYPES = REPO / "tests" / "data" / "all_types.csv"
 
 
 def _config(sources, output, **kw) -> sharding.ShardConfig:
@@ -76,31 +73,6 @@ def test_values_round_trip_for_every_type_and_missing(tmp_path, compression):
     assert {t["value"] for t in stats["cls"]["top"]} == {"mage", "warrior", "rogue", "cleric"}
     assert meta["stats"]["label"]["counts"] == {"0": 3, "1": 3}
     assert meta["label_info"]["task"] == "binary"
-
-
-def test_parse_example_batched_reads_the_csv_values(tmp_path):
-    """The standard TF path: TFRecordDataset → batch → tf.io.parse_example with defaults."""
-    import tensorflow as tf
-
-    out = tmp_path / "ds"
-    sharding.shard(_config([ALL_TYPES], out, key="id", splits=(("all", 1.0),), min_shards=1))
-    meta = DatasetMetadata.load(str(out)).to_dict()
-    spec = {
-        "id": tf.io.FixedLenFeature([], tf.string),
-        "level": tf.io.FixedLenFeature([], tf.int64, default_value=-1),
-        "score": tf.io.FixedLenFeature([], tf.float32, default_value=-99.0),
-        "cls": tf.io.FixedLenFeature([], tf.string, default_value="<missing>"),
-        "weekend": tf.io.FixedLenFeature([], tf.int64, default_value=-1),
-        "cleared": tf.io.FixedLenFeature([], tf.int64),
-    }
-    files = [str(out / s["path"]) for s in meta["splits"]["all"]["shards"]]
-    ds = tf.data.TFRecordDataset(files, compression_type="GZIP").batch(16)
-    parsed = [tf.io.parse_example(b, spec) for b in ds]
-    got = {k: np.concatenate([p[k].numpy() for p in parsed]) for k in spec}
-    by_id = {i.decode(): n for n, i in enumerate(got["id"])}
-    assert got["level"][by_id["r3"]] == -1 and got["level"][by_id["r2"]] == -7
-    assert got["score"][by_id["r4"]] == -99.0 and got["score"][by_id["r1"]] == np.float32(0.5)
-    assert got["cls"][by_id["r3"]] == b"<missing>" and got["weekend"][by_id["r4"]] == -1
 
 
 def test_quest_logs_every_row_once_and_shard_layout(tmp_path):

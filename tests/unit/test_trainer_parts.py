@@ -3,41 +3,17 @@
 from __future__ import annotations
 
 import os
-import sys
 import textwrap
 
 import numpy as np
 import pytest
 
-from shardtrain.data import sharding
 from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.errors import ConfigError, DataError, StorageError
 from shardtrain.train.checkpoints import CheckpointStore
 from shardtrain.train.config import CONFIG_NAME, TrainConfig, load_saved_config, resolve_config
 from shardtrain.train.evaluation import MetricsAccumulator
 from shardtrain.train.features import FeatureSpec
-from shardtrain.train.models import build_model, resolve_model_fn
-
-DATA = os.path.join(os.path.dirname(__file__), "..", "data", "all_types.csv")
-
-
-@pytest.fixture(scope="module")
-def all_types(tmp_path_factory):
-    """tests/data/all_types.csv sharded uncompressed: every type, missing values, quotes."""
-    out = str(tmp_path_factory.mktemp("ds") / "all_types")
-    meta = sharding.shard(
-        sharding.ShardConfig(
-            sources=(DATA,),
-            output=out,
-            label="cleared",
-            key="id",
-            compression="none",
-            num_shards=1,
-            processes=1,
-            max_bad_fraction=1.0,
-        )
-    ).metadata
-    return out, meta
 
 
 def test_feature_spec_from_metadata(all_types):
@@ -70,39 +46,6 @@ def test_float_label_and_single_class_are_refused(all_types):
             col["type"] = "float"
     with pytest.raises(DataError, match="float column"):
         FeatureSpec.from_metadata(DatasetMetadata.from_dict(bad))
-
-
-def test_examples_and_csv_lines_parse_to_the_same_features(all_types):
-    """The training parser (Examples) and the serving parser (raw CSV) must agree exactly."""
-    import tensorflow as tf
-
-    uri, meta = all_types
-    spec = FeatureSpec.from_metadata(meta)
-    shard = meta.shard_uris(uri, "train") + meta.shard_uris(uri, "eval")
-    serialized = tf.stack(list(tf.data.TFRecordDataset(shard)))
-    from_examples, labels, keys = spec.parse_examples(serialized, with_key=True)
-    import csv
-
-    with open(DATA, newline="") as f:
-        rows = {r[0]: r for r in csv.reader(f) if r[0] != "id"}
-    lines = []
-    for k in keys.numpy():
-        row = rows[k.decode()]
-        lines.append(",".join(f'"{v}"' if "," in v else v for v in row))
-    from_csv = spec.parse_csv(tf.constant(lines))
-    assert len(lines) >= 4
-    for name in spec.feature_names:
-        a, b = from_examples[name].numpy(), from_csv[name].numpy()
-        if a.dtype.kind == "f":
-            np.testing.assert_array_equal(np.isnan(a), np.isnan(b), err_msg=name)
-            np.testing.assert_array_equal(a[~np.isnan(a)], b[~np.isnan(b)], err_msg=name)
-        else:
-            assert list(a) == list(b), name
-    by_key = dict(zip([k.decode() for k in keys.numpy()], labels.numpy(), strict=True))
-    assert by_key["r1"] == 1 and by_key["r2"] == 0
-    r3 = [k.decode() for k in keys.numpy()].index("r3")
-    assert np.isnan(from_examples["level"].numpy()[r3])  # missing int → NaN
-    assert from_examples["cls"].numpy()[r3] == b""  # missing string → ""
 
 
 def _exact_auc(p, y):
@@ -211,30 +154,3 @@ def test_checkpoint_store_publishes_pointer_last_and_prunes(tmp_path):
     prefix = reader.fetch(latest)
     with open(prefix + ".index") as f:
         assert f.read() == "step 30"
-
-
-def test_model_functions(all_types, tmp_path, monkeypatch):
-    _, meta = all_types
-    spec = FeatureSpec.from_metadata(meta)
-    model = build_model("tabular", spec, {"hidden_units": [8], "embedding_dim": 4})
-    assert model.outputs[0].shape[-1] == 1
-    with pytest.raises(ConfigError, match="MODULE:FUNCTION"):
-        resolve_model_fn("resnet")
-    with pytest.raises(ConfigError, match="cannot import module"):
-        resolve_model_fn("no_such_module_xyz:fn")
-    (tmp_path / "bad_models.py").write_text(
-        "import keras\n"
-        "def three(spec, hparams):\n"
-        "    i = keras.Input((), name='level')\n"
-        "    return keras.Model(i, keras.layers.Dense(3)(keras.layers.Reshape((1,))(i)))\n"
-        "def not_a_model(spec, hparams):\n"
-        "    return 42\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    sys.modules.pop("bad_models", None)
-    with pytest.raises(ConfigError, match="must output 1"):
-        build_model("bad_models:three", spec, {})
-    with pytest.raises(ConfigError, match=r"not a keras\.Model"):
-        build_model("bad_models:not_a_model", spec, {})
-    with pytest.raises(ConfigError, match="has no function 'missing'"):
-        resolve_model_fn("bad_models:missing")

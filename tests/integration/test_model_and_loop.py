@@ -1,0 +1,172 @@
+"""The trainer's TensorFlow parts on tiny data: Example and CSV parsing agree, the built-in and
+user models, and the real step function under the controller (train, checkpoint, restore).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import sys
+
+import numpy as np
+import pytest
+
+from helpers import ALL_TYPES
+from shardtrain.errors import ConfigError
+from shardtrain.train.controller import Controller, StopFlag
+from shardtrain.train.features import FeatureSpec
+from shardtrain.train.models import build_model, resolve_model_fn
+from training_fakes import Recorder
+
+
+def test_examples_and_csv_lines_parse_to_the_same_features(all_types):
+    """The training parser (Examples) and the serving parser (raw CSV) must agree exactly."""
+    import tensorflow as tf
+
+    uri, meta = all_types
+    spec = FeatureSpec.from_metadata(meta)
+    shard = meta.shard_uris(uri, "train") + meta.shard_uris(uri, "eval")
+    serialized = tf.stack(list(tf.data.TFRecordDataset(shard)))
+    from_examples, labels, keys = spec.parse_examples(serialized, with_key=True)
+
+    with open(ALL_TYPES, newline="") as f:
+        rows = {r[0]: r for r in csv.reader(f) if r[0] != "id"}
+    lines = []
+    for k in keys.numpy():
+        row = rows[k.decode()]
+        lines.append(",".join(f'"{v}"' if "," in v else v for v in row))
+    from_csv = spec.parse_csv(tf.constant(lines))
+    assert len(lines) >= 4
+    for name in spec.feature_names:
+        a, b = from_examples[name].numpy(), from_csv[name].numpy()
+        if a.dtype.kind == "f":
+            np.testing.assert_array_equal(np.isnan(a), np.isnan(b), err_msg=name)
+            np.testing.assert_array_equal(a[~np.isnan(a)], b[~np.isnan(b)], err_msg=name)
+        else:
+            assert list(a) == list(b), name
+    by_key = dict(zip([k.decode() for k in keys.numpy()], labels.numpy(), strict=True))
+    assert by_key["r1"] == 1 and by_key["r2"] == 0
+    r3 = [k.decode() for k in keys.numpy()].index("r3")
+    assert np.isnan(from_examples["level"].numpy()[r3])  # missing int → NaN
+    assert from_examples["cls"].numpy()[r3] == b""  # missing string → ""
+
+
+def test_model_functions(all_types, tmp_path, monkeypatch):
+    _, meta = all_types
+    spec = FeatureSpec.from_metadata(meta)
+    model = build_model("tabular", spec, {"hidden_units": [8], "embedding_dim": 4})
+    assert model.outputs[0].shape[-1] == 1
+    with pytest.raises(ConfigError, match="MODULE:FUNCTION"):
+        resolve_model_fn("resnet")
+    with pytest.raises(ConfigError, match="cannot import module"):
+        resolve_model_fn("no_such_module_xyz:fn")
+    (tmp_path / "bad_models.py").write_text(
+        "import keras\n"
+        "def three(spec, hparams):\n"
+        "    i = keras.Input((), name='level')\n"
+        "    return keras.Model(i, keras.layers.Dense(3)(keras.layers.Reshape((1,))(i)))\n"
+        "def not_a_model(spec, hparams):\n"
+        "    return 42\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("bad_models", None)
+    with pytest.raises(ConfigError, match="must output 1"):
+        build_model("bad_models:three", spec, {})
+    with pytest.raises(ConfigError, match=r"not a keras\.Model"):
+        build_model("bad_models:not_a_model", spec, {})
+    with pytest.raises(ConfigError, match="has no function 'missing'"):
+        resolve_model_fn("bad_models:missing")
+
+
+@pytest.fixture(scope="module")
+def quest(tmp_path_factory):
+    from shardtrain.data import datagen, sharding
+
+    root = tmp_path_factory.mktemp("quest")
+    csv = str(root / "quest.csv")
+    datagen.generate_quest_logs(csv, 300, seed=4, numeric=3, categorical=2)
+    meta = sharding.shard(
+        sharding.ShardConfig(
+            sources=(csv,),
+            output=str(root / "ds"),
+            label="cleared",
+            key="attempt_id",
+            compression="none",
+            num_shards=1,
+            processes=1,
+        )
+    ).metadata
+    return str(root / "ds"), meta
+
+
+def test_a_tiny_keras_model_trains_checkpoints_and_resumes(quest, tmp_path):
+    import numpy as np
+    import tensorflow as tf
+
+    from shardtrain.train import loop
+    from shardtrain.train.checkpoints import CheckpointStore
+    from shardtrain.train.config import InputConfig, ModelConfig, TrainConfig
+    from shardtrain.train.features import FeatureSpec
+
+    uri, meta = quest
+    spec = FeatureSpec.from_metadata(meta)
+    config = TrainConfig(
+        data=uri,
+        model_dir=str(tmp_path / "model"),
+        train_steps=7,
+        batch_size=16,
+        steps_per_loop=3,
+        checkpoint_every=4,
+        model=ModelConfig(name="tabular", hidden_units=[8], embedding_dim=2),
+        input=InputConfig(shuffle_buffer=64, cycle_length=1),
+    ).validate()
+    strategy = tf.distribute.get_strategy()  # the default strategy: one replica
+
+    def controller_for(state, store: CheckpointStore, rec: Recorder) -> Controller:
+        iterator, _ = loop.distributed_input(strategy, config, meta, spec, str(tmp_path), seed=0)
+        train_loop = loop.build_train_loop(
+            strategy, state.model, state.optimizer, spec, config.batch_size, state.global_step
+        )
+
+        def save(step: int) -> None:
+            state.checkpoint.write(store.local_prefix(step))
+            store.publish(step, final=step >= config.train_steps)
+            rec.save(step)
+
+        return Controller(
+            loop.DistributedSteps(train_loop, iterator, state),
+            train_steps=config.train_steps,
+            steps_per_loop=config.steps_per_loop,
+            checkpoint_every=config.checkpoint_every,
+            eval_every=config.eval_every,
+            global_batch=config.batch_size,
+            save=save,
+            vote=loop.build_stop_vote(strategy),
+            stop=StopFlag(),
+            summaries=rec,
+        )
+
+    store = CheckpointStore(config.model_dir, str(tmp_path / "stage"))
+    state = loop.build_training_state(strategy, config, spec, mixed=False)
+    rec = Recorder()
+    assert controller_for(state, store, rec).run(0) == 7
+    assert int(state.global_step.numpy()) == 7
+    assert rec.saves == [4, 7]
+    assert [s for s, _ in rec.scalars_at] == [3, 4, 7]
+    for _, values in rec.scalars_at:
+        assert math.isfinite(values["loss"]) and 0 <= values["accuracy"] <= 1
+        assert values["learning_rate"] == pytest.approx(config.learning_rate)
+    latest = store.latest()
+    assert (latest.step, latest.final) == (7, True)
+
+    # A restart: a fresh state restores the final checkpoint exactly, then trains on.
+    config.train_steps = 9
+    again = loop.build_training_state(strategy, config, spec, mixed=False)
+    reader = CheckpointStore(config.model_dir, str(tmp_path / "stage2"))
+    again.checkpoint.read(reader.fetch(latest)).assert_existing_objects_matched()
+    assert int(again.global_step.numpy()) == 7
+    for a, b in zip(state.model.weights, again.model.weights, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    rec2 = Recorder()
+    assert controller_for(again, reader, rec2).run(7) == 9
+    assert rec2.saves == [8, 9]
