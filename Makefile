@@ -38,6 +38,8 @@ PY_DIRS := src tests benchmarks
 lint: env
 	$(BIN)/ruff check $(PY_DIRS)
 	$(BIN)/ruff format --check $(PY_DIRS)
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/hadolint Dockerfile
 
 test: env minio lint
