@@ -18,6 +18,7 @@ from rich.progress import (
     Progress,
     ProgressColumn,
     Task,
+    TaskID,
     TaskProgressColumn,
     TextColumn,
     TimeElapsedColumn,
@@ -77,7 +78,7 @@ class RateProgress:
         self._last_log = self._started
         self._console = Console(stderr=True)
         self._progress: Progress | None = None
-        self._task_id = None
+        self._task_id: TaskID | None = None
 
     def __enter__(self) -> RateProgress:
         self._started = self._last_log = time.monotonic()
@@ -100,7 +101,7 @@ class RateProgress:
     def advance(self, rows: int, nbytes: int) -> None:
         self.rows += rows
         self.bytes += nbytes
-        if self._progress is not None:
+        if self._progress is not None and self._task_id is not None:
             self._progress.update(self._task_id, advance=nbytes, rows=self.rows)
             return
         now = time.monotonic()

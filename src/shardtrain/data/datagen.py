@@ -135,7 +135,7 @@ def _chunk(
     achievements = np.round(level * 25 + rng.normal(0, 120, n)).astype(np.int64)
     win_rate = np.round(np.clip(rng.beta(5, 5, n) + 0.002 * (level - 30), 0, 1), 4)
     session = np.round(rng.gamma(3.0, 15.0, n), 1)
-    named = [
+    named: list[np.ndarray] = [
         level,
         qlevel,
         party,
@@ -183,8 +183,8 @@ def _chunk(
     missing = {n: r for n, _, r in _NUMERIC}
     for name, values in zip(numeric_names, numeric_values, strict=True):
         cols[name] = _with_missing(rng, values, missing.get(name, 0.0))
-    for name, values, rate in _CATEGORICAL[:categorical]:
-        cols[name] = _with_missing(rng, np.asarray(values)[cats[name]], rate)
+    for name, levels, rate in _CATEGORICAL[:categorical]:
+        cols[name] = _with_missing(rng, np.asarray(levels)[cats[name]], rate)
     for i, c in enumerate(extra_cats):
         cols[f"cat_{i:02d}"] = pa.array(np.char.add("v", c.astype(str)))
     cols["is_weekend"] = pa.array(weekend)

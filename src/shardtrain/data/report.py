@@ -154,16 +154,17 @@ def _column_tables(meta: DatasetMetadata) -> list[SummaryTable]:
             )
         else:  # a kind this version does not know: still listed
             other.append((name, column.type, str(st.get("kind"))))
-    tables = []
+    tables: list[SummaryTable] = []
+    columns: tuple[str, ...]
     if numeric:
-        header = ("column", "type", "missing", "min", "max", "mean", "std")
-        tables.append(SummaryTable("numeric columns", header, tuple(numeric)))
+        columns = ("column", "type", "missing", "min", "max", "mean", "std")
+        tables.append(SummaryTable("numeric columns", columns, tuple(numeric)))
     if categorical:
-        header = ("column", "missing", "distinct", "top values")
-        tables.append(SummaryTable("categorical columns", header, tuple(categorical)))
+        columns = ("column", "missing", "distinct", "top values")
+        tables.append(SummaryTable("categorical columns", columns, tuple(categorical)))
     if images:
-        header = ("column", "images", "min WxH", "max WxH", "mean WxH", "MB", "formats")
-        tables.append(SummaryTable("image columns", header, tuple(images)))
+        columns = ("column", "images", "min WxH", "max WxH", "mean WxH", "MB", "formats")
+        tables.append(SummaryTable("image columns", columns, tuple(images)))
     if other:
         tables.append(SummaryTable("other columns", ("column", "type", "role"), tuple(other)))
     return tables

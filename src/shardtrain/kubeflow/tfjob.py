@@ -200,13 +200,13 @@ class JobConfig:
             raise ConfigError(f"namespace '{self.namespace}' is not a DNS-1123 label")
         if not self.image or any(c.isspace() for c in self.image):
             raise ConfigError(f"image '{self.image}' is not an image reference")
-        for what, value in (
+        for what, name in (
             ("secret", self.secret),
             ("service_account", self.service_account),
         ):
-            if value is not None and not _DNS1123_SUBDOMAIN.match(value):
-                raise ConfigError(f"{what} '{value}' is not a valid Kubernetes name")
-        for what, value, low in (
+            if name is not None and not _DNS1123_SUBDOMAIN.match(name):
+                raise ConfigError(f"{what} '{name}' is not a valid Kubernetes name")
+        for what, count, low in (
             ("workers", self.workers, 0),
             ("gpus_per_worker", self.gpus_per_worker, 0),
             ("backoff_limit", self.backoff_limit, 0),
@@ -214,8 +214,8 @@ class JobConfig:
             ("active_deadline_seconds", self.active_deadline_seconds, 1),
             ("termination_grace_seconds", self.termination_grace_seconds, 0),
         ):
-            if value is not None and (not isinstance(value, int) or value < low):
-                raise ConfigError(f"{what} must be an integer >= {low}, not {value!r}")
+            if count is not None and (not isinstance(count, int) or count < low):
+                raise ConfigError(f"{what} must be an integer >= {low}, not {count!r}")
         if self.clean_pod_policy not in CLEAN_POD_POLICIES:
             raise ConfigError(
                 f"clean_pod_policy '{self.clean_pod_policy}' is not one of "
@@ -513,6 +513,7 @@ def _problems(manifest: Mapping[str, Any]) -> Iterator[str]:
                 yield f"{where}.template.spec.containers[{i}].image is required"
         if not any(isinstance(c, Mapping) and c.get("name") == CONTAINER_NAME for c in containers):
             yield f"{where}: needs a container named '{CONTAINER_NAME}'"
+    assert isinstance(spec, Mapping)  # checked with tfReplicaSpecs above
     run_policy = spec.get("runPolicy") or {}
     if isinstance(run_policy, Mapping):
         clean = run_policy.get("cleanPodPolicy")

@@ -110,14 +110,14 @@ class _DirectWriter(io.RawIOBase):
             or not buffer.flags.c_contiguous
             or (buffer.ctypes.data + room) % self.ALIGN
         ):
-            return self.write(memoryview(buffer)[start:end])
+            return self.write(buffer.data[start:end])
         if self._used > tail:  # whole pages staged by `write`: out first
             self._write_range(0, self._used - tail)
             self._view[:tail] = self._view[self._used - tail : self._used]
         buffer[room:start] = np.frombuffer(self._view, dtype=np.uint8, count=tail)
         whole = (end - room) // self.ALIGN * self.ALIGN
         self._used = 0  # the staged tail now lives in `buffer`
-        with memoryview(buffer) as view:
+        with buffer.data as view:
             self._write_all(view[room : room + whole])
             rest = view[room + whole : end]
             self._view[: len(rest)] = rest

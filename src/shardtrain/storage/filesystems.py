@@ -97,7 +97,7 @@ def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
     path = str(uri).split("://", 1)[1]
     if sch in ("s3", "s3a"):
         settings = s3_settings()
-        key = ("s3", os.getpid(), json.dumps(settings, sort_keys=True))
+        key: tuple[str, int, str | None] = ("s3", os.getpid(), json.dumps(settings, sort_keys=True))
         factory: Callable[[], fsspec.AbstractFileSystem] = lambda: _s3_filesystem(settings)  # noqa: E731
     else:
         project = os.environ.get("GOOGLE_CLOUD_PROJECT")

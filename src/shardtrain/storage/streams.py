@@ -22,7 +22,7 @@ import io
 import os
 import uuid
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from shardtrain.errors import StorageError, StorageUnavailableError
 from shardtrain.storage.direct import _open_local_for_writing
@@ -92,7 +92,7 @@ def open(
         with _open_read(uri, block_size) as raw:
             stream: IO[Any] = raw
             if gz:
-                stream = gzip.GzipFile(fileobj=raw, mode="rb")
+                stream = cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
             if text:
                 stream = io.TextIOWrapper(stream, encoding=encoding, newline=newline)
             try:
@@ -106,13 +106,15 @@ def open(
             gzfile = None
             if gz:
                 # mtime=0 keeps the bytes (and so checksums) identical across runs.
-                gzfile = stream = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0)
+                gzfile = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0)
+                stream = cast(IO[bytes], gzfile)
+            wrapper = None
             if text:
-                stream = io.TextIOWrapper(stream, encoding=encoding, newline=newline)
+                stream = wrapper = io.TextIOWrapper(stream, encoding=encoding, newline=newline)
             yield stream
-            if text:
-                stream.flush()
-                stream.detach()
+            if wrapper is not None:
+                wrapper.flush()
+                wrapper.detach()
             if gzfile is not None:
                 gzfile.close()
 
@@ -167,18 +169,18 @@ def _open_write(uri: str, block_size: int | None, direct: bool = False) -> Itera
             raise
         return
     kwargs = {"block_size": block_size or DEFAULT_BLOCK_SIZE}
-    fobj = retrying("open for writing", uri, lambda: fs.open(path, "wb", **kwargs))
+    upload: Any = retrying("open for writing", uri, lambda: fs.open(path, "wb", **kwargs))
     try:
-        yield fobj
-        fobj.close()  # completes the multipart / resumable upload: the commit point
+        yield upload
+        upload.close()  # completes the multipart / resumable upload: the commit point
     except BaseException as exc:
         # Abort the upload so that nothing partial ever becomes visible. If the server is
         # gone the abort fails too; the incomplete upload stays invisible and the bucket's
         # lifecycle rule (or the next successful write) cleans it up.
         with contextlib.suppress(Exception):
-            fobj.discard()
+            upload.discard()
         with contextlib.suppress(Exception):
-            fobj.closed = True  # type: ignore[misc]
+            upload.closed = True
         if isinstance(exc, StorageError) or not isinstance(exc, Exception) or _in_retry():
             raise
         if is_transient(exc):

@@ -73,8 +73,8 @@ class StopFlag:
         try:
             yield self
         finally:
-            for sig, handler in self._previous.items():
-                signal.signal(sig, handler)
+            for signum, handler in self._previous.items():
+                signal.signal(signum, handler)
 
 
 @dataclass(frozen=True)

@@ -175,7 +175,7 @@ class CheckpointEvaluator:
             # activations.
             chunk = 32 if self.spec.image is not None else SAMPLE_SIZE
             raw = tf.data.TFRecordDataset(local, compression_type=comp).take(SAMPLE_SIZE)
-            rows = []
+            rows: list[tuple[Any, Any, Any]] = []  # (key, label, probabilities)
             for serialized in raw.batch(chunk):
                 features, labels, keys = self.spec.parse_examples(serialized, with_key=True)
                 probs = self._predict(features).numpy()

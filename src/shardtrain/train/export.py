@@ -80,6 +80,7 @@ def _serving_module(model: Any, spec: FeatureSpec):
 
         @tf.function(input_signature=[spec.input_signature()])
         def serve(self, features):
+            assert spec.image is not None
             name = spec.image.name
             return outputs({name: spec.decode_images(features[name])})
 

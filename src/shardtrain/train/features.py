@@ -261,8 +261,8 @@ class FeatureSpec:
                 spec[f.name] = tf.io.FixedLenFeature([], tf.float32, default_value=float("nan"))
             else:
                 spec[f.name] = tf.io.FixedLenFeature([], tf.int64, default_value=INT_MISSING)
-        for f in self.categorical:
-            spec[f.name] = tf.io.FixedLenFeature([], tf.string, default_value="")
+        for c in self.categorical:
+            spec[c.name] = tf.io.FixedLenFeature([], tf.string, default_value="")
         spec[self.label] = tf.io.FixedLenFeature(
             [], tf.string if self.label_type == "string" else tf.int64
         )
@@ -299,8 +299,8 @@ class FeatureSpec:
                 missing = tf.equal(value, INT_MISSING)
                 value = tf.where(missing, float("nan"), tf.cast(value, tf.float32))
             features[f.name] = value
-        for f in self.categorical:
-            features[f.name] = parsed[f.name]
+        for c in self.categorical:
+            features[c.name] = parsed[c.name]
         if self.image is not None:
             features[self.image.name] = self.decode_images(parsed[self.image.name])
         labels = self.label_index(parsed[self.label])
@@ -321,6 +321,7 @@ class FeatureSpec:
         """
         import tensorflow as tf
 
+        assert self.image is not None, "decode_images is for image datasets"
         h, w = self.image.height, self.image.width
 
         def one(data):
@@ -393,9 +394,9 @@ class FeatureSpec:
                 safe = tf.where(missing, tf.fill(tf.shape(text), "0"), tf.strings.strip(text))
                 value = tf.strings.to_number(safe, tf.float32)
             features[f.name] = tf.where(missing, float("nan"), value)
-        for f in self.categorical:
-            text = by_name[f.name]
-            features[f.name] = tf.where(is_null(text), tf.fill(tf.shape(text), ""), text)
+        for c in self.categorical:
+            text = by_name[c.name]
+            features[c.name] = tf.where(is_null(text), tf.fill(tf.shape(text), ""), text)
         return features
 
     def input_signature(self) -> dict[str, Any]:

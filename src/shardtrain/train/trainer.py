@@ -141,6 +141,7 @@ def _train(
             store.discard_local(step)
 
     def evaluate(step: int, final: bool) -> None:
+        assert evaluator is not None  # only the chief evaluates in process
         evaluator.restore(store.local_prefix(step))
         evaluator.evaluate(step, sample=final)
 

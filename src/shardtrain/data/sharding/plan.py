@@ -55,7 +55,7 @@ class Task:
         return cls(
             index=d["index"],
             pieces=tuple(Piece.from_dict(p) for p in d["pieces"]),
-            shard_ranges=tuple(tuple(r) for r in d["shard_ranges"]),  # type: ignore[misc]
+            shard_ranges=tuple((a, b) for a, b in d["shard_ranges"]),
         )
 
 

@@ -93,6 +93,7 @@ def run_tasks(
                 advance(rows, nbytes)
 
     progress = pool.progress
+    assert progress is not None  # a pool with processes has their progress queue
 
     def pump() -> None:
         while (item := progress.get()) is not None:

@@ -63,7 +63,9 @@ class ShardWriter:
         self.crc = 0
         # The S3 minimum part size: a task keeps several shards open at once, each with one
         # part in memory. Local shards bypass the page cache (see storage.direct._DirectWriter).
-        self._f = stack.enter_context(storage.open(uri, "wb", block_size=5 * MIB, direct=True))
+        self._f: Any = stack.enter_context(  # an O_DIRECT writer has write_in_place
+            storage.open(uri, "wb", block_size=5 * MIB, direct=True)
+        )
         self._z = _gzip_compressor(gzip_level) if gzip_level else None
         self.in_place = self._z is None and hasattr(self._f, "write_in_place")
         self.queued = 0  # bytes handed to write() so far, counted where jobs are made
@@ -77,13 +79,13 @@ class ShardWriter:
         """Write the framed records ``buffer[start:end]`` (on the writer thread)."""
         self.records += records
         if self._z is not None:
-            self._emit(self._z.compress(memoryview(buffer)[start:end]))
+            self._emit(self._z.compress(buffer.data[start:end]))
         elif end > start:
             self._count(buffer[start:end])
             if self.in_place:
                 self._f.write_in_place(buffer, start, end)
             else:
-                self._f.write(memoryview(buffer)[start:end])
+                self._f.write(buffer.data[start:end])
 
     def _emit(self, data: bytes | memoryview) -> None:
         if len(data):

@@ -490,7 +490,7 @@ def parse_block(
     starts, ends = csv_parse.line_bounds(arr)
     nonblank = np.flatnonzero(ends > starts)  # line indices (0-based) of rows
     batch = Batch(
-        table=None,  # type: ignore[arg-type]
+        table=None,  # set below, once the columns are converted
         row_hash=np.empty(0, np.uint64),
         rows_read=int(nonblank.size),
         blank_lines=int(starts.size - nonblank.size),
@@ -584,7 +584,7 @@ def parse_block(
                 ],
             )
         )
-    batch.rejects.sort(key=lambda r: r.line)
+    batch.rejects.sort(key=lambda r: r.line or 0)  # CSV rejects always have a line
 
     accept = ~(bad | missing_label)
     table = pa.Table.from_arrays(columns, names=schema.names)

@@ -233,7 +233,7 @@ def _list_tree(root: str) -> _Listing:
         paths.append(rel)
         sizes.append(max(obj.size, 1))
         digest.update(f"{rel}\0{obj.size}\0{obj.version}\n".encode())
-    offsets = np.concatenate(([0], np.cumsum(sizes[:-1], dtype=np.int64))) if sizes else []
+    offsets = np.concatenate(([0], np.cumsum(sizes[:-1], dtype=np.int64))) if sizes else ()
     return _Listing(
         root=root,
         paths=tuple(paths),
@@ -429,7 +429,7 @@ def _reject(
     text: str | None = None,
 ) -> ImageReject:
     return ImageReject(
-        line=line,  # type: ignore[arg-type]
+        line=line,
         reason=reason,
         detail=detail,
         text=path if text is None else text,
