@@ -20,11 +20,11 @@ How a run works
    rows column-wise (:mod:`shardtrain.data.sources.csv`), hashes each row's key — or the whole row —
    with xxHash64 to choose its split (the same row lands in the same split on every run, on
    every machine, with any number of workers) and a shard inside the task's range, encodes
-   Examples and TFRecord frames in compiled code (:mod:`shardtrain.kernels.tfrecord`) and streams
-   them to its shard objects from a writer thread (gzip level 1 through ISA-L; local files
-   with ``O_DIRECT``, see :func:`shardtrain.storage.open`). It then writes its manifest
-   ``_tasks/task-NNNNN.json`` with counts, checksums and partial statistics — the task's
-   commit. The extra local processes are forked from the parent once it has loaded the
+   Examples and TFRecord frames in compiled code (:mod:`shardtrain.kernels.example_encode`)
+   and streams them to its shard objects from a writer thread (gzip level 1 through ISA-L;
+   local files with ``O_DIRECT``, see :func:`shardtrain.storage.open`). It then writes its
+   manifest ``_tasks/task-NNNNN.json`` with counts, checksums and partial statistics — the
+   task's commit. The extra local processes are forked from the parent once it has loaded the
    compiled kernels (:class:`_WorkerPool`), so they start with nothing to import or load.
 3. **Finalize** (``shardtrain finalize URI``, automatic with one worker): check that every task
    committed, merge statistics, write ``rejects/rejects.jsonl`` with file line numbers, enforce
@@ -84,7 +84,7 @@ from shardtrain.data.statistics import (
     stats_from_dict,
 )
 from shardtrain.errors import ConfigError, DataError, ShardtrainError
-from shardtrain.kernels import arrow, tfrecord
+from shardtrain.kernels import arrow, crc32c, example_encode
 
 log = logging.getLogger(__name__)
 
@@ -458,8 +458,8 @@ def _group_pieces(pieces: list[Piece], n_tasks: int) -> list[list[Piece]]:
 # --------------------------------------------------------------------------------------------
 
 
-def _feature_columns(schema: Schema) -> list[tfrecord.FeatureColumn]:
-    return [tfrecord.FeatureColumn(c.name, c.example_kind) for c in schema.written]  # type: ignore[arg-type]
+def _feature_columns(schema: Schema) -> list[example_encode.FeatureColumn]:
+    return [example_encode.FeatureColumn(c.name, c.example_kind) for c in schema.written]  # type: ignore[arg-type]
 
 
 def _column_data(values: pa.Array, kind: str) -> tuple:
@@ -480,7 +480,7 @@ def _column_data(values: pa.Array, kind: str) -> tuple:
 
 
 def _encoder_input(table: pa.Table, schema: Schema) -> tuple[list, list]:
-    """The features and their column data, as :func:`tfrecord.encode_examples` takes them."""
+    """The features and their column data, as :func:`example_encode.encode_examples` takes them."""
     columns = _feature_columns(schema)
     return columns, [_column_data(table.column(c.name), c.kind) for c in columns]
 
@@ -489,7 +489,9 @@ def _encode(
     table: pa.Table, schema: Schema, *, order: np.ndarray | None = None, framed: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     columns, arrays = _encoder_input(table, schema)
-    return tfrecord.encode_examples(columns, arrays, table.num_rows, order=order, framed=framed)
+    return example_encode.encode_examples(
+        columns, arrays, table.num_rows, order=order, framed=framed
+    )
 
 
 def _gzip_compressor(level: int) -> Any:
@@ -537,7 +539,7 @@ class _ShardWriter:
     @property
     def phase(self) -> int:
         """Where in its last page the file will end once every queued write is done."""
-        return self.queued % tfrecord.PAGE
+        return self.queued % example_encode.PAGE
 
     def write(self, buffer: np.ndarray, start: int, end: int, records: int) -> None:
         """Write the framed records ``buffer[start:end]`` (on the writer thread)."""
@@ -559,7 +561,7 @@ class _ShardWriter:
     def _count(self, data: np.ndarray) -> None:
         """Add bytes written to the shard's size and checksum."""
         self.bytes += len(data)
-        self.crc = tfrecord.crc32c(data, self.crc)
+        self.crc = crc32c.crc32c(data, self.crc)
 
     def finish(self) -> None:
         if self._z is not None:
@@ -777,11 +779,11 @@ def _write_batch(
     columns, arrays = _encoder_input(table, schema)
     if all(w.in_place for w in writers):
         phases = np.array([w.phase for w in writers], dtype=np.int64)
-        framed, starts, ends = tfrecord.encode_example_groups(
+        framed, starts, ends = example_encode.encode_example_groups(
             columns, arrays, table.num_rows, order=order, bounds=bounds, phases=phases
         )
     else:
-        framed, offsets = tfrecord.encode_examples(
+        framed, offsets = example_encode.encode_examples(
             columns, arrays, table.num_rows, order=order, framed=True
         )
         starts, ends = offsets[bounds[:-1]], offsets[bounds[1:]]

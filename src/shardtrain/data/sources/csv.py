@@ -49,7 +49,7 @@ from shardtrain.data.schema import (
     parse_header,
 )
 from shardtrain.errors import DataError
-from shardtrain.kernels import arrow, csv_parse, tfrecord
+from shardtrain.kernels import arrow, csv_parse, xxh64
 
 #: Longest raw text kept for one rejected row.
 MAX_REJECT_TEXT = 1000
@@ -582,7 +582,7 @@ def parse_block(
     batch.table = table
     if key_hash is None:
         lines = row_lines[accept]
-        key_hash = tfrecord.hash_slices(arr, starts[lines], ends[lines])
+        key_hash = xxh64.hash_slices(arr, starts[lines], ends[lines])
     batch.row_hash = key_hash
     return batch
 
@@ -593,7 +593,7 @@ def _hash_string_array(values: pa.Array) -> np.ndarray:
     if values.type != pa.string():
         values = pc.cast(values, pa.string())
     data, offsets = arrow.string_buffers(values)
-    return tfrecord.hash_slices(data, offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64))
+    return xxh64.hash_slices(data, offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64))
 
 
 __all__ = [

@@ -68,7 +68,7 @@ from shardtrain.data.schema import (
 from shardtrain.data.sources import csv as csv_source
 from shardtrain.data.sources.csv import MAX_REJECT_TEXT, Batch, Piece, Reject, SourceFile
 from shardtrain.errors import ConfigError, DataError, StorageError, StorageUnavailableError
-from shardtrain.kernels import tfrecord
+from shardtrain.kernels import xxh64
 
 if TYPE_CHECKING:
     from shardtrain.data.sharding import Plan, ShardConfig
@@ -584,7 +584,7 @@ def _batch(
     encoded = [p.encode() for p in paths]
     lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
     ends = np.cumsum(lengths)
-    row_hash = tfrecord.hash_slices(
+    row_hash = xxh64.hash_slices(
         np.frombuffer(b"".join(encoded), dtype=np.uint8), ends - lengths, ends
     )
     table = pa.table(
