@@ -93,6 +93,7 @@ def _bitmap(buffer: pa.Buffer | None, null_count: int) -> np.ndarray:
 
 
 _ALL_VALID = _readonly(np.zeros(0, dtype=np.uint8))
+_EIGHT_VALID = 0xFF  # a validity bitmap byte whose eight values are all valid
 _NO_BYTES = _readonly(np.zeros(0, dtype=np.uint8))
 _NO_WEIGHTS = _readonly(np.zeros(0, dtype=np.int64))
 
@@ -140,7 +141,7 @@ def _moments(values, validity, offset, n):
     hi1 = -np.inf
     i = offset
     while i < end:
-        if i & 7 == 0 and i + 8 <= end and (not has_nulls or validity[i >> 3] == 0xFF):
+        if i & 7 == 0 and i + 8 <= end and (not has_nulls or validity[i >> 3] == _EIGHT_VALID):
             x0 = np.float64(values[i])
             x1 = np.float64(values[i + 1])
             x2 = np.float64(values[i + 2])
@@ -183,7 +184,7 @@ def _moments(values, validity, offset, n):
     q1 = 0.0
     i = offset
     while i < end:
-        if i & 7 == 0 and i + 8 <= end and (not has_nulls or validity[i >> 3] == 0xFF):
+        if i & 7 == 0 and i + 8 <= end and (not has_nulls or validity[i >> 3] == _EIGHT_VALID):
             d0 = np.float64(values[i]) - mean
             d1 = np.float64(values[i + 1]) - mean
             d2 = np.float64(values[i + 2]) - mean
@@ -361,7 +362,8 @@ _TAG = 0  # the hash, with min(length, 255) in its low byte
 _COUNT = 1
 _WORD0 = 2  # bytes 0-7 of the value, little-endian, zero-padded
 _WORD1 = 3  # bytes 8-15
-_INLINE = 16  # values up to this long are compared from their record alone
+_INLINE = 16  # values up to this long (two words) are compared from their record alone
+_TAG_LENGTH = 0xFF  # the tag's low byte: min(length, 255)
 
 # _count_values outcomes.
 _DONE = 0  # every value was counted
@@ -441,7 +443,7 @@ def _count_values(
         a = np.uint64(value_offsets[i])
         b = np.uint64(value_offsets[i + 1])
         length = b - a
-        if length <= _INLINE and a + np.uint64(16) <= n_bytes:
+        if length <= _INLINE and a + np.uint64(_INLINE) <= n_bytes:
             w0 = load_u64(src, a)
             w1 = load_u64(src, a + u8)
             r0 = min(length, u8)  # bytes of the value in each word
@@ -474,7 +476,7 @@ def _count_values(
                 p += u8
                 k += 1
         h ^= h >> np.uint64(29)
-        tag = (h & ~np.uint64(0xFF)) | min(length, np.uint64(0xFF))
+        tag = (h & ~np.uint64(_TAG_LENGTH)) | min(length, np.uint64(_TAG_LENGTH))
         # Probe.
         s = tag >> shift
         e = -1

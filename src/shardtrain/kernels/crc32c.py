@@ -80,11 +80,11 @@ def _crc32c_sw(tables, crc, src, start, end):
     """CRC-32C of the bytes ``[start, end)`` at address ``src``, continuing from ``crc`` (a
     finished CRC, like ``google_crc32c.extend``), with the slicing-by-8 tables at address
     ``tables``. Arithmetic is in uint64 holding 32-bit values."""
-    c = np.uint64(np.uint32(crc) ^ np.uint32(0xFFFFFFFF))
+    c = np.uint64(np.uint32(crc) ^ np.uint32(_U32))
     p = start
     while p + 8 <= end:
         word = load_u64(src, p)
-        lo = c ^ (word & np.uint64(0xFFFFFFFF))
+        lo = c ^ (word & np.uint64(_U32))
         hi = word >> np.uint64(32)
         c = (
             load_u32(tables, 4 * (7 * 256 + (lo & np.uint64(0xFF))))
@@ -102,7 +102,7 @@ def _crc32c_sw(tables, crc, src, start, end):
             c >> np.uint64(8)
         )
         p += 1
-    return np.int64(np.uint32(c) ^ np.uint32(0xFFFFFFFF))
+    return np.int64(np.uint32(c) ^ np.uint32(_U32))
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -126,7 +126,7 @@ def _crc32c_hw(tables, crc, src, start, end):
     (the second and third from a zero register), joined with the shift tables
     (``crc(A B C) = shift2(crc(A)) ^ shift1(crc(B)) ^ crc(C)``). ~3x one stream.
     """
-    c = np.uint64(np.uint32(crc) ^ np.uint32(0xFFFFFFFF))
+    c = np.uint64(np.uint32(crc) ^ np.uint32(_U32))
     p = start
     while p + 3 * _CRC_STREAM <= end:
         b = np.uint64(0)
@@ -144,7 +144,7 @@ def _crc32c_hw(tables, crc, src, start, end):
     while p < end:
         c32 = sse42_crc32_u8(c32, np.uint8(load_u8(src, p)))
         p += 1
-    return np.int64(c32 ^ np.uint32(0xFFFFFFFF))
+    return np.int64(c32 ^ np.uint32(_U32))
 
 
 def crc32c_at(tables, crc, src, start, end):
@@ -178,7 +178,7 @@ def _crc32c_buffer_sw(tables, crc, buf, start, end):
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def mask_crc(crc):
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & _U32
 
 
 def crc32c(data: np.ndarray | bytes, value: int = 0) -> int:

@@ -118,6 +118,7 @@ from shardtrain.kernels.native import (
     load_f64,
     load_i64,
     load_u8,
+    load_u32,
     load_u64,
     store_u64,
     trailing_zeros,
@@ -162,6 +163,44 @@ _F32_MIN_NORMAL = 2.0**-126
 _MAX_DECIMAL_EXPONENT = 63  # pow10 table: 10**0 .. 10**63
 _MAX_OFFSET = 2**31 - 1  # Arrow string offsets are int32
 _UTF8_BOM = b"\xef\xbb\xbf"
+
+# Numbers: digits kept in the int64 mantissa (10**18 < 2**63), and case 1 of _float_bits
+# (exact operands: m <= 2**24 and |e10| <= 10, as float32 values are exact up to 2**24).
+_MAX_DIGITS = 18
+_F32_EXACT_INT = 2**24
+_F32_EXACT_POW10 = 10
+# |v| >= 10**39 is inf in float32, |v| < 10**-46 rounds to zero (case 3 of _float_bits).
+_F32_INF_DECADE = 39
+_F32_ZERO_DECADE = -46
+# A float64 whose low 29 mantissa bits (those below float32 precision) are within
+# _NEAR_MIDPOINT ulps of _F32_MIDPOINT is too close to a float32 midpoint to round.
+_BELOW_F32 = (1 << 29) - 1
+_F32_MIDPOINT = 1 << 28
+_NEAR_MIDPOINT = 16
+_EXPONENT_CAP = 100_000_000  # decimal exponents saturate here: beyond, only the sign matters
+# int64 accumulated as a negative number: the most negative value is -(2**63), so a value
+# below _INT64_MIN_TENTH (or equal, with a next digit above _INT64_MIN_LAST) overflows.
+_INT64_MIN = -(2**63)
+_INT64_MIN_TENTH = -(2**63 // 10)
+_INT64_MIN_LAST = 2**63 % 10
+_HEX_DIGITS = 16  # an int64 in hex: 0x and at most 16 digits
+
+# Bytes the parsers compare with.
+_TAB, _LF, _CR, _SPACE = ord("\t"), ord("\n"), ord("\r"), ord(" ")
+_QUOTE, _COMMA, _PLUS, _MINUS, _DOT = ord('"'), ord(","), ord("+"), ord("-"), ord(".")
+_OPEN, _CLOSE, _UNDERSCORE = ord("("), ord(")"), ord("_")
+_ZERO, _NINE = ord("0"), ord("9")
+_CASE = 0x20  # an ASCII letter | _CASE is the lowercase letter
+_A, _E, _F, _I, _N, _T, _X, _Y, _Z = b"aefintxyz"  # lowercase letters, compared | _CASE
+# The true/false spellings Arrow accepts, as little-endian words of their first 4 bytes
+# ("false" and "FALSE" then end in "e" or "E").
+_TRUE_LOWER = int.from_bytes(b"true", "little")
+_TRUE_TITLE = int.from_bytes(b"True", "little")
+_TRUE_UPPER = int.from_bytes(b"TRUE", "little")
+_FALS_LOWER = int.from_bytes(b"fals", "little")
+_FALS_TITLE = int.from_bytes(b"Fals", "little")
+_FALS_UPPER = int.from_bytes(b"FALS", "little")
+_E_UPPER = ord("E")
 
 
 @dataclass
@@ -229,7 +268,8 @@ def _null_table(
             length_mask |= 1 << len(t)
     long_tokens = any(len(t) >= _LONG_TOKEN for t in tokens)
     numeric = any(
-        any(48 <= b <= 57 for b in t) or b"nan" in t.lower() or b"inf" in t.lower() for t in tokens
+        any(_ZERO <= b <= _NINE for b in t) or b"nan" in t.lower() or b"inf" in t.lower()
+        for t in tokens
     )
     return (
         kernel_input(data, np.uint8),
@@ -267,7 +307,7 @@ def _skip_blanks(buf, p, end):
     """Skip spaces and tabs: Arrow trims exactly these around numbers."""
     while p < end:
         c = load_u8(buf, p)
-        if c != 32 and c != 9:
+        if c != _SPACE and c != _TAB:
             break
         p += 1
     return p
@@ -276,7 +316,7 @@ def _skip_blanks(buf, p, end):
 @numba.njit(cache=True, nogil=True, inline="always")
 def _lower_is(buf, p, letter):
     """Whether the byte at ``p`` is ``letter`` (a lowercase ASCII letter) in either case."""
-    return (load_u8(buf, p) | 0x20) == letter
+    return (load_u8(buf, p) | _CASE) == letter
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -285,24 +325,24 @@ def _float_bits(m, nd, e10, sign, pow10):
 
     See "Correctly rounded float32 from decimal text" in the module docstring.
     """
-    if m <= 16777216 and -10 <= e10 <= 10:
+    if m <= _F32_EXACT_INT and -_F32_EXACT_POW10 <= e10 <= _F32_EXACT_POW10:
         # Case 1: exact float32 operands, one operation: correctly rounded.
         x = np.float64(m)
         x = x * load_f64(pow10, e10) if e10 >= 0 else x / load_f64(pow10, -e10)
         return f32_bits(np.float32(x)) | sign
     lead = nd - 1 + e10  # 10**lead <= value < 10**(lead + 1)
-    if lead >= 39:
+    if lead >= _F32_INF_DECADE:
         return _F32_INF_BITS | sign
-    if lead < -46:
+    if lead < _F32_ZERO_DECADE:
         return sign  # zero
     # Case 2: a float64 approximation within 4 ulps (here -63 <= e10 <= 38).
     x = np.float64(m)
     x = x * load_f64(pow10, e10) if e10 >= 0 else x / load_f64(pow10, -e10)
     if x < _F32_MIN_NORMAL:
         return -1  # the float32 subnormal range: converted exactly later
-    low = f64_bits(x) & 0x1FFFFFFF  # the bits below float32 precision
-    if abs(low - 0x10000000) <= 16:
-        return -1  # within 16 ulps of a float32 midpoint
+    low = f64_bits(x) & _BELOW_F32
+    if abs(low - _F32_MIDPOINT) <= _NEAR_MIDPOINT:
+        return -1  # too close to a float32 midpoint
     return f32_bits(np.float32(x)) | sign
 
 
@@ -327,7 +367,7 @@ def _parse_float_loop(buf, p, end, pow10):
     """
     q = p
     negative = 0
-    if q < end and load_u8(buf, q) == 45:  # '-'
+    if q < end and load_u8(buf, q) == _MINUS:
         negative = 1
         q += 1
     m = 0
@@ -336,26 +376,26 @@ def _parse_float_loop(buf, p, end, pow10):
     dot = False
     while q < end:
         c = load_u8(buf, q)
-        d = c - 48
+        d = c - _ZERO
         if 0 <= d <= 9:
             m = m * 10 + d
             digits += 1
             if dot:
                 e10 -= 1
-        elif c == 46 and not dot:  # '.'
+        elif c == _DOT and not dot:
             dot = True
-        elif c == 44:  # ','
+        elif c == _COMMA:
             break
         else:
             return p, 0, -1
         q += 1
-    if digits == 0 or digits > 18:
+    if digits == 0 or digits > _MAX_DIGITS:
         return p, 0, -1
     sign = negative << 31
     if m == 0:
         return q, sign, _PARSED
     # The digit count matters only outside case 1 of _float_bits (exact operands).
-    exact = m <= 16777216 and -10 <= e10 <= 10
+    exact = m <= _F32_EXACT_INT and -_F32_EXACT_POW10 <= e10 <= _F32_EXACT_POW10
     bits = _float_bits(m, 0 if exact else _decimal_digits(m), e10, sign, pow10)
     if bits < 0:
         return q, 0, _TOO_CLOSE
@@ -375,21 +415,21 @@ def _parse_float(buf, p, end, pow10):
     sign = 0
     if p < end:
         c = load_u8(buf, p)
-        if c == 45:  # '-'
+        if c == _MINUS:
             sign = _F32_SIGN
             p += 1
-        elif c == 43:  # '+'
+        elif c == _PLUS:
             p += 1
-    m = 0  # the first 18 significant digits (< 10**18 fits int64)
+    m = 0  # the first _MAX_DIGITS significant digits
     nd = 0  # number of digits in m
     e10 = 0  # value = m * 10**e10
     digits = 0  # all mantissa digits seen
     while p < end:
-        d = load_u8(buf, p) - 48
+        d = load_u8(buf, p) - _ZERO
         if d < 0 or d > 9:
             break
         digits += 1
-        if nd < 18:
+        if nd < _MAX_DIGITS:
             if m != 0 or d != 0:
                 m = m * 10 + d
                 nd += 1
@@ -397,15 +437,15 @@ def _parse_float(buf, p, end, pow10):
             e10 += 1  # a dropped integer digit
         p += 1
     dot = False
-    if p < end and load_u8(buf, p) == 46:  # '.'
+    if p < end and load_u8(buf, p) == _DOT:
         dot = True
         p += 1
         while p < end:
-            d = load_u8(buf, p) - 48
+            d = load_u8(buf, p) - _ZERO
             if d < 0 or d > 9:
                 break
             digits += 1
-            if nd < 18:
+            if nd < _MAX_DIGITS:
                 if m != 0 or d != 0:
                     m = m * 10 + d
                     nd += 1
@@ -415,57 +455,57 @@ def _parse_float(buf, p, end, pow10):
         if dot or p >= end:
             return p, 0, _NOT_PARSED
         # nan, inf, infinity, in any letter case.
-        if p + 3 <= end and _lower_is(buf, p, 110):  # n
-            if not (_lower_is(buf, p + 1, 97) and _lower_is(buf, p + 2, 110)):  # a n
+        if p + 3 <= end and _lower_is(buf, p, _N):
+            if not (_lower_is(buf, p + 1, _A) and _lower_is(buf, p + 2, _N)):
                 return p, 0, _NOT_PARSED
             bits = _F32_NAN_BITS | sign
             p += 3
-            if p < end and load_u8(buf, p) == 40:  # '(': nan(n-char-sequence), as C strtod
+            if p < end and load_u8(buf, p) == _OPEN:  # nan(n-char-sequence), as C strtod
                 q = p + 1
                 while q < end:
                     c = load_u8(buf, q)
-                    if c == 41:  # ')'
+                    if c == _CLOSE:
                         p = q + 1
                         break
-                    lower = c | 0x20
-                    if not (97 <= lower <= 122 or 48 <= c <= 57 or c == 95):
+                    lower = c | _CASE
+                    if not (_A <= lower <= _Z or _ZERO <= c <= _NINE or c == _UNDERSCORE):
                         break  # not a valid sequence: the field fails after "nan"
                     q += 1
-        elif p + 3 <= end and _lower_is(buf, p, 105):  # i
-            if not (_lower_is(buf, p + 1, 110) and _lower_is(buf, p + 2, 102)):  # n f
+        elif p + 3 <= end and _lower_is(buf, p, _I):
+            if not (_lower_is(buf, p + 1, _N) and _lower_is(buf, p + 2, _F)):
                 return p, 0, _NOT_PARSED
             bits = _F32_INF_BITS | sign
             p += 3
             if (
                 p + 5 <= end
-                and _lower_is(buf, p, 105)  # i
-                and _lower_is(buf, p + 1, 110)  # n
-                and _lower_is(buf, p + 2, 105)  # i
-                and _lower_is(buf, p + 3, 116)  # t
-                and _lower_is(buf, p + 4, 121)  # y
+                and _lower_is(buf, p, _I)
+                and _lower_is(buf, p + 1, _N)
+                and _lower_is(buf, p + 2, _I)
+                and _lower_is(buf, p + 3, _T)
+                and _lower_is(buf, p + 4, _Y)
             ):
                 p += 5
         else:
             return p, 0, _NOT_PARSED
         p = _skip_blanks(buf, p, end)
-        if p < end and load_u8(buf, p) != 44:
+        if p < end and load_u8(buf, p) != _COMMA:
             return p, 0, _NOT_PARSED
         return p, bits, _PARSED
-    if p < end and (load_u8(buf, p) | 0x20) == 101:  # 'e' or 'E'
+    if p < end and _lower_is(buf, p, _E):
         p += 1
         negative_exponent = False
         if p < end:
             c = load_u8(buf, p)
-            if c == 45 or c == 43:
-                negative_exponent = c == 45
+            if c in (_MINUS, _PLUS):
+                negative_exponent = c == _MINUS
                 p += 1
         exponent = 0
         exponent_digits = 0
         while p < end:
-            d = load_u8(buf, p) - 48
+            d = load_u8(buf, p) - _ZERO
             if d < 0 or d > 9:
                 break
-            if exponent < 100_000_000:  # saturate: beyond this only the sign matters
+            if exponent < _EXPONENT_CAP:
                 exponent = exponent * 10 + d
             exponent_digits += 1
             p += 1
@@ -473,7 +513,7 @@ def _parse_float(buf, p, end, pow10):
             return p, 0, _NOT_PARSED
         e10 += -exponent if negative_exponent else exponent
     p = _skip_blanks(buf, p, end)
-    if p < end and load_u8(buf, p) != 44:
+    if p < end and load_u8(buf, p) != _COMMA:
         return p, 0, _NOT_PARSED
     if m == 0:
         return p, sign, _PARSED  # zero, with its sign
@@ -494,19 +534,19 @@ def _parse_hex(buf, p, end):
     digits = 0
     while p < end:
         c = load_u8(buf, p)
-        if 48 <= c <= 57:
-            d = c - 48
-        elif 97 <= (c | 0x20) <= 102:
-            d = (c | 0x20) - 87
+        if _ZERO <= c <= _NINE:
+            d = c - _ZERO
+        elif _A <= (c | _CASE) <= _F:
+            d = (c | _CASE) - _A + 10
         else:
             break
         v = (v << np.uint64(4)) | np.uint64(d)
         digits += 1
         p += 1
-    if digits == 0 or digits > 16:
+    if digits == 0 or digits > _HEX_DIGITS:
         return p, 0, _NOT_PARSED
     p = _skip_blanks(buf, p, end)
-    if p < end and load_u8(buf, p) != 44:
+    if p < end and load_u8(buf, p) != _COMMA:
         return p, 0, _NOT_PARSED
     return p, u64_as_i64(v), _PARSED
 
@@ -517,22 +557,22 @@ def _parse_int_loop(buf, p, end):
     :func:`_parse_float_loop`), or ``code == -1`` for :func:`_parse_int`."""
     q = p
     negative = False
-    if q < end and load_u8(buf, q) == 45:  # '-'
+    if q < end and load_u8(buf, q) == _MINUS:
         negative = True
         q += 1
     v = 0
     digits = 0
     while q < end:
-        d = load_u8(buf, q) - 48
+        d = load_u8(buf, q) - _ZERO
         if 0 <= d <= 9:
             v = v * 10 + d
             digits += 1
-        elif d == 44 - 48:  # ','
+        elif d == _COMMA - _ZERO:
             break
         else:
             return p, 0, -1
         q += 1
-    if digits == 0 or digits > 18:
+    if digits == 0 or digits > _MAX_DIGITS:
         return p, 0, -1
     return q, -v if negative else v, _PARSED
 
@@ -541,20 +581,20 @@ def _parse_int_loop(buf, p, end):
 def _parse_int(buf, p, end):
     """Parse an int64 field starting at ``p``; return ``(q, value, code)`` as _parse_float."""
     p = _skip_blanks(buf, p, end)
-    if p + 2 < end and load_u8(buf, p) == 48 and (load_u8(buf, p + 1) | 0x20) == 120:
+    if p + 2 < end and load_u8(buf, p) == _ZERO and _lower_is(buf, p + 1, _X):
         return _parse_hex(buf, p + 2, end)  # '0x' / '0X'
     negative = False
-    if p < end and load_u8(buf, p) == 45:
+    if p < end and load_u8(buf, p) == _MINUS:
         negative = True
         p += 1
     v = 0  # accumulated as a negative number, so that -2**63 fits
     digits = 0
     overflow = False
     while p < end:
-        d = load_u8(buf, p) - 48
+        d = load_u8(buf, p) - _ZERO
         if d < 0 or d > 9:
             break
-        if v < -922337203685477580 or (v == -922337203685477580 and d > 8):
+        if v < _INT64_MIN_TENTH or (v == _INT64_MIN_TENTH and d > _INT64_MIN_LAST):
             overflow = True
         else:
             v = v * 10 - d
@@ -563,12 +603,12 @@ def _parse_int(buf, p, end):
     if digits == 0:
         return p, 0, _NOT_PARSED
     p = _skip_blanks(buf, p, end)
-    if p < end and load_u8(buf, p) != 44:
+    if p < end and load_u8(buf, p) != _COMMA:
         return p, 0, _NOT_PARSED
     if overflow:
         return p, 0, _NOT_PARSED
     if not negative:
-        if v == -9223372036854775807 - 1:
+        if v == _INT64_MIN:
             return p, 0, _NOT_PARSED  # 2**63
         v = -v
     return p, v, _PARSED
@@ -580,30 +620,28 @@ def _parse_bool(buf, s, e):
     n = e - s
     if n != 4 and n != 5:
         return -1
-    b0 = load_u8(buf, s)
-    b1 = load_u8(buf, s + 1)
-    b2 = load_u8(buf, s + 2)
-    b3 = load_u8(buf, s + 3)
+    w = u64_as_i64(load_u32(buf, s))  # the first four bytes
     if n == 4:
-        if (b0 == 116 or b0 == 84) and b1 == 114 and b2 == 117 and b3 == 101:  # [tT]rue
-            return 1
-        if b0 == 84 and b1 == 82 and b2 == 85 and b3 == 69:  # TRUE
-            return 1
-        return -1
-    b4 = load_u8(buf, s + 4)
-    if (b0 == 102 or b0 == 70) and b1 == 97 and b2 == 108 and b3 == 115 and b4 == 101:
-        return 0  # [fF]alse
-    if b0 == 70 and b1 == 65 and b2 == 76 and b3 == 83 and b4 == 69:  # FALSE
+        return 1 if w in (_TRUE_LOWER, _TRUE_TITLE, _TRUE_UPPER) else -1
+    last = load_u8(buf, s + 4)
+    if w in (_FALS_LOWER, _FALS_TITLE) and last == _E:
+        return 0
+    if w == _FALS_UPPER and last == _E_UPPER:
         return 0
     return -1
 
 
-_ONES = np.uint64(0x0101010101010101)
-_HIGHS = np.uint64(0x8080808080808080)
-_COMMAS = np.uint64(0x2C2C2C2C2C2C2C2C)
-_QUOTES = np.uint64(0x2222222222222222)
-_CRS = np.uint64(0x0D0D0D0D0D0D0D0D)
-_LFS = np.uint64(0x0A0A0A0A0A0A0A0A)
+def _in_every_byte(byte: int) -> np.uint64:
+    """A uint64 with ``byte`` in each of its eight bytes (for SWAR comparisons)."""
+    return np.uint64(byte * 0x0101010101010101)
+
+
+_ONES = _in_every_byte(0x01)
+_HIGHS = _in_every_byte(0x80)  # the high bit of every byte
+_COMMAS = _in_every_byte(_COMMA)
+_QUOTES = _in_every_byte(_QUOTE)
+_CRS = _in_every_byte(_CR)
+_LFS = _in_every_byte(_LF)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -639,15 +677,15 @@ def _scan_field(buf, p, end, size):
             keep = (np.uint64(1) << np.uint64(8 * n)) - np.uint64(1)
             high |= w & keep & _HIGHS
             if k < end - p:  # the special byte lies inside the line
-                return p + k, high != 0, load_u8(buf, p + k) != 44
+                return p + k, high != 0, load_u8(buf, p + k) != _COMMA
             return end, high != 0, False  # the line ends first
         high |= w & _HIGHS
         p += 8
     while p < end:  # the last bytes of the buffer
         c = load_u8(buf, p)
-        if c == 44:
+        if c == _COMMA:
             return p, high != 0, False
-        if c == 34 or c == 13 or c == 10:
+        if c in (_QUOTE, _CR, _LF):
             return p, high != 0, True
         high |= np.uint64(c & 0x80)
         p += 1
@@ -930,7 +968,7 @@ def _resolve_pending(
             column_bits[i] = decimal_to_float32_bits(line.split(b",")[col])
 
 
-_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+_LOW7 = _in_every_byte(0x7F)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -963,18 +1001,18 @@ def _find_lines(block, position, starts, ends, count):
             p += 8
         if q < 0:
             while p < size:
-                if load_u8(buf, p) == 10:
+                if load_u8(buf, p) == _LF:
                     q = p
                     break
                 p += 1
         if q < 0:  # no more line feeds
             if line < size:
-                end = size - 1 if load_u8(buf, size - 1) == 13 else size
+                end = size - 1 if load_u8(buf, size - 1) == _CR else size
                 starts[count] = line
                 ends[count] = max(end, line)
                 count += 1
             return size, count, True
-        end = q - 1 if q > line and load_u8(buf, q - 1) == 13 else q
+        end = q - 1 if q > line and load_u8(buf, q - 1) == _CR else q
         starts[count] = line
         ends[count] = end
         count += 1

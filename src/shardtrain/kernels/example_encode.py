@@ -69,7 +69,7 @@ from shardtrain.kernels.native import (
     store_u32,
     store_u64,
 )
-from shardtrain.kernels.tfrecord import FRAME_OVERHEAD, frame_in_place
+from shardtrain.kernels.tfrecord import FRAME_OVERHEAD, HEADER_SIZE, frame_in_place
 
 __all__ = [
     "PAGE",
@@ -91,7 +91,28 @@ ColumnData: TypeAlias = (
 _FLOAT, _INT, _BYTES = 0, 1, 2  # kind codes inside the kernels
 _KIND_CODES = {"float": _FLOAT, "int": _INT, "bytes": _BYTES}
 
-_SLACK = 8  # bytes after a buffer's contents that eight-byte moves may read or write
+_WORD = 8  # bytes of the eight-byte moves that copy keys and strings
+_SLACK = _WORD  # bytes after a buffer's contents that eight-byte moves may read or write
+
+# Tags of the fields written (see the module docstring): (field_number << 3) | 2, wire type
+# 2 being length-delimited.
+_EXAMPLE_FEATURES = 0x0A  # Example.features
+_FEATURES_ENTRY = 0x0A  # Features.feature: one map entry
+_ENTRY_KEY = 0x0A  # MapEntry.key
+_ENTRY_VALUE = 0x12  # MapEntry.value
+_BYTES_LIST = 0x0A  # Feature.bytes_list
+_FLOAT_LIST = 0x12  # Feature.float_list
+_INT64_LIST = 0x1A  # Feature.int64_list
+_LIST_VALUE = 0x0A  # BytesList.value, FloatList.value, Int64List.value (packed)
+
+_VARINT_MORE = 0x80  # high bit of a varint byte: more bytes follow
+_VARINT_BITS = 0x7F  # the seven value bits of a varint byte
+_FLOAT_SIZE = 4  # a float32 value
+# A float entry's value up to the float32, all constant: 12 08 (MapEntry.value, a Feature
+# of 8 bytes), 12 06 (its float_list, 6 bytes), 0A 04 (FloatList.value, packed, 4 bytes).
+_FLOAT_VALUE_HEAD = bytes((_ENTRY_VALUE, 8, _FLOAT_LIST, 6, _LIST_VALUE, _FLOAT_SIZE))
+# An int entry's value up to the varint: 12 <feature size> 1A <list size> 0A <varint size>.
+_INT_VALUE_HEAD = 6
 
 #: Page size for :func:`encode_example_groups` (a multiple of every common block size).
 PAGE = 4096
@@ -127,8 +148,8 @@ class FeatureColumn:
 
 def _varint(value: int) -> bytes:
     out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
+    while value >= _VARINT_MORE:
+        out.append((value & _VARINT_BITS) | _VARINT_MORE)
         value >>= 7
     out.append(value)
     return bytes(out)
@@ -145,7 +166,7 @@ class _ColumnPlan(NamedTuple):
     """
 
     kinds: np.ndarray  # int8[ncols]: _FLOAT, _INT or _BYTES
-    heads: np.ndarray  # uint8[...], plus 8 bytes of slack for the kernel's eight-byte moves
+    heads: np.ndarray  # uint8[...], plus _SLACK bytes for the kernel's eight-byte moves
     head_offsets: np.ndarray  # int64[ncols + 1]
 
 
@@ -159,12 +180,11 @@ def _column_plan(columns: tuple[FeatureColumn, ...]) -> _ColumnPlan:
     heads: list[bytes] = []
     for j, column in enumerate(columns):
         key = column.name.encode("utf-8")
-        key_field = b"\x0a" + _varint(len(key)) + key  # MapEntry.key
+        key_field = bytes((_ENTRY_KEY,)) + _varint(len(key)) + key
         if kinds[j] == _FLOAT:
-            # MapEntry.value = Feature{float_list: FloatList{value: [packed, 4 bytes]}},
-            # 8 bytes: 12 06 0A 04 <float32>.
-            content = len(key_field) + 2 + 8
-            heads.append(b"\x0a" + _varint(content) + key_field + b"\x12\x08\x12\x06\x0a\x04")
+            content = len(key_field) + len(_FLOAT_VALUE_HEAD) + _FLOAT_SIZE
+            entry = bytes((_FEATURES_ENTRY,)) + _varint(content)
+            heads.append(entry + key_field + _FLOAT_VALUE_HEAD)
         else:
             heads.append(key_field)
     head_offsets = np.zeros(len(columns) + 1, dtype=np.int64)
@@ -185,7 +205,7 @@ def _column_plan(columns: tuple[FeatureColumn, ...]) -> _ColumnPlan:
 def _varint_size(value):
     """Bytes in the varint of ``value`` (uint64): 1 below 2**7 ... 10 from 2**63 up."""
     size = 1
-    while value >= np.uint64(0x80):
+    while value >= np.uint64(_VARINT_MORE):
         value >>= np.uint64(7)
         size += 1
     return size
@@ -195,8 +215,8 @@ def _varint_size(value):
 def _put_varint(dst, pos, value):
     """Write ``value`` (uint64) as a varint at address ``dst`` + ``pos``; return the position
     after it."""
-    while value >= np.uint64(0x80):
-        store_u8(dst, pos, (value & np.uint64(0x7F)) | np.uint64(0x80))
+    while value >= np.uint64(_VARINT_MORE):
+        store_u8(dst, pos, (value & np.uint64(_VARINT_BITS)) | np.uint64(_VARINT_MORE))
         value >>= np.uint64(7)
         pos += 1
     store_u8(dst, pos, value)
@@ -206,7 +226,7 @@ def _put_varint(dst, pos, value):
 @numba.njit(cache=True, nogil=True, inline="always")
 def _copy_head(dst, d, src, s, n, limit):
     """Copy a key (``heads`` has slack after it) to ``dst + d``, by words unless a word
-    would run past ``limit + 8``."""
+    would run past ``limit + _WORD``."""
     if d + n <= limit:
         copy_over(dst, d, src, s, n)
     else:
@@ -244,7 +264,7 @@ def _is_valid(valid, i):
 def _value_size(kind, values, offsets, i, head_size):
     """Bytes of the map entry of value ``i`` of a column (see :func:`_write_examples`)."""
     if kind == _FLOAT:
-        return head_size + 4
+        return head_size + _FLOAT_SIZE
     if kind == _INT:
         return _entry_size(head_size, _int_feature_size(load_u64(values, 8 * i)))
     length = load_i64(offsets, i + 1) - load_i64(offsets, i)
@@ -270,7 +290,7 @@ def _measure_examples(kinds, head_offsets, values, valids, offsets, features_siz
     n_varying = 0
     for j in range(ncols):
         if kinds[j] == _FLOAT and valids[j] == 0:
-            fixed += head_offsets[j + 1] - head_offsets[j] + 4
+            fixed += head_offsets[j + 1] - head_offsets[j] + _FLOAT_SIZE
         else:
             varying[n_varying] = j
             n_varying += 1
@@ -315,11 +335,11 @@ def _write_examples(
     nothing is regrouped or copied before encoding.
 
     With ``framed`` each Example is wrapped in its TFRecord frame in place (``starts[k]``
-    then points at the frame's 12-byte header): one pass over the output instead of an
+    then points at the frame's header): one pass over the output instead of an
     encode pass plus a copying frame pass. Keys and strings are copied eight bytes at a
     time, and what such a move writes past a field is overwritten by the bytes that follow.
     Records may be written in any order, so no move may run past its record (``ends[k]``):
-    near the end, copies are exact. ``heads`` has 8 bytes of slack after its contents, and
+    near the end, copies are exact. ``heads`` has ``_SLACK`` bytes after its contents, and
     strings near the end of their buffer are copied exactly too.
     """
     dst = out.ctypes.data
@@ -328,9 +348,9 @@ def _write_examples(
     for k in range(rows.shape[0]):
         i = rows[k]
         frame = starts[k]
-        limit = ends[k] - 8  # an eight-byte move may start at or before this
-        p = frame + 12 if framed else frame
-        store_u8(dst, p, 0x0A)  # Example.features
+        limit = ends[k] - _WORD  # an eight-byte move may start at or before this
+        p = frame + HEADER_SIZE if framed else frame
+        store_u8(dst, p, _EXAMPLE_FEATURES)
         p = _put_varint(dst, p + 1, np.uint64(features_sizes[i]))
         for j in range(kinds.shape[0]):
             if not _is_valid(valids[j], i):
@@ -341,55 +361,55 @@ def _write_examples(
             if kind == _FLOAT:
                 _copy_head(dst, p, head_src, h0, head_size, limit)
                 p += head_size
-                store_u32(dst, p, load_u32(values[j], 4 * i))
-                p += 4
+                store_u32(dst, p, load_u32(values[j], _FLOAT_SIZE * i))
+                p += _FLOAT_SIZE
             elif kind == _INT:
                 value = load_u64(values[j], 8 * i)
                 n = _varint_size(value)
-                feature_size = 4 + n
-                store_u8(dst, p, 0x0A)  # Features.feature (map entry)
+                feature_size = 4 + n  # as _int_feature_size
+                store_u8(dst, p, _FEATURES_ENTRY)
                 p = _put_varint(dst, p + 1, np.uint64(head_size + 2 + feature_size))
                 _copy_head(dst, p, head_src, h0, head_size, limit)
                 p += head_size
                 # MapEntry.value, Feature.int64_list, Int64List.value (packed), as one word:
                 # 12 <feature_size> 1A <2 + n> 0A <n>
                 word = (
-                    np.uint64(0x12)
+                    np.uint64(_ENTRY_VALUE)
                     | (np.uint64(feature_size) << np.uint64(8))
-                    | np.uint64(0x1A << 16)
+                    | np.uint64(_INT64_LIST << 16)
                     | (np.uint64(2 + n) << np.uint64(24))
-                    | np.uint64(0x0A << 32)
+                    | np.uint64(_LIST_VALUE << 32)
                     | (np.uint64(n) << np.uint64(40))
                 )
                 if p <= limit:
                     store_u64(dst, p, word)
                 else:
-                    for b in range(6):
+                    for b in range(_INT_VALUE_HEAD):
                         store_u8(dst, p + b, word >> np.uint64(8 * b))
-                p = _put_varint(dst, p + 6, value)
+                p = _put_varint(dst, p + _INT_VALUE_HEAD, value)
             else:
                 start = load_i64(offsets[j], i)
                 length = load_i64(offsets[j], i + 1) - start
                 list_size = 1 + _varint_size(np.uint64(length)) + length
                 feature_size = 1 + _varint_size(np.uint64(list_size)) + list_size
                 content = head_size + 1 + _varint_size(np.uint64(feature_size)) + feature_size
-                store_u8(dst, p, 0x0A)  # Features.feature (map entry)
+                store_u8(dst, p, _FEATURES_ENTRY)
                 p = _put_varint(dst, p + 1, np.uint64(content))
                 _copy_head(dst, p, head_src, h0, head_size, limit)
                 p += head_size
-                store_u8(dst, p, 0x12)  # MapEntry.value
+                store_u8(dst, p, _ENTRY_VALUE)
                 p = _put_varint(dst, p + 1, np.uint64(feature_size))
-                store_u8(dst, p, 0x0A)  # Feature.bytes_list
+                store_u8(dst, p, _BYTES_LIST)
                 p = _put_varint(dst, p + 1, np.uint64(list_size))
-                store_u8(dst, p, 0x0A)  # BytesList.value
+                store_u8(dst, p, _LIST_VALUE)
                 p = _put_varint(dst, p + 1, np.uint64(length))
-                if p + length <= limit and start + length + 8 <= data_sizes[j]:
+                if p + length <= limit and start + length + _WORD <= data_sizes[j]:
                     copy_over(dst, p, values[j], start, length)
                 else:  # the record's or the buffer's last bytes: no word may run past them
                     copy_exact(dst, p, values[j], start, length)
                 p += length
         if framed:
-            frame_in_place(crc_tables, dst, frame, p - (frame + 12))
+            frame_in_place(crc_tables, dst, frame, p - (frame + HEADER_SIZE))
 
 
 # --------------------------------------------------------------------------------------------

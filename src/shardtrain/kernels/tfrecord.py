@@ -38,7 +38,10 @@ from shardtrain.kernels.native import (
 
 __all__ = ["frame_records", "read_tfrecords", "write_tfrecords"]
 
-FRAME_OVERHEAD = 16  # 8-byte length + 4-byte length CRC + 4-byte data CRC
+_LENGTH_SIZE = 8  # uint64 length
+_CRC_SIZE = 4  # uint32 masked CRC
+HEADER_SIZE = _LENGTH_SIZE + _CRC_SIZE  # the length and its CRC, before the data
+FRAME_OVERHEAD = HEADER_SIZE + _CRC_SIZE  # the header, and the data's CRC after the data
 _READ_CHUNK = 1 << 24  # bound single reads so a corrupt length cannot trigger a huge alloc
 
 
@@ -49,13 +52,13 @@ _READ_CHUNK = 1 << 24  # bound single reads so a corrupt length cannot trigger a
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def frame_in_place(tables, dst, p, length):
-    """Fill in the TFRecord header at ``dst + p`` (12 bytes) and the data CRC after the
-    record, whose ``length`` bytes are already at ``dst + p + 12``. ``tables`` and ``dst``
+    """Fill in the TFRecord header at ``dst + p`` and the data CRC after the record, whose
+    ``length`` bytes are already at ``dst + p + HEADER_SIZE``. ``tables`` and ``dst``
     are addresses (see :mod:`shardtrain.kernels.native`) of :func:`crc32c_tables` and of the
     output."""
     store_u64(dst, p, np.uint64(length))
-    store_u32(dst, p + 8, mask_crc(crc32c_at(tables, 0, dst, p, p + 8)))
-    body = p + 12
+    store_u32(dst, p + _LENGTH_SIZE, mask_crc(crc32c_at(tables, 0, dst, p, p + _LENGTH_SIZE)))
+    body = p + HEADER_SIZE
     store_u32(dst, body + length, mask_crc(crc32c_at(tables, 0, dst, body, body + length)))
 
 
@@ -71,7 +74,7 @@ def _frame_kernel(tables, data, offsets, order, out, out_offsets):
         p = out_offsets[k]
         # The copy first, then the header and CRCs (the CRC reads the copy: it was just
         # written, so it is in L1 cache).
-        copy_exact(dst, p + 12, src, start, length)
+        copy_exact(dst, p + HEADER_SIZE, src, start, length)
         frame_in_place(crc_tables, dst, p, length)
 
 
@@ -174,26 +177,27 @@ def read_tfrecords(fileobj: IO[bytes], verify: bool = True) -> Iterator[bytes]:
     """
     offset = 0
     while True:
-        header = _read_exact(fileobj, 12)
+        header = _read_exact(fileobj, HEADER_SIZE)
         if not header:
             return
-        if len(header) < 12:
+        if len(header) < HEADER_SIZE:
             raise ValueError(
-                f"truncated TFRecord header at byte offset {offset}: {len(header)} of 12 bytes"
+                f"truncated TFRecord header at byte offset {offset}: "
+                f"{len(header)} of {HEADER_SIZE} bytes"
             )
         (length,) = struct.unpack_from("<Q", header)
-        (length_crc,) = struct.unpack_from("<I", header, 8)
-        if verify and masked_crc32c(crc32c(header[:8])) != length_crc:
+        (length_crc,) = struct.unpack_from("<I", header, _LENGTH_SIZE)
+        if verify and masked_crc32c(crc32c(header[:_LENGTH_SIZE])) != length_crc:
             raise ValueError(f"corrupt TFRecord at byte offset {offset}: length CRC mismatch")
-        body = _read_exact(fileobj, length + 4)
-        if len(body) < length + 4:
+        body = _read_exact(fileobj, length + _CRC_SIZE)
+        if len(body) < length + _CRC_SIZE:
             raise ValueError(
                 f"truncated TFRecord at byte offset {offset}: record of {length} bytes, "
-                f"only {max(len(body) - 4, 0)} present"
+                f"only {max(len(body) - _CRC_SIZE, 0)} present"
             )
         record = body[:length]
         (data_crc,) = struct.unpack_from("<I", body, length)
         if verify and masked_crc32c(crc32c(record)) != data_crc:
             raise ValueError(f"corrupt TFRecord at byte offset {offset}: data CRC mismatch")
         yield record
-        offset += 12 + length + 4
+        offset += FRAME_OVERHEAD + length
