@@ -104,6 +104,7 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -245,11 +246,19 @@ def _powers_of_ten() -> np.ndarray:
     return table
 
 
+class _NullTokens(NamedTuple):
+    """The null tokens as :func:`_parse_lines` reads them (see :func:`_null_table`)."""
+
+    data: np.ndarray  # uint8: the tokens back to back (never empty)
+    offsets: np.ndarray  # int64: token t is data[offsets[t]:offsets[t + 1]]
+    length_mask: int  # bit k: some token has k < _LONG_TOKEN bytes
+    long_tokens: bool  # some token has _LONG_TOKEN bytes or more
+    numeric: bool  # some token might read as a number
+
+
 @functools.cache
-def _null_table(
-    null_values: tuple[bytes, ...],
-) -> tuple[np.ndarray, np.ndarray, int, bool, bool]:
-    """Null tokens for the kernel: ``(data, offsets, length_mask, long_tokens, numeric)``.
+def _null_table(null_values: tuple[bytes, ...]) -> _NullTokens:
+    """Null tokens for the kernel.
 
     Token ``t`` is ``data[offsets[t]:offsets[t + 1]]``. Bit ``k`` of ``length_mask`` says
     that some token has ``k < 63`` bytes and ``long_tokens`` that some token is longer, so a
@@ -271,13 +280,44 @@ def _null_table(
         any(_ZERO <= b <= _NINE for b in t) or b"nan" in t.lower() or b"inf" in t.lower()
         for t in tokens
     )
-    return (
-        kernel_input(data, np.uint8),
-        kernel_input(offsets, np.int64),
-        length_mask,
-        long_tokens,
-        numeric,
+    return _NullTokens(
+        data=kernel_input(data, np.uint8),
+        offsets=kernel_input(offsets, np.int64),
+        length_mask=length_mask,
+        long_tokens=long_tokens,
+        numeric=numeric,
     )
+
+
+class _Parsed(NamedTuple):
+    """What :func:`_parse_lines` writes, one entry per line. The values of column ``col``
+    are row ``slots[col]`` of its kind's array (see :func:`_column_slots`)."""
+
+    float_bits: np.ndarray  # uint32[n_float, n]
+    int_values: np.ndarray  # int64[n_int, n]
+    bool_values: np.ndarray  # bool[n_bool, n]
+    string_starts: np.ndarray  # int64[n_string, n]: where each string field starts
+    string_offsets: np.ndarray  # int32[n_string, n + 1]: Arrow offsets of each column
+    valid: np.ndarray  # bool[ncols, n]
+    row_status: np.ndarray  # int8[n]
+    bad_column: np.ndarray  # int32[n]
+    field_count: np.ndarray  # int32[n]
+
+    @classmethod
+    def empty(cls, counts: tuple[int, int, int, int], ncols: int, n: int) -> _Parsed:
+        """Uninitialised arrays for ``n`` lines of ``counts`` columns of each kind."""
+        n_float, n_int, n_bool, n_string = counts
+        return cls(
+            float_bits=np.empty((n_float, n), dtype=np.uint32),
+            int_values=np.empty((n_int, n), dtype=np.int64),
+            bool_values=np.empty((n_bool, n), dtype=np.bool_),
+            string_starts=np.empty((n_string, n), dtype=np.int64),
+            string_offsets=np.empty((n_string, n + 1), dtype=np.int32),
+            valid=np.empty((ncols, n), dtype=np.bool_),
+            row_status=np.empty(n, dtype=np.int8),
+            bad_column=np.empty(n, dtype=np.int32),
+            field_count=np.empty(n, dtype=np.int32),
+        )
 
 
 @functools.lru_cache(maxsize=64)
@@ -757,35 +797,30 @@ def _utf8_valid(buf, s, e):
 
 
 @numba.njit(cache=True, nogil=True)
-def _parse_lines(
-    block,
-    starts,
-    ends,
-    kinds,
-    slots,
-    null_data,
-    null_offsets,
-    length_mask,
-    long_tokens,
-    numeric_nulls,
-    pow10,
-    float_bits,
-    int_values,
-    bool_values,
-    string_starts,
-    string_offsets,
-    valid,
-    row_status,
-    bad_column,
-    field_count,
-):
+def _parse_lines(block, starts, ends, kinds, slots, nulls, pow10, out):
     """Pass 1: parse every line, field by field, left to right; return ``(result, pending)``.
+
+    Line ``i`` is ``block[starts[i]:ends[i]]``; column ``col`` has kind ``kinds[col]`` and
+    its values go to row ``slots[col]`` of its kind's array in ``out`` (a :class:`_Parsed`).
+    ``nulls`` is a :class:`_NullTokens`, ``pow10`` the table of :func:`_powers_of_ten`.
 
     Each field is read once: numbers are converted while their end is searched for, other
     fields are scanned to the next comma. ``result`` is ``_ABORT`` as soon as a byte that
     forces the fallback (or invalid UTF-8 in a string) is seen; ``pending`` counts the float
     values left for exact conversion (marked with ``_PENDING_BITS``).
     """
+    null_data, null_offsets, length_mask, long_tokens, numeric_nulls = nulls
+    (
+        float_bits,
+        int_values,
+        bool_values,
+        string_starts,
+        string_offsets,
+        valid,
+        row_status,
+        bad_column,
+        field_count,
+    ) = out  # unpacked once: bound to variables, the arrays are not reference-counted per use
     buf = block.ctypes.data
     size = block.shape[0]
     null_buf = null_data.ctypes.data
@@ -1091,66 +1126,33 @@ def parse_block_fast(
     if len(starts) and starts[0] == 0 and bytes(buf[:3]) == _UTF8_BOM:
         return None  # Arrow drops a byte-order mark at the start of its input
     kinds, slots, counts = _column_slots(kinds.astype(np.int8).tobytes())
-    null_data, null_offsets, length_mask, long_tokens, numeric_nulls = _null_table(
-        tuple(v.encode() if isinstance(v, str) else bytes(v) for v in null_values)
-    )
-    n = len(starts)
-    n_float, n_int, n_bool, n_string = counts
-    float_bits = np.empty((n_float, n), dtype=np.uint32)
-    int_values = np.empty((n_int, n), dtype=np.int64)
-    bool_values = np.empty((n_bool, n), dtype=np.bool_)
-    string_starts = np.empty((n_string, n), dtype=np.int64)
-    string_offsets = np.empty((n_string, n + 1), dtype=np.int32)
-    valid = np.empty((len(kinds), n), dtype=np.bool_)
-    row_status = np.empty(n, dtype=np.int8)
-    bad_column = np.empty(n, dtype=np.int32)
-    field_count = np.empty(n, dtype=np.int32)
-    result, pending = _parse_lines(
-        buf,
-        starts,
-        ends,
-        kinds,
-        slots,
-        null_data,
-        null_offsets,
-        length_mask,
-        long_tokens,
-        numeric_nulls,
-        _powers_of_ten(),
-        float_bits,
-        int_values,
-        bool_values,
-        string_starts,
-        string_offsets,
-        valid,
-        row_status,
-        bad_column,
-        field_count,
-    )
+    nulls = _null_table(tuple(v.encode() if isinstance(v, str) else bytes(v) for v in null_values))
+    out = _Parsed.empty(counts, len(kinds), len(starts))
+    result, pending = _parse_lines(buf, starts, ends, kinds, slots, nulls, _powers_of_ten(), out)
     if result != _DONE:
         return None
     if pending:
-        _resolve_pending(buf, starts, ends, kinds, slots, float_bits)
+        _resolve_pending(buf, starts, ends, kinds, slots, out.float_bits)
 
     values: list = []
     for kind, slot in zip(kinds.tolist(), slots.tolist(), strict=True):
         if kind == KIND_FLOAT:
-            values.append(float_bits[slot].view(np.float32))
+            values.append(out.float_bits[slot].view(np.float32))
         elif kind == KIND_INT:
-            values.append(int_values[slot])
+            values.append(out.int_values[slot])
         elif kind == KIND_BOOL:
-            values.append(bool_values[slot])
+            values.append(out.bool_values[slot])
         else:
-            offsets = string_offsets[slot]
+            offsets = out.string_offsets[slot]
             data = np.empty(int(offsets[-1]), dtype=np.uint8)
-            _gather_strings(buf, string_starts[slot], offsets, data)
+            _gather_strings(buf, out.string_starts[slot], offsets, data)
             values.append((data, offsets))
     return FastColumns(
         values=values,
-        valid=list(valid),
-        row_status=row_status,
-        bad_column=bad_column,
-        field_count=field_count,
+        valid=list(out.valid),
+        row_status=out.row_status,
+        bad_column=out.bad_column,
+        field_count=out.field_count,
     )
 
 
