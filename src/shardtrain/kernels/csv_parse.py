@@ -1,11 +1,10 @@
 """A compiled fast path for parsing unquoted CSV blocks into typed columns.
 
-Arrow's CSV reader parses the benchmark's quest logs at ~150-200 MB/s per core on the
-benchmark VM. Most real CSV files never quote a field, and for those the full CSV grammar is
-overkill: a line is its fields separated by commas, and a field is its bytes.
-:func:`parse_block_fast` handles exactly that case in one numba kernel (~2x Arrow on those
-logs, 24 of whose 39 columns are floats) and answers ``None`` for any block it cannot handle
-exactly like Arrow, so the caller falls back to Arrow for that block::
+Most real CSV files never quote a field, and for those the full CSV grammar of Arrow's CSV
+reader is overkill: a line is its fields separated by commas, and a field is its bytes.
+:func:`parse_block_fast` handles exactly that case in one numba kernel, faster than Arrow,
+and answers ``None`` for any block it cannot handle exactly like Arrow, so the caller falls
+back to Arrow for that block::
 
     fast = parse_block_fast(arr, starts, ends, kinds, null_values)
     if fast is None:
@@ -83,10 +82,9 @@ A byte-at-a-time loop mispredicts a branch at the end of every field. String fie
 therefore scanned eight bytes at a time (SWAR: one 64-bit load, a few ALU operations, a
 trailing-zero count). Plain numerals -- ``-``? digits with at most one ``.``, 18 digits at
 most, then a comma or the line end -- go through a tight byte loop before the general parser
-is tried: measured on the quest logs, that loop beats converting them a word at a time
-(fast_float's eight-digit multiply trick, which this module used before): 10.4 vs 12.4 ms
-per 4 MiB block, because the word version needs two dependent scans and more branches per
-field. Nothing reads outside the block's buffer.
+is tried: on such numerals it is faster than converting eight digits a word at a time
+(fast_float's multiply trick), which needs two dependent scans and more branches per field.
+Nothing reads outside the block's buffer.
 
 Output layout
 -------------
@@ -265,7 +263,7 @@ def _null_table(null_values: tuple[bytes, ...]) -> _NullTokens:
     field is compared with the tokens only when its length matches one. ``numeric`` says
     that some token might read as a number (it has a digit, or spells ``nan``/``inf``); when
     none can (the default ``"", "NA", "null"``), a field that parsed as a number is not
-    compared with the tokens at all, which saves ~1 ns a field, or 8% of the kernel.
+    compared with the tokens at all.
     """
     tokens = sorted(set(null_values))
     data = np.frombuffer(b"".join(tokens) + b"\0", dtype=np.uint8)  # never empty
@@ -401,9 +399,8 @@ def _parse_float_loop(buf, p, end, pow10):
     """The common case of :func:`_parse_float`, or ``code == -1``: ``-``? digits, at most
     one ``.``, at most 18 digits in all, ending at a comma or the line end.
 
-    A plain byte loop. It mispredicts once per field, where the field ends, and measured
-    faster than recognising the digits a word at a time (two scans and multiplies per
-    field, and more branches to mispredict). Anything else goes to the general parser.
+    A plain byte loop: it mispredicts once per field, where the field ends (see "Speed" in
+    the module docstring). Anything else goes to the general parser.
     """
     q = p
     negative = 0
@@ -1015,8 +1012,8 @@ def _find_lines(block, position, starts, ends, count):
     return before it; a last line without a line feed ends at the block's end.
 
     Eight bytes at a time, with the exact zero-byte test (no false marks, unlike
-    :func:`_zero_bytes`): 0.5 ms per 4 MiB block where NumPy's ``flatnonzero(block == 10)``
-    takes 1.3 ms, most of it in ``nonzero``.
+    :func:`_zero_bytes`), in one pass: NumPy's ``flatnonzero(block == 10)`` makes two, and
+    its ``nonzero`` is the slower one.
     """
     buf = block.ctypes.data
     size = block.shape[0]
@@ -1090,7 +1087,7 @@ def parse_block_fast(
 
     Field separator ``,``; one line is one row. The values, nulls and rejections are those
     of ``pyarrow.csv.read_csv`` with the same column types and null values (see the module
-    docstring), computed in compiled code at about twice Arrow's speed.
+    docstring), computed in compiled code.
 
     Args:
         block: the block's bytes (uint8 array or bytes-like).

@@ -297,8 +297,7 @@ def _measure_examples(plan, columns, features_sizes, sizes):
     ``plan`` (a :class:`_ColumnPlan`) read through ``columns`` (:class:`_ColumnAddresses`).
 
     A float column without missing values adds the same bytes to every row: those are
-    summed once, and the row loop visits only the other columns (16 of 39 for the quest
-    logs: encoding a 4 MiB block takes 5.9 instead of 6.1 ms).
+    summed once, and the row loop visits only the other columns.
     """
     kinds, _, head_offsets = plan
     values, valids, offsets, _ = columns

@@ -8,8 +8,7 @@ the obvious way, with the NumPy arrays as arguments, those helpers are slow in n
 reason that is easy to miss: numba reference-counts every array bound to a variable, and an
 array argument of a helper -- even one inlined with ``inline="always"`` -- costs an atomic
 increment and decrement per call, which its pruning pass cannot remove across the helpers'
-loops. In the parser that was most of the kernel's time (3.5x slower); in the encoder it
-made every feature cost ~30 ns.
+loops, and which costs more than the helper's work when it is called per field or per byte.
 
 So the helpers take the integer *address* of the data (``array.ctypes.data``, obtained once
 by the kernel that holds the arrays for the whole call) and use the intrinsics below: plain
