@@ -19,7 +19,7 @@ from shardtrain.kernels.tfrecord import read_tfrecords
 _F = descriptor_pb2.FieldDescriptorProto
 
 
-def _example_class() -> Any:
+def _message_classes() -> dict[str, Any]:
     proto = descriptor_pb2.FileDescriptorProto(
         name="shardtrain_tests/example.proto", package="shardtrain_tests", syntax="proto3"
     )
@@ -63,10 +63,17 @@ def _example_class() -> Any:
     message("Example", ("features", 1, _F.TYPE_MESSAGE, opt, ".shardtrain_tests.Features"))
     pool = descriptor_pool.DescriptorPool()
     pool.Add(proto)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shardtrain_tests.Example"))
+    return {
+        name: message_factory.GetMessageClass(
+            pool.FindMessageTypeByName(f"shardtrain_tests.{name}")
+        )
+        for name in ("Example", "Features")
+    }
 
 
-Example = _example_class()
+_CLASSES = _message_classes()
+#: The message classes, as ``tf.train`` has them (enough for building Examples in tests).
+Example, Features = _CLASSES["Example"], _CLASSES["Features"]
 
 
 def parse_example(record: bytes) -> dict[str, list]:

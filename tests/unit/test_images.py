@@ -15,7 +15,7 @@ from shardtrain import storage
 from shardtrain.data import datagen, sharding
 from shardtrain.data.sources import images
 from shardtrain.errors import ConfigError, DataError
-from shardtrain.kernels import tfrecord
+from shardtrain.kernels import xxh64
 
 
 def _config(sources, output, **kw) -> sharding.ShardConfig:
@@ -193,7 +193,7 @@ def test_split_is_deterministic_by_path(tmp_path):
     # The split is the hash of the path: the same rule as a CSV key column.
     fractions = np.array([0.7, 1.0])
     for path, split in a.items():
-        h = np.uint64(tfrecord.xxh64(path))
+        h = np.uint64(xxh64.xxh64(path))
         unit = float(h >> np.uint64(11)) / (1 << 53)
         assert split == ("train", "eval")[int(np.searchsorted(fractions, unit, side="right"))]
     # The manifest of the same images gives the same split for the same path.

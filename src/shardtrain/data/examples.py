@@ -1,7 +1,7 @@
 """Arrow tables → ``tf.train.Example`` records: the bridge from typed batches to the encoder.
 
 Sources deliver rows as Arrow columns typed by the schema; the compiled encoder
-(:mod:`shardtrain.kernels.tfrecord`) takes flat NumPy buffers. :func:`encoder_input` hands it
+(:mod:`shardtrain.kernels.example_encode`) takes flat NumPy buffers. :func:`encoder_input` hands it
 each written column's buffers as they are (no copy, no filling of missing values: the encoder
 skips them), and :func:`encode` encodes a whole table.
 """
@@ -13,12 +13,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shardtrain.data.schema import Schema
-from shardtrain.kernels import arrow, tfrecord
+from shardtrain.kernels import arrow, example_encode
 
 
-def feature_columns(schema: Schema) -> list[tfrecord.FeatureColumn]:
+def feature_columns(schema: Schema) -> list[example_encode.FeatureColumn]:
     """The features every Example of a dataset has, in schema order."""
-    return [tfrecord.FeatureColumn(c.name, c.example_kind) for c in schema.written]  # type: ignore[arg-type]
+    return [example_encode.FeatureColumn(c.name, c.example_kind) for c in schema.written]  # type: ignore[arg-type]
 
 
 def _column_data(values: pa.Array, kind: str) -> tuple:
@@ -39,7 +39,7 @@ def _column_data(values: pa.Array, kind: str) -> tuple:
 
 
 def encoder_input(table: pa.Table, schema: Schema) -> tuple[list, list]:
-    """The features and their column data, as :func:`tfrecord.encode_examples` takes them."""
+    """The features and their column data, as :func:`example_encode.encode_examples` takes them."""
     columns = feature_columns(schema)
     return columns, [_column_data(table.column(c.name), c.kind) for c in columns]
 
@@ -53,4 +53,6 @@ def encode(
         The records back to back and their ``num_rows + 1`` offsets.
     """
     columns, arrays = encoder_input(table, schema)
-    return tfrecord.encode_examples(columns, arrays, table.num_rows, order=order, framed=framed)
+    return example_encode.encode_examples(
+        columns, arrays, table.num_rows, order=order, framed=framed
+    )

@@ -25,13 +25,9 @@ nothing per block:
   arrays of records (hash, count, first bytes) and of the values' bytes, sized by the number
   of *distinct* values (bounded by ``MAX_TRACKED``), not by the number of rows.
 
-The previous design, Arrow ``value_counts`` per block merged every 32 blocks with
-``group_by``, cost ~1.6 s of CPU per GB of the benchmark's CSV (6 string columns) plus
-~0.2 s per task for the top-K, against ~0.5 s and ~0.01 s now, and grew the process by
-~100 MB on 1 GB of input: each merge of up to ~750k rows allocated ~60 MB of short-lived
-Arrow buffers (concatenated tables, the grouper's hash table), and the allocator (mimalloc,
-jemalloc or glibc alike) kept those pages resident afterwards. The numeric pass went from
-~0.6 to ~0.3 s per GB (30 columns).
+Counting with Arrow instead (``value_counts`` per block, merged with ``group_by``) costs
+more CPU, and each merge allocates large short-lived Arrow buffers whose pages the
+allocator keeps resident afterwards, so the process grows with its input.
 """
 
 from __future__ import annotations
@@ -93,6 +89,7 @@ def _bitmap(buffer: pa.Buffer | None, null_count: int) -> np.ndarray:
 
 
 _ALL_VALID = _readonly(np.zeros(0, dtype=np.uint8))
+_EIGHT_VALID = 0xFF  # a validity bitmap byte whose eight values are all valid
 _NO_BYTES = _readonly(np.zeros(0, dtype=np.uint8))
 _NO_WEIGHTS = _readonly(np.zeros(0, dtype=np.int64))
 
@@ -140,7 +137,7 @@ def _moments(values, validity, offset, n):
     hi1 = -np.inf
     i = offset
     while i < end:
-        if i & 7 == 0 and i + 8 <= end and (not has_nulls or validity[i >> 3] == 0xFF):
+        if i & 7 == 0 and i + 8 <= end and (not has_nulls or validity[i >> 3] == _EIGHT_VALID):
             x0 = np.float64(values[i])
             x1 = np.float64(values[i + 1])
             x2 = np.float64(values[i + 2])
@@ -183,7 +180,7 @@ def _moments(values, validity, offset, n):
     q1 = 0.0
     i = offset
     while i < end:
-        if i & 7 == 0 and i + 8 <= end and (not has_nulls or validity[i >> 3] == 0xFF):
+        if i & 7 == 0 and i + 8 <= end and (not has_nulls or validity[i >> 3] == _EIGHT_VALID):
             d0 = np.float64(values[i]) - mean
             d1 = np.float64(values[i + 1]) - mean
             d2 = np.float64(values[i + 2]) - mean
@@ -217,7 +214,8 @@ def _moments(values, validity, offset, n):
 def _count_true(bits, validity, offset, n):
     """The number of valid true values of a bit-packed Arrow bool array (bits ``offset`` to
     ``offset + n``), a byte (8 values) at a time where it can: ``bits & validity`` and a
-    bitwise popcount. (``pyarrow.compute.sum`` gives the same, after ~75 µs of dispatch.)"""
+    bitwise popcount. (``pyarrow.compute.sum`` gives the same, with a dispatch cost per call
+    that is large against one block's work.)"""
     has_nulls = validity.size > 0
     trues = 0
     i = offset
@@ -366,7 +364,8 @@ _TAG = 0  # the hash, with min(length, 255) in its low byte
 _COUNT = 1
 _WORD0 = 2  # bytes 0-7 of the value, little-endian, zero-padded
 _WORD1 = 3  # bytes 8-15
-_INLINE = 16  # values up to this long are compared from their record alone
+_INLINE = 16  # values up to this long (two words) are compared from their record alone
+_TAG_LENGTH = 0xFF  # the tag's low byte: min(length, 255)
 
 # _count_values outcomes.
 _DONE = 0  # every value was counted
@@ -446,7 +445,7 @@ def _count_values(
         a = np.uint64(value_offsets[i])
         b = np.uint64(value_offsets[i + 1])
         length = b - a
-        if length <= _INLINE and a + np.uint64(16) <= n_bytes:
+        if length <= _INLINE and a + np.uint64(_INLINE) <= n_bytes:
             w0 = load_u64(src, a)
             w1 = load_u64(src, a + u8)
             r0 = min(length, u8)  # bytes of the value in each word
@@ -479,7 +478,7 @@ def _count_values(
                 p += u8
                 k += 1
         h ^= h >> np.uint64(29)
-        tag = (h & ~np.uint64(0xFF)) | min(length, np.uint64(0xFF))
+        tag = (h & ~np.uint64(_TAG_LENGTH)) | min(length, np.uint64(_TAG_LENGTH))
         # Probe.
         s = tag >> shift
         e = -1
@@ -671,9 +670,9 @@ class _ValueCounts:
         happens at the same new value whatever the block sizes), but it needs no string
         sort. That matters because a column with more distinct values than ``MAX_TRACKED``
         prunes once per ``MAX_TRACKED / 2`` new values, and pruned values that come back are
-        new again (the benchmark's 202k player ids, each seen ~20 times, prune ~5 times per
-        GB): this is O(n) NumPy, a partition of the counts (3-7 ms for 200k values), where
-        Arrow's ``select_k`` on (count, value) takes ~140 ms.
+        new again, so a high-cardinality column prunes again and again: this is O(n) NumPy,
+        a partition of the counts, where Arrow's ``select_k`` on (count, value) sorts
+        strings.
         """
         self.pruned = True
         keep = max(0, min(keep, self.size))
@@ -709,10 +708,10 @@ class CategoricalStats:
 
     Frequencies live in a :class:`_ValueCounts` hash table updated by one compiled pass over
     each batch's Arrow buffers, never value by value in Python and without per-batch Arrow
-    tables, so memory is bounded by ``MAX_TRACKED`` values whatever the input size. A value
-    of a column with a handful of classes costs ~8 ns. One of 200k player ids costs ~40 ns
-    while the table is in the CPU caches, and ~80 ns in the sharder, where parsing the next
-    block evicts it: two memory accesses per value (slot, record), each a cache miss.
+    tables, so memory is bounded by ``MAX_TRACKED`` values whatever the input size. The
+    table of a column with a handful of classes stays in the CPU caches; that of a
+    high-cardinality column does not (parsing the next block evicts it), and a value then
+    costs two memory accesses (slot, record), each a cache miss.
 
     The top values are ordered by count, ties broken by value, so ``to_dict`` is the same
     for the same input, whatever the order in which tasks are merged (unless pruned).
@@ -926,7 +925,7 @@ class LabelStats:
         if pa.types.is_boolean(present.type):
             present = pc.cast(present, pa.int64())  # store bools as 0/1, as in the Examples
         if pa.types.is_signed_integer(present.type):
-            # Class ids: counted with bincount over their range (0.2 → 0.08 ms per block).
+            # Class ids: counted with bincount over their range (cheaper than value_counts).
             ids = arrow.to_numpy(present).astype(np.int64, copy=False)
             low, high = int(ids.min()), int(ids.max())
             if high - low < 1 << 16:

@@ -1,7 +1,8 @@
 """Compiled (numba) kernels: the byte-level hot paths of sharding.
 
-CSV parsing (:mod:`.csv_parse`), ``tf.train.Example`` encoding and TFRecord framing with
-CRC-32C and xxHash64 (:mod:`.tfrecord`), Arrow buffers read and built in place
-(:mod:`.arrow`), and the intrinsics they share (:mod:`.native`). Nothing here knows about
-files, schemas' meaning or storage: callers pass flat NumPy/Arrow buffers and get buffers back.
+CSV parsing (:mod:`.csv_parse`), ``tf.train.Example`` encoding (:mod:`.example_encode`),
+TFRecord framing (:mod:`.tfrecord`), CRC-32C (:mod:`.crc32c`) and xxHash64 (:mod:`.xxh64`),
+Arrow buffers read and built in place (:mod:`.arrow`), and the intrinsics they share
+(:mod:`.native`). Nothing here knows about files, schemas' meaning or storage: callers pass
+flat NumPy/Arrow buffers and get buffers back.
 """

@@ -3,11 +3,11 @@
 pyarrow imports pandas the first time a value crosses from Python or NumPy into Arrow the
 usual ways (``pa.array``, ``pa.scalar``, a compute function given a Python value such as
 ``pc.fill_null(strings, "")``) or back (``Array.to_numpy``, even zero-copy): it checks
-whether the value is a pandas object. That import costs ~0.2 s and ~400 modules. A sharding
-run pays it in its parent process before the pool starts, while the other cores wait (3-4%
-of sharding 1 GB on 2 cores), and again in each spawned process. The functions here build
-and read the same arrays through their buffers, where pyarrow does not look for pandas;
-sharding code uses them instead of those calls.
+whether the value is a pandas object. That import loads hundreds of modules, and a sharding
+run would pay for it in its parent process before the pool starts, while the other cores
+wait, and again in each spawned process. The functions here build and read the same arrays
+through their buffers, where pyarrow does not look for pandas; sharding code uses them
+instead of those calls.
 
 Example::
 

@@ -1,11 +1,10 @@
 """A compiled fast path for parsing unquoted CSV blocks into typed columns.
 
-Arrow's CSV reader parses the benchmark's quest logs at ~150-200 MB/s per core on the
-benchmark VM. Most real CSV files never quote a field, and for those the full CSV grammar is
-overkill: a line is its fields separated by commas, and a field is its bytes.
-:func:`parse_block_fast` handles exactly that case in one numba kernel (~2x Arrow on those
-logs, 24 of whose 39 columns are floats) and answers ``None`` for any block it cannot handle
-exactly like Arrow, so the caller falls back to Arrow for that block::
+Most real CSV files never quote a field, and for those the full CSV grammar of Arrow's CSV
+reader is overkill: a line is its fields separated by commas, and a field is its bytes.
+:func:`parse_block_fast` handles exactly that case in one numba kernel, faster than Arrow,
+and answers ``None`` for any block it cannot handle exactly like Arrow, so the caller falls
+back to Arrow for that block::
 
     fast = parse_block_fast(arr, starts, ends, kinds, null_values)
     if fast is None:
@@ -83,10 +82,9 @@ A byte-at-a-time loop mispredicts a branch at the end of every field. String fie
 therefore scanned eight bytes at a time (SWAR: one 64-bit load, a few ALU operations, a
 trailing-zero count). Plain numerals -- ``-``? digits with at most one ``.``, 18 digits at
 most, then a comma or the line end -- go through a tight byte loop before the general parser
-is tried: measured on the quest logs, that loop beats converting them a word at a time
-(fast_float's eight-digit multiply trick, which this module used before): 10.4 vs 12.4 ms
-per 4 MiB block, because the word version needs two dependent scans and more branches per
-field. Nothing reads outside the block's buffer.
+is tried: on such numerals it is faster than converting eight digits a word at a time
+(fast_float's multiply trick), which needs two dependent scans and more branches per field.
+Nothing reads outside the block's buffer.
 
 Output layout
 -------------
@@ -104,6 +102,7 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -118,6 +117,7 @@ from shardtrain.kernels.native import (
     load_f64,
     load_i64,
     load_u8,
+    load_u32,
     load_u64,
     store_u64,
     trailing_zeros,
@@ -163,6 +163,44 @@ _MAX_DECIMAL_EXPONENT = 63  # pow10 table: 10**0 .. 10**63
 _MAX_OFFSET = 2**31 - 1  # Arrow string offsets are int32
 _UTF8_BOM = b"\xef\xbb\xbf"
 
+# Numbers: digits kept in the int64 mantissa (10**18 < 2**63), and case 1 of _float_bits
+# (exact operands: m <= 2**24 and |e10| <= 10, as float32 values are exact up to 2**24).
+_MAX_DIGITS = 18
+_F32_EXACT_INT = 2**24
+_F32_EXACT_POW10 = 10
+# |v| >= 10**39 is inf in float32, |v| < 10**-46 rounds to zero (case 3 of _float_bits).
+_F32_INF_DECADE = 39
+_F32_ZERO_DECADE = -46
+# A float64 whose low 29 mantissa bits (those below float32 precision) are within
+# _NEAR_MIDPOINT ulps of _F32_MIDPOINT is too close to a float32 midpoint to round.
+_BELOW_F32 = (1 << 29) - 1
+_F32_MIDPOINT = 1 << 28
+_NEAR_MIDPOINT = 16
+_EXPONENT_CAP = 100_000_000  # decimal exponents saturate here: beyond, only the sign matters
+# int64 accumulated as a negative number: the most negative value is -(2**63), so a value
+# below _INT64_MIN_TENTH (or equal, with a next digit above _INT64_MIN_LAST) overflows.
+_INT64_MIN = -(2**63)
+_INT64_MIN_TENTH = -(2**63 // 10)
+_INT64_MIN_LAST = 2**63 % 10
+_HEX_DIGITS = 16  # an int64 in hex: 0x and at most 16 digits
+
+# Bytes the parsers compare with.
+_TAB, _LF, _CR, _SPACE = ord("\t"), ord("\n"), ord("\r"), ord(" ")
+_QUOTE, _COMMA, _PLUS, _MINUS, _DOT = ord('"'), ord(","), ord("+"), ord("-"), ord(".")
+_OPEN, _CLOSE, _UNDERSCORE = ord("("), ord(")"), ord("_")
+_ZERO, _NINE = ord("0"), ord("9")
+_CASE = 0x20  # an ASCII letter | _CASE is the lowercase letter
+_A, _E, _F, _I, _N, _T, _X, _Y, _Z = b"aefintxyz"  # lowercase letters, compared | _CASE
+# The true/false spellings Arrow accepts, as little-endian words of their first 4 bytes
+# ("false" and "FALSE" then end in "e" or "E").
+_TRUE_LOWER = int.from_bytes(b"true", "little")
+_TRUE_TITLE = int.from_bytes(b"True", "little")
+_TRUE_UPPER = int.from_bytes(b"TRUE", "little")
+_FALS_LOWER = int.from_bytes(b"fals", "little")
+_FALS_TITLE = int.from_bytes(b"Fals", "little")
+_FALS_UPPER = int.from_bytes(b"FALS", "little")
+_E_UPPER = ord("E")
+
 
 @dataclass
 class FastColumns:
@@ -206,18 +244,26 @@ def _powers_of_ten() -> np.ndarray:
     return table
 
 
+class _NullTokens(NamedTuple):
+    """The null tokens as :func:`_parse_lines` reads them (see :func:`_null_table`)."""
+
+    data: np.ndarray  # uint8: the tokens back to back (never empty)
+    offsets: np.ndarray  # int64: token t is data[offsets[t]:offsets[t + 1]]
+    length_mask: int  # bit k: some token has k < _LONG_TOKEN bytes
+    long_tokens: bool  # some token has _LONG_TOKEN bytes or more
+    numeric: bool  # some token might read as a number
+
+
 @functools.cache
-def _null_table(
-    null_values: tuple[bytes, ...],
-) -> tuple[np.ndarray, np.ndarray, int, bool, bool]:
-    """Null tokens for the kernel: ``(data, offsets, length_mask, long_tokens, numeric)``.
+def _null_table(null_values: tuple[bytes, ...]) -> _NullTokens:
+    """Null tokens for the kernel.
 
     Token ``t`` is ``data[offsets[t]:offsets[t + 1]]``. Bit ``k`` of ``length_mask`` says
     that some token has ``k < 63`` bytes and ``long_tokens`` that some token is longer, so a
     field is compared with the tokens only when its length matches one. ``numeric`` says
     that some token might read as a number (it has a digit, or spells ``nan``/``inf``); when
     none can (the default ``"", "NA", "null"``), a field that parsed as a number is not
-    compared with the tokens at all, which saves ~1 ns a field, or 8% of the kernel.
+    compared with the tokens at all.
     """
     tokens = sorted(set(null_values))
     data = np.frombuffer(b"".join(tokens) + b"\0", dtype=np.uint8)  # never empty
@@ -229,15 +275,47 @@ def _null_table(
             length_mask |= 1 << len(t)
     long_tokens = any(len(t) >= _LONG_TOKEN for t in tokens)
     numeric = any(
-        any(48 <= b <= 57 for b in t) or b"nan" in t.lower() or b"inf" in t.lower() for t in tokens
+        any(_ZERO <= b <= _NINE for b in t) or b"nan" in t.lower() or b"inf" in t.lower()
+        for t in tokens
     )
-    return (
-        kernel_input(data, np.uint8),
-        kernel_input(offsets, np.int64),
-        length_mask,
-        long_tokens,
-        numeric,
+    return _NullTokens(
+        data=kernel_input(data, np.uint8),
+        offsets=kernel_input(offsets, np.int64),
+        length_mask=length_mask,
+        long_tokens=long_tokens,
+        numeric=numeric,
     )
+
+
+class _Parsed(NamedTuple):
+    """What :func:`_parse_lines` writes, one entry per line. The values of column ``col``
+    are row ``slots[col]`` of its kind's array (see :func:`_column_slots`)."""
+
+    float_bits: np.ndarray  # uint32[n_float, n]
+    int_values: np.ndarray  # int64[n_int, n]
+    bool_values: np.ndarray  # bool[n_bool, n]
+    string_starts: np.ndarray  # int64[n_string, n]: where each string field starts
+    string_offsets: np.ndarray  # int32[n_string, n + 1]: Arrow offsets of each column
+    valid: np.ndarray  # bool[ncols, n]
+    row_status: np.ndarray  # int8[n]
+    bad_column: np.ndarray  # int32[n]
+    field_count: np.ndarray  # int32[n]
+
+    @classmethod
+    def empty(cls, counts: tuple[int, int, int, int], ncols: int, n: int) -> _Parsed:
+        """Uninitialised arrays for ``n`` lines of ``counts`` columns of each kind."""
+        n_float, n_int, n_bool, n_string = counts
+        return cls(
+            float_bits=np.empty((n_float, n), dtype=np.uint32),
+            int_values=np.empty((n_int, n), dtype=np.int64),
+            bool_values=np.empty((n_bool, n), dtype=np.bool_),
+            string_starts=np.empty((n_string, n), dtype=np.int64),
+            string_offsets=np.empty((n_string, n + 1), dtype=np.int32),
+            valid=np.empty((ncols, n), dtype=np.bool_),
+            row_status=np.empty(n, dtype=np.int8),
+            bad_column=np.empty(n, dtype=np.int32),
+            field_count=np.empty(n, dtype=np.int32),
+        )
 
 
 @functools.lru_cache(maxsize=64)
@@ -267,7 +345,7 @@ def _skip_blanks(buf, p, end):
     """Skip spaces and tabs: Arrow trims exactly these around numbers."""
     while p < end:
         c = load_u8(buf, p)
-        if c != 32 and c != 9:
+        if c != _SPACE and c != _TAB:
             break
         p += 1
     return p
@@ -276,7 +354,7 @@ def _skip_blanks(buf, p, end):
 @numba.njit(cache=True, nogil=True, inline="always")
 def _lower_is(buf, p, letter):
     """Whether the byte at ``p`` is ``letter`` (a lowercase ASCII letter) in either case."""
-    return (load_u8(buf, p) | 0x20) == letter
+    return (load_u8(buf, p) | _CASE) == letter
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -285,24 +363,24 @@ def _float_bits(m, nd, e10, sign, pow10):
 
     See "Correctly rounded float32 from decimal text" in the module docstring.
     """
-    if m <= 16777216 and -10 <= e10 <= 10:
+    if m <= _F32_EXACT_INT and -_F32_EXACT_POW10 <= e10 <= _F32_EXACT_POW10:
         # Case 1: exact float32 operands, one operation: correctly rounded.
         x = np.float64(m)
         x = x * load_f64(pow10, e10) if e10 >= 0 else x / load_f64(pow10, -e10)
         return f32_bits(np.float32(x)) | sign
     lead = nd - 1 + e10  # 10**lead <= value < 10**(lead + 1)
-    if lead >= 39:
+    if lead >= _F32_INF_DECADE:
         return _F32_INF_BITS | sign
-    if lead < -46:
+    if lead < _F32_ZERO_DECADE:
         return sign  # zero
     # Case 2: a float64 approximation within 4 ulps (here -63 <= e10 <= 38).
     x = np.float64(m)
     x = x * load_f64(pow10, e10) if e10 >= 0 else x / load_f64(pow10, -e10)
     if x < _F32_MIN_NORMAL:
         return -1  # the float32 subnormal range: converted exactly later
-    low = f64_bits(x) & 0x1FFFFFFF  # the bits below float32 precision
-    if abs(low - 0x10000000) <= 16:
-        return -1  # within 16 ulps of a float32 midpoint
+    low = f64_bits(x) & _BELOW_F32
+    if abs(low - _F32_MIDPOINT) <= _NEAR_MIDPOINT:
+        return -1  # too close to a float32 midpoint
     return f32_bits(np.float32(x)) | sign
 
 
@@ -321,13 +399,12 @@ def _parse_float_loop(buf, p, end, pow10):
     """The common case of :func:`_parse_float`, or ``code == -1``: ``-``? digits, at most
     one ``.``, at most 18 digits in all, ending at a comma or the line end.
 
-    A plain byte loop. It mispredicts once per field, where the field ends, and measured
-    faster than recognising the digits a word at a time (two scans and multiplies per
-    field, and more branches to mispredict). Anything else goes to the general parser.
+    A plain byte loop: it mispredicts once per field, where the field ends (see "Speed" in
+    the module docstring). Anything else goes to the general parser.
     """
     q = p
     negative = 0
-    if q < end and load_u8(buf, q) == 45:  # '-'
+    if q < end and load_u8(buf, q) == _MINUS:
         negative = 1
         q += 1
     m = 0
@@ -336,26 +413,26 @@ def _parse_float_loop(buf, p, end, pow10):
     dot = False
     while q < end:
         c = load_u8(buf, q)
-        d = c - 48
+        d = c - _ZERO
         if 0 <= d <= 9:
             m = m * 10 + d
             digits += 1
             if dot:
                 e10 -= 1
-        elif c == 46 and not dot:  # '.'
+        elif c == _DOT and not dot:
             dot = True
-        elif c == 44:  # ','
+        elif c == _COMMA:
             break
         else:
             return p, 0, -1
         q += 1
-    if digits == 0 or digits > 18:
+    if digits == 0 or digits > _MAX_DIGITS:
         return p, 0, -1
     sign = negative << 31
     if m == 0:
         return q, sign, _PARSED
     # The digit count matters only outside case 1 of _float_bits (exact operands).
-    exact = m <= 16777216 and -10 <= e10 <= 10
+    exact = m <= _F32_EXACT_INT and -_F32_EXACT_POW10 <= e10 <= _F32_EXACT_POW10
     bits = _float_bits(m, 0 if exact else _decimal_digits(m), e10, sign, pow10)
     if bits < 0:
         return q, 0, _TOO_CLOSE
@@ -375,21 +452,21 @@ def _parse_float(buf, p, end, pow10):
     sign = 0
     if p < end:
         c = load_u8(buf, p)
-        if c == 45:  # '-'
+        if c == _MINUS:
             sign = _F32_SIGN
             p += 1
-        elif c == 43:  # '+'
+        elif c == _PLUS:
             p += 1
-    m = 0  # the first 18 significant digits (< 10**18 fits int64)
+    m = 0  # the first _MAX_DIGITS significant digits
     nd = 0  # number of digits in m
     e10 = 0  # value = m * 10**e10
     digits = 0  # all mantissa digits seen
     while p < end:
-        d = load_u8(buf, p) - 48
+        d = load_u8(buf, p) - _ZERO
         if d < 0 or d > 9:
             break
         digits += 1
-        if nd < 18:
+        if nd < _MAX_DIGITS:
             if m != 0 or d != 0:
                 m = m * 10 + d
                 nd += 1
@@ -397,15 +474,15 @@ def _parse_float(buf, p, end, pow10):
             e10 += 1  # a dropped integer digit
         p += 1
     dot = False
-    if p < end and load_u8(buf, p) == 46:  # '.'
+    if p < end and load_u8(buf, p) == _DOT:
         dot = True
         p += 1
         while p < end:
-            d = load_u8(buf, p) - 48
+            d = load_u8(buf, p) - _ZERO
             if d < 0 or d > 9:
                 break
             digits += 1
-            if nd < 18:
+            if nd < _MAX_DIGITS:
                 if m != 0 or d != 0:
                     m = m * 10 + d
                     nd += 1
@@ -415,57 +492,57 @@ def _parse_float(buf, p, end, pow10):
         if dot or p >= end:
             return p, 0, _NOT_PARSED
         # nan, inf, infinity, in any letter case.
-        if p + 3 <= end and _lower_is(buf, p, 110):  # n
-            if not (_lower_is(buf, p + 1, 97) and _lower_is(buf, p + 2, 110)):  # a n
+        if p + 3 <= end and _lower_is(buf, p, _N):
+            if not (_lower_is(buf, p + 1, _A) and _lower_is(buf, p + 2, _N)):
                 return p, 0, _NOT_PARSED
             bits = _F32_NAN_BITS | sign
             p += 3
-            if p < end and load_u8(buf, p) == 40:  # '(': nan(n-char-sequence), as C strtod
+            if p < end and load_u8(buf, p) == _OPEN:  # nan(n-char-sequence), as C strtod
                 q = p + 1
                 while q < end:
                     c = load_u8(buf, q)
-                    if c == 41:  # ')'
+                    if c == _CLOSE:
                         p = q + 1
                         break
-                    lower = c | 0x20
-                    if not (97 <= lower <= 122 or 48 <= c <= 57 or c == 95):
+                    lower = c | _CASE
+                    if not (_A <= lower <= _Z or _ZERO <= c <= _NINE or c == _UNDERSCORE):
                         break  # not a valid sequence: the field fails after "nan"
                     q += 1
-        elif p + 3 <= end and _lower_is(buf, p, 105):  # i
-            if not (_lower_is(buf, p + 1, 110) and _lower_is(buf, p + 2, 102)):  # n f
+        elif p + 3 <= end and _lower_is(buf, p, _I):
+            if not (_lower_is(buf, p + 1, _N) and _lower_is(buf, p + 2, _F)):
                 return p, 0, _NOT_PARSED
             bits = _F32_INF_BITS | sign
             p += 3
             if (
                 p + 5 <= end
-                and _lower_is(buf, p, 105)  # i
-                and _lower_is(buf, p + 1, 110)  # n
-                and _lower_is(buf, p + 2, 105)  # i
-                and _lower_is(buf, p + 3, 116)  # t
-                and _lower_is(buf, p + 4, 121)  # y
+                and _lower_is(buf, p, _I)
+                and _lower_is(buf, p + 1, _N)
+                and _lower_is(buf, p + 2, _I)
+                and _lower_is(buf, p + 3, _T)
+                and _lower_is(buf, p + 4, _Y)
             ):
                 p += 5
         else:
             return p, 0, _NOT_PARSED
         p = _skip_blanks(buf, p, end)
-        if p < end and load_u8(buf, p) != 44:
+        if p < end and load_u8(buf, p) != _COMMA:
             return p, 0, _NOT_PARSED
         return p, bits, _PARSED
-    if p < end and (load_u8(buf, p) | 0x20) == 101:  # 'e' or 'E'
+    if p < end and _lower_is(buf, p, _E):
         p += 1
         negative_exponent = False
         if p < end:
             c = load_u8(buf, p)
-            if c == 45 or c == 43:
-                negative_exponent = c == 45
+            if c in (_MINUS, _PLUS):
+                negative_exponent = c == _MINUS
                 p += 1
         exponent = 0
         exponent_digits = 0
         while p < end:
-            d = load_u8(buf, p) - 48
+            d = load_u8(buf, p) - _ZERO
             if d < 0 or d > 9:
                 break
-            if exponent < 100_000_000:  # saturate: beyond this only the sign matters
+            if exponent < _EXPONENT_CAP:
                 exponent = exponent * 10 + d
             exponent_digits += 1
             p += 1
@@ -473,7 +550,7 @@ def _parse_float(buf, p, end, pow10):
             return p, 0, _NOT_PARSED
         e10 += -exponent if negative_exponent else exponent
     p = _skip_blanks(buf, p, end)
-    if p < end and load_u8(buf, p) != 44:
+    if p < end and load_u8(buf, p) != _COMMA:
         return p, 0, _NOT_PARSED
     if m == 0:
         return p, sign, _PARSED  # zero, with its sign
@@ -494,19 +571,19 @@ def _parse_hex(buf, p, end):
     digits = 0
     while p < end:
         c = load_u8(buf, p)
-        if 48 <= c <= 57:
-            d = c - 48
-        elif 97 <= (c | 0x20) <= 102:
-            d = (c | 0x20) - 87
+        if _ZERO <= c <= _NINE:
+            d = c - _ZERO
+        elif _A <= (c | _CASE) <= _F:
+            d = (c | _CASE) - _A + 10
         else:
             break
         v = (v << np.uint64(4)) | np.uint64(d)
         digits += 1
         p += 1
-    if digits == 0 or digits > 16:
+    if digits == 0 or digits > _HEX_DIGITS:
         return p, 0, _NOT_PARSED
     p = _skip_blanks(buf, p, end)
-    if p < end and load_u8(buf, p) != 44:
+    if p < end and load_u8(buf, p) != _COMMA:
         return p, 0, _NOT_PARSED
     return p, u64_as_i64(v), _PARSED
 
@@ -517,22 +594,22 @@ def _parse_int_loop(buf, p, end):
     :func:`_parse_float_loop`), or ``code == -1`` for :func:`_parse_int`."""
     q = p
     negative = False
-    if q < end and load_u8(buf, q) == 45:  # '-'
+    if q < end and load_u8(buf, q) == _MINUS:
         negative = True
         q += 1
     v = 0
     digits = 0
     while q < end:
-        d = load_u8(buf, q) - 48
+        d = load_u8(buf, q) - _ZERO
         if 0 <= d <= 9:
             v = v * 10 + d
             digits += 1
-        elif d == 44 - 48:  # ','
+        elif d == _COMMA - _ZERO:
             break
         else:
             return p, 0, -1
         q += 1
-    if digits == 0 or digits > 18:
+    if digits == 0 or digits > _MAX_DIGITS:
         return p, 0, -1
     return q, -v if negative else v, _PARSED
 
@@ -541,20 +618,20 @@ def _parse_int_loop(buf, p, end):
 def _parse_int(buf, p, end):
     """Parse an int64 field starting at ``p``; return ``(q, value, code)`` as _parse_float."""
     p = _skip_blanks(buf, p, end)
-    if p + 2 < end and load_u8(buf, p) == 48 and (load_u8(buf, p + 1) | 0x20) == 120:
+    if p + 2 < end and load_u8(buf, p) == _ZERO and _lower_is(buf, p + 1, _X):
         return _parse_hex(buf, p + 2, end)  # '0x' / '0X'
     negative = False
-    if p < end and load_u8(buf, p) == 45:
+    if p < end and load_u8(buf, p) == _MINUS:
         negative = True
         p += 1
     v = 0  # accumulated as a negative number, so that -2**63 fits
     digits = 0
     overflow = False
     while p < end:
-        d = load_u8(buf, p) - 48
+        d = load_u8(buf, p) - _ZERO
         if d < 0 or d > 9:
             break
-        if v < -922337203685477580 or (v == -922337203685477580 and d > 8):
+        if v < _INT64_MIN_TENTH or (v == _INT64_MIN_TENTH and d > _INT64_MIN_LAST):
             overflow = True
         else:
             v = v * 10 - d
@@ -563,12 +640,12 @@ def _parse_int(buf, p, end):
     if digits == 0:
         return p, 0, _NOT_PARSED
     p = _skip_blanks(buf, p, end)
-    if p < end and load_u8(buf, p) != 44:
+    if p < end and load_u8(buf, p) != _COMMA:
         return p, 0, _NOT_PARSED
     if overflow:
         return p, 0, _NOT_PARSED
     if not negative:
-        if v == -9223372036854775807 - 1:
+        if v == _INT64_MIN:
             return p, 0, _NOT_PARSED  # 2**63
         v = -v
     return p, v, _PARSED
@@ -580,30 +657,28 @@ def _parse_bool(buf, s, e):
     n = e - s
     if n != 4 and n != 5:
         return -1
-    b0 = load_u8(buf, s)
-    b1 = load_u8(buf, s + 1)
-    b2 = load_u8(buf, s + 2)
-    b3 = load_u8(buf, s + 3)
+    w = u64_as_i64(load_u32(buf, s))  # the first four bytes
     if n == 4:
-        if (b0 == 116 or b0 == 84) and b1 == 114 and b2 == 117 and b3 == 101:  # [tT]rue
-            return 1
-        if b0 == 84 and b1 == 82 and b2 == 85 and b3 == 69:  # TRUE
-            return 1
-        return -1
-    b4 = load_u8(buf, s + 4)
-    if (b0 == 102 or b0 == 70) and b1 == 97 and b2 == 108 and b3 == 115 and b4 == 101:
-        return 0  # [fF]alse
-    if b0 == 70 and b1 == 65 and b2 == 76 and b3 == 83 and b4 == 69:  # FALSE
+        return 1 if w in (_TRUE_LOWER, _TRUE_TITLE, _TRUE_UPPER) else -1
+    last = load_u8(buf, s + 4)
+    if w in (_FALS_LOWER, _FALS_TITLE) and last == _E:
+        return 0
+    if w == _FALS_UPPER and last == _E_UPPER:
         return 0
     return -1
 
 
-_ONES = np.uint64(0x0101010101010101)
-_HIGHS = np.uint64(0x8080808080808080)
-_COMMAS = np.uint64(0x2C2C2C2C2C2C2C2C)
-_QUOTES = np.uint64(0x2222222222222222)
-_CRS = np.uint64(0x0D0D0D0D0D0D0D0D)
-_LFS = np.uint64(0x0A0A0A0A0A0A0A0A)
+def _in_every_byte(byte: int) -> np.uint64:
+    """A uint64 with ``byte`` in each of its eight bytes (for SWAR comparisons)."""
+    return np.uint64(byte * 0x0101010101010101)
+
+
+_ONES = _in_every_byte(0x01)
+_HIGHS = _in_every_byte(0x80)  # the high bit of every byte
+_COMMAS = _in_every_byte(_COMMA)
+_QUOTES = _in_every_byte(_QUOTE)
+_CRS = _in_every_byte(_CR)
+_LFS = _in_every_byte(_LF)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -639,15 +714,15 @@ def _scan_field(buf, p, end, size):
             keep = (np.uint64(1) << np.uint64(8 * n)) - np.uint64(1)
             high |= w & keep & _HIGHS
             if k < end - p:  # the special byte lies inside the line
-                return p + k, high != 0, load_u8(buf, p + k) != 44
+                return p + k, high != 0, load_u8(buf, p + k) != _COMMA
             return end, high != 0, False  # the line ends first
         high |= w & _HIGHS
         p += 8
     while p < end:  # the last bytes of the buffer
         c = load_u8(buf, p)
-        if c == 44:
+        if c == _COMMA:
             return p, high != 0, False
-        if c == 34 or c == 13 or c == 10:
+        if c in (_QUOTE, _CR, _LF):
             return p, high != 0, True
         high |= np.uint64(c & 0x80)
         p += 1
@@ -719,35 +794,30 @@ def _utf8_valid(buf, s, e):
 
 
 @numba.njit(cache=True, nogil=True)
-def _parse_lines(
-    block,
-    starts,
-    ends,
-    kinds,
-    slots,
-    null_data,
-    null_offsets,
-    length_mask,
-    long_tokens,
-    numeric_nulls,
-    pow10,
-    float_bits,
-    int_values,
-    bool_values,
-    string_starts,
-    string_offsets,
-    valid,
-    row_status,
-    bad_column,
-    field_count,
-):
+def _parse_lines(block, starts, ends, kinds, slots, nulls, pow10, out):
     """Pass 1: parse every line, field by field, left to right; return ``(result, pending)``.
+
+    Line ``i`` is ``block[starts[i]:ends[i]]``; column ``col`` has kind ``kinds[col]`` and
+    its values go to row ``slots[col]`` of its kind's array in ``out`` (a :class:`_Parsed`).
+    ``nulls`` is a :class:`_NullTokens`, ``pow10`` the table of :func:`_powers_of_ten`.
 
     Each field is read once: numbers are converted while their end is searched for, other
     fields are scanned to the next comma. ``result`` is ``_ABORT`` as soon as a byte that
     forces the fallback (or invalid UTF-8 in a string) is seen; ``pending`` counts the float
     values left for exact conversion (marked with ``_PENDING_BITS``).
     """
+    null_data, null_offsets, length_mask, long_tokens, numeric_nulls = nulls
+    (
+        float_bits,
+        int_values,
+        bool_values,
+        string_starts,
+        string_offsets,
+        valid,
+        row_status,
+        bad_column,
+        field_count,
+    ) = out  # unpacked once: bound to variables, the arrays are not reference-counted per use
     buf = block.ctypes.data
     size = block.shape[0]
     null_buf = null_data.ctypes.data
@@ -930,7 +1000,7 @@ def _resolve_pending(
             column_bits[i] = decimal_to_float32_bits(line.split(b",")[col])
 
 
-_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+_LOW7 = _in_every_byte(0x7F)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -942,8 +1012,8 @@ def _find_lines(block, position, starts, ends, count):
     return before it; a last line without a line feed ends at the block's end.
 
     Eight bytes at a time, with the exact zero-byte test (no false marks, unlike
-    :func:`_zero_bytes`): 0.5 ms per 4 MiB block where NumPy's ``flatnonzero(block == 10)``
-    takes 1.3 ms, most of it in ``nonzero``.
+    :func:`_zero_bytes`), in one pass: NumPy's ``flatnonzero(block == 10)`` makes two, and
+    its ``nonzero`` is the slower one.
     """
     buf = block.ctypes.data
     size = block.shape[0]
@@ -963,18 +1033,18 @@ def _find_lines(block, position, starts, ends, count):
             p += 8
         if q < 0:
             while p < size:
-                if load_u8(buf, p) == 10:
+                if load_u8(buf, p) == _LF:
                     q = p
                     break
                 p += 1
         if q < 0:  # no more line feeds
             if line < size:
-                end = size - 1 if load_u8(buf, size - 1) == 13 else size
+                end = size - 1 if load_u8(buf, size - 1) == _CR else size
                 starts[count] = line
                 ends[count] = max(end, line)
                 count += 1
             return size, count, True
-        end = q - 1 if q > line and load_u8(buf, q - 1) == 13 else q
+        end = q - 1 if q > line and load_u8(buf, q - 1) == _CR else q
         starts[count] = line
         ends[count] = end
         count += 1
@@ -1017,7 +1087,7 @@ def parse_block_fast(
 
     Field separator ``,``; one line is one row. The values, nulls and rejections are those
     of ``pyarrow.csv.read_csv`` with the same column types and null values (see the module
-    docstring), computed in compiled code at about twice Arrow's speed.
+    docstring), computed in compiled code.
 
     Args:
         block: the block's bytes (uint8 array or bytes-like).
@@ -1053,66 +1123,33 @@ def parse_block_fast(
     if len(starts) and starts[0] == 0 and bytes(buf[:3]) == _UTF8_BOM:
         return None  # Arrow drops a byte-order mark at the start of its input
     kinds, slots, counts = _column_slots(kinds.astype(np.int8).tobytes())
-    null_data, null_offsets, length_mask, long_tokens, numeric_nulls = _null_table(
-        tuple(v.encode() if isinstance(v, str) else bytes(v) for v in null_values)
-    )
-    n = len(starts)
-    n_float, n_int, n_bool, n_string = counts
-    float_bits = np.empty((n_float, n), dtype=np.uint32)
-    int_values = np.empty((n_int, n), dtype=np.int64)
-    bool_values = np.empty((n_bool, n), dtype=np.bool_)
-    string_starts = np.empty((n_string, n), dtype=np.int64)
-    string_offsets = np.empty((n_string, n + 1), dtype=np.int32)
-    valid = np.empty((len(kinds), n), dtype=np.bool_)
-    row_status = np.empty(n, dtype=np.int8)
-    bad_column = np.empty(n, dtype=np.int32)
-    field_count = np.empty(n, dtype=np.int32)
-    result, pending = _parse_lines(
-        buf,
-        starts,
-        ends,
-        kinds,
-        slots,
-        null_data,
-        null_offsets,
-        length_mask,
-        long_tokens,
-        numeric_nulls,
-        _powers_of_ten(),
-        float_bits,
-        int_values,
-        bool_values,
-        string_starts,
-        string_offsets,
-        valid,
-        row_status,
-        bad_column,
-        field_count,
-    )
+    nulls = _null_table(tuple(v.encode() if isinstance(v, str) else bytes(v) for v in null_values))
+    out = _Parsed.empty(counts, len(kinds), len(starts))
+    result, pending = _parse_lines(buf, starts, ends, kinds, slots, nulls, _powers_of_ten(), out)
     if result != _DONE:
         return None
     if pending:
-        _resolve_pending(buf, starts, ends, kinds, slots, float_bits)
+        _resolve_pending(buf, starts, ends, kinds, slots, out.float_bits)
 
     values: list = []
     for kind, slot in zip(kinds.tolist(), slots.tolist(), strict=True):
         if kind == KIND_FLOAT:
-            values.append(float_bits[slot].view(np.float32))
+            values.append(out.float_bits[slot].view(np.float32))
         elif kind == KIND_INT:
-            values.append(int_values[slot])
+            values.append(out.int_values[slot])
         elif kind == KIND_BOOL:
-            values.append(bool_values[slot])
+            values.append(out.bool_values[slot])
         else:
-            offsets = string_offsets[slot]
+            offsets = out.string_offsets[slot]
             data = np.empty(int(offsets[-1]), dtype=np.uint8)
-            _gather_strings(buf, string_starts[slot], offsets, data)
+            _gather_strings(buf, out.string_starts[slot], offsets, data)
             values.append((data, offsets))
     return FastColumns(
         values=values,
-        valid=list(valid),
-        row_status=row_status,
-        bad_column=bad_column,
-        field_count=field_count,
+        valid=list(out.valid),
+        row_status=out.row_status,
+        bad_column=out.bad_column,
+        field_count=out.field_count,
     )
 
 

@@ -1,14 +1,14 @@
 """Raw memory access and CPU instructions for the compiled (numba) kernels.
 
 The CSV parser (:mod:`shardtrain.kernels.csv_parse`) and the Example encoder
-(:mod:`shardtrain.kernels.tfrecord`) spend their time in small helpers called once per field or per
-byte run: parse a number, copy a key, write a varint, fold eight bytes into a CRC. Written
+(:mod:`shardtrain.kernels.example_encode`) spend their time in small helpers called once per
+field or per byte run: parse a number, copy a key, write a varint, fold eight bytes into a
+CRC. Written
 the obvious way, with the NumPy arrays as arguments, those helpers are slow in numba for a
 reason that is easy to miss: numba reference-counts every array bound to a variable, and an
 array argument of a helper -- even one inlined with ``inline="always"`` -- costs an atomic
 increment and decrement per call, which its pruning pass cannot remove across the helpers'
-loops. In the parser that was most of the kernel's time (3.5x slower); in the encoder it
-made every feature cost ~30 ns.
+loops, and which costs more than the helper's work when it is called per field or per byte.
 
 So the helpers take the integer *address* of the data (``array.ctypes.data``, obtained once
 by the kernel that holds the arrays for the whole call) and use the intrinsics below: plain
@@ -23,7 +23,10 @@ hardware).
 
 from __future__ import annotations
 
+import operator
+
 import llvmlite.binding as llvm
+import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
@@ -32,6 +35,10 @@ from numba.extending import intrinsic
 
 __all__ = [
     "as_bytes_array",
+    "check_offsets",
+    "check_uint",
+    "copy_exact",
+    "copy_over",
     "f32_bits",
     "f64_bits",
     "has_hardware_crc32c",
@@ -76,6 +83,30 @@ def as_bytes_array(data: np.ndarray | bytes | bytearray | memoryview) -> np.ndar
     else:
         data = np.frombuffer(data, dtype=np.uint8)
     return kernel_input(data, np.uint8)
+
+
+def check_offsets(offsets: np.ndarray, data_size: int, what: str) -> None:
+    """Reject offsets a kernel would turn into out-of-bounds memory access.
+
+    Kernels run without bounds checks, so this O(n) vectorised check is the safety net.
+    """
+    if offsets.ndim != 1 or len(offsets) == 0:
+        raise ValueError(f"{what}: offsets must be a non-empty 1-D array")
+    if offsets[0] < 0 or offsets[-1] > data_size:
+        raise ValueError(
+            f"{what}: offsets span [{offsets[0]}, {offsets[-1]}] outside the data "
+            f"(size {data_size})"
+        )
+    if len(offsets) > 1 and bool(np.any(offsets[1:] < offsets[:-1])):
+        raise ValueError(f"{what}: offsets must be non-decreasing")
+
+
+def check_uint(value: int, bits: int, what: str) -> int:
+    """``value`` as an int, if it is an unsigned ``bits``-bit integer (else ValueError)."""
+    value = operator.index(value)
+    if not 0 <= value < 1 << bits:
+        raise ValueError(f"{what} must be in [0, 2**{bits}), got {value}")
+    return value
 
 
 # --------------------------------------------------------------------------------------------
@@ -253,6 +284,37 @@ def f32_bits(typingctx, x):
         return builder.zext(builder.bitcast(args[0], ir.IntType(32)), ir.IntType(64))
 
     return sig, codegen
+
+
+# --------------------------------------------------------------------------------------------
+# Byte copies (inlined into the kernels)
+# --------------------------------------------------------------------------------------------
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def copy_over(dst, d, src, s, n):
+    """Copy ``n`` bytes from address ``src + s`` to ``dst + d``, eight at a time.
+
+    The last word may read up to 7 bytes past the source run and write up to 7 bytes past
+    the destination run: callers give both buffers that much slack, and write forward, so
+    whatever lands past the run is overwritten by what comes next.
+    """
+    k = 0
+    while k < n:
+        store_u64(dst, d + k, load_u64(src, s + k))
+        k += 8
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def copy_exact(dst, d, src, s, n):
+    """Copy exactly ``n`` bytes (no slack needed): words, then the tail byte by byte."""
+    k = 0
+    while k + 8 <= n:
+        store_u64(dst, d + k, load_u64(src, s + k))
+        k += 8
+    while k < n:
+        store_u8(dst, d + k, load_u8(src, s + k))
+        k += 1
 
 
 # --------------------------------------------------------------------------------------------

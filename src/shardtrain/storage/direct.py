@@ -93,7 +93,7 @@ class _DirectWriter(io.RawIOBase):
         free for them, and from there whole pages are written straight out of ``buffer``;
         the last partial page is staged for the next write. That needs ``buffer`` (1-D uint8,
         writable) to have ``buffer[start - tail]`` at an aligned address, which
-        ``tfrecord.encode_example_groups`` arranges when given the tail as the phase, and
+        ``example_encode.encode_example_groups`` arranges when given the tail as the phase, and
         at least :attr:`IN_PLACE_MIN` bytes. Anything else is written with ``write``:
         still correct, only slower.
         """

@@ -23,11 +23,11 @@ How a run works
    column-wise (:mod:`shardtrain.data.sources.csv`) and hashes each row's key — or the whole row —
    with xxHash64 to choose its split (the same row lands in the same split on every run, on
    every machine, with any number of workers) and a shard inside the task's range, encodes
-   Examples and TFRecord frames in compiled code (:mod:`shardtrain.kernels.tfrecord`) and streams
-   them to its shard objects from a writer thread (gzip level 1 through ISA-L; local files
-   with ``O_DIRECT``, see :func:`shardtrain.storage.open`). It then writes its manifest
-   ``_tasks/task-NNNNN.json`` with counts, checksums and partial statistics — the task's
-   commit. The extra local processes are forked from the parent once it has loaded the
+   Examples and TFRecord frames in compiled code (:mod:`shardtrain.kernels.example_encode`)
+   and streams them to its shard objects from a writer thread (gzip level 1 through ISA-L;
+   local files with ``O_DIRECT``, see :func:`shardtrain.storage.open`). It then writes its
+   manifest ``_tasks/task-NNNNN.json`` with counts, checksums and partial statistics — the
+   task's commit. The extra local processes are forked from the parent once it has loaded the
    compiled kernels (:class:`~.pool.WorkerPool`), so they start with nothing to import or load.
 3. **Finalize** (:mod:`.finalize`; ``shardtrain finalize URI``, automatic with one worker):
    check that every task committed, merge statistics, write ``rejects/rejects.jsonl`` with

@@ -23,7 +23,7 @@ from shardtrain import storage
 from shardtrain.data import examples
 from shardtrain.data.schema import Schema
 from shardtrain.data.sharding.config import MIB
-from shardtrain.kernels import tfrecord
+from shardtrain.kernels import crc32c, example_encode
 
 
 def _gzip_compressor(level: int) -> Any:
@@ -73,7 +73,7 @@ class ShardWriter:
     @property
     def phase(self) -> int:
         """Where in its last page the file will end once every queued write is done."""
-        return self.queued % tfrecord.PAGE
+        return self.queued % example_encode.PAGE
 
     def write(self, buffer: np.ndarray, start: int, end: int, records: int) -> None:
         """Write the framed records ``buffer[start:end]`` (on the writer thread)."""
@@ -95,7 +95,7 @@ class ShardWriter:
     def _count(self, data: np.ndarray) -> None:
         """Add bytes written to the shard's size and checksum."""
         self.bytes += len(data)
-        self.crc = tfrecord.crc32c(data, self.crc)
+        self.crc = crc32c.crc32c(data, self.crc)
 
     def finish(self) -> None:
         if self._z is not None:
@@ -139,11 +139,11 @@ def write_batch(
     columns, arrays = examples.encoder_input(table, schema)
     if all(w.in_place for w in writers):
         phases = np.array([w.phase for w in writers], dtype=np.int64)
-        framed, starts, ends = tfrecord.encode_example_groups(
+        framed, starts, ends = example_encode.encode_example_groups(
             columns, arrays, table.num_rows, order=order, bounds=bounds, phases=phases
         )
     else:
-        framed, offsets = tfrecord.encode_examples(
+        framed, offsets = example_encode.encode_examples(
             columns, arrays, table.num_rows, order=order, framed=True
         )
         starts, ends = offsets[bounds[:-1]], offsets[bounds[1:]]

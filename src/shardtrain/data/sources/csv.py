@@ -60,7 +60,7 @@ from shardtrain.data.sources.base import (
     SourceLayout,
 )
 from shardtrain.errors import DataError
-from shardtrain.kernels import arrow, csv_parse, tfrecord
+from shardtrain.kernels import arrow, csv_parse, xxh64
 
 #: Environment variable that turns the compiled CSV fast path off when set to ``0``.
 FAST_PATH_ENV = "SHARDTRAIN_CSV_FAST"
@@ -596,7 +596,7 @@ def parse_block(
     batch.table = table
     if key_hash is None:
         lines = row_lines[accept]
-        key_hash = tfrecord.hash_slices(arr, starts[lines], ends[lines])
+        key_hash = xxh64.hash_slices(arr, starts[lines], ends[lines])
     batch.row_hash = key_hash
     return batch
 
@@ -607,7 +607,7 @@ def _hash_string_array(values: pa.Array) -> np.ndarray:
     if values.type != pa.string():
         values = pc.cast(values, pa.string())
     data, offsets = arrow.string_buffers(values)
-    return tfrecord.hash_slices(data, offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64))
+    return xxh64.hash_slices(data, offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64))
 
 
 __all__ = [

@@ -78,7 +78,7 @@ from shardtrain.data.sources.base import (
     SourceLayout,
 )
 from shardtrain.errors import ConfigError, DataError, StorageError, StorageUnavailableError
-from shardtrain.kernels import tfrecord
+from shardtrain.kernels import xxh64
 
 #: Feature names of every image Example (the label comes on top).
 IMAGE = "image"
@@ -604,7 +604,7 @@ def _batch(
     encoded = [p.encode() for p in paths]
     lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
     ends = np.cumsum(lengths)
-    row_hash = tfrecord.hash_slices(
+    row_hash = xxh64.hash_slices(
         np.frombuffer(b"".join(encoded), dtype=np.uint8), ends - lengths, ends
     )
     table = pa.table(
