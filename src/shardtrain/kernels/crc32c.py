@@ -159,7 +159,8 @@ def crc32c_at(tables, crc, src, start, end):
     raise NotImplementedError("call from numba-compiled code only")
 
 
-@overload(crc32c_at, jit_options={"cache": True, "nogil": True})
+# numba's type stubs omit "cache", which overload's jit_options accept at run time.
+@overload(crc32c_at, jit_options={"cache": True, "nogil": True})  # type: ignore[typeddict-unknown-key]
 def _crc32c_at_impl(tables, crc, src, start, end):
     if has_hardware_crc32c():
         return lambda tables, crc, src, start, end: _crc32c_hw(tables, crc, src, start, end)

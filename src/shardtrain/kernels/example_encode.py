@@ -599,6 +599,7 @@ def _encode(
     del keep
     if groups is None:
         return out, out_offsets
+    assert group_starts is not None and group_ends is not None  # laid out with the groups
     return out, group_starts, group_ends
 
 

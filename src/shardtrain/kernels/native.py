@@ -71,7 +71,7 @@ def kernel_input(array: np.ndarray, dtype: type) -> np.ndarray:
     array here keeps each kernel at exactly one specialisation: one compile, one cache entry,
     whatever mix of Arrow views (read-only), fresh arrays and slices callers pass.
     """
-    out = np.ascontiguousarray(array, dtype=dtype).view()
+    out: np.ndarray = np.ascontiguousarray(array, dtype=dtype).view()
     out.flags.writeable = False
     return out
 
