@@ -8,7 +8,7 @@ trainer. Modules are named by role:
 """
 
 # The one place the version is written (pyproject.toml reads it from here): a literal, because
-# importlib.metadata costs ~60 ms of imports at every start of the CLI.
+# importlib.metadata would add noticeable imports to every start of the CLI.
 __version__ = "0.1.0"
 
 __all__ = ["__version__"]

@@ -24,8 +24,8 @@ class WorkerPool:
 
     Where it is safe they are *forked*, right after the parent has loaded the compiled
     kernels (:func:`_warm_up`): each child starts with everything imported and compiled,
-    where a spawned interpreter spends ~1 CPU-second importing shardtrain and loading the
-    kernels from numba's cache (a tenth of the whole job's CPU for 1 GB on 2 cores).
+    where a spawned interpreter would first import shardtrain and load the kernels from
+    numba's cache (a noticeable share of a job's CPU; see benchmarks/RESULTS.md).
     Arrow, jemalloc, OpenBLAS and fsspec reset their own threads in a forked child. Forking
     is not safe when other threads may hold locks the child would need, so the pool spawns
     instead when the process runs threads of its own (fsspec's I/O thread aside) or has
@@ -143,14 +143,13 @@ def run_tasks(
 def tune_process_memory() -> None:
     """Have glibc keep freed memory for reuse instead of returning it to the OS at once.
 
-    A block allocates and frees tens of MB of NumPy buffers (the encoded Examples alone are
-    ~15 MB per 4 MiB of CSV). With glibc's defaults a freed buffer is often given back
-    (``munmap``, or trimming the heap top) and the next block's comes back as fresh pages
-    that the kernel zeroes: ~7% of a run's CPU. Raising the mmap and trim thresholds keeps
-    them in the heap (1 GB, 2 processes: 160k → 102k page faults, 1.2 → 0.9 s of system
-    time, ~20 MB more RSS per process). Process-wide, so the CLI and the pipeline's shard
-    step call it for their own process; library callers decide for theirs. No-op without
-    glibc.
+    A block allocates and frees tens of MB of NumPy buffers. With glibc's defaults a freed
+    buffer is often given back (``munmap``, or trimming the heap top) and the next block's
+    comes back as fresh pages that the kernel must zero. Raising the mmap and trim thresholds
+    keeps them in the heap: fewer page faults and less system time for a little more RSS
+    per process (figures in benchmarks/RESULTS.md). Process-wide, so the CLI and the
+    pipeline's shard step call it for their own process; library callers decide for theirs.
+    No-op without glibc.
     """
     try:
         libc = ctypes.CDLL("libc.so.6")

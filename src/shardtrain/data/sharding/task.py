@@ -58,9 +58,10 @@ def run_task(
     """Shard one task's pieces into its shards and commit the task manifest.
 
     During the task, everything alive before it (modules, compiled kernels, the plan) is
-    kept out of the cyclic garbage collector, whose full passes over those objects cost ~4%
-    of a run otherwise (a block makes hundreds of short-lived objects); it goes back to the
-    collector afterwards, so a long-lived caller (a notebook) loses nothing.
+    kept out of the cyclic garbage collector, whose full passes over those objects would
+    otherwise cost a few percent of a run (a block makes hundreds of short-lived objects);
+    it goes back to the collector afterwards, so a long-lived caller (a notebook) loses
+    nothing.
 
     Raises:
         DataError: a source is malformed beyond repair, or this task alone already holds

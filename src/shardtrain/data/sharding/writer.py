@@ -29,11 +29,10 @@ from shardtrain.kernels import crc32c, example_encode
 def _gzip_compressor(level: int) -> Any:
     """A streaming gzip compressor (``compress``/``flush``) at ``level`` (1-9).
 
-    Level 1, the default, is ISA-L's deflate (the ``isal`` package, Intel's igzip): 4.7x
-    zlib's level 1 on Examples (663 vs 142 MB/s of input on the benchmark VM) for slightly
-    smaller output (23.6% vs 23.9%), which takes gzip shards from ~25 to ~5.5 CPU-seconds
-    per GB of CSV. Its output is ordinary gzip: TensorFlow's ``GZIP`` readers, ``gzip`` and
-    ``zlib`` read it. Levels 2-9 trade speed for size with zlib, as before; so does every
+    Level 1, the default, is ISA-L's deflate (the ``isal`` package, Intel's igzip): several
+    times faster than zlib's level 1 on Examples for the same ratio (figures in
+    benchmarks/RESULTS.md). Its output is ordinary gzip: TensorFlow's ``GZIP`` readers,
+    ``gzip`` and ``zlib`` read it. Levels 2-9 trade speed for size with zlib; so does every
     level where ``isal`` is not installed.
     """
     if level == 1:
@@ -130,8 +129,8 @@ def write_batch(
     low = row_hash & np.uint64(0xFFFFFFFF)
     local = ((low * counts[split]) >> np.uint64(32)).astype(np.int64)
     slot = base[split] + local
-    # Stable, so rows keep their input order within a shard. NumPy radix-sorts 16-bit keys
-    # (8x faster than its merge sort of int64 keys here).
+    # Stable, so rows keep their input order within a shard. NumPy radix-sorts 16-bit keys,
+    # far faster than its merge sort of int64 keys.
     keys = slot.astype(np.uint16) if len(writers) <= 1 << 16 else slot
     order = np.argsort(keys, kind="stable")
     per_slot = np.bincount(slot, minlength=len(writers))
@@ -160,9 +159,9 @@ class BackgroundWriter:
 
     Writing is mostly kernel time (page cache copies, network sends) and zlib releases the
     GIL, so it overlaps with parsing and encoding. At most ``depth`` blocks wait in the queue,
-    which bounds memory: each is ~15 MB of encoded Examples per 4 MiB of CSV, and a deeper
-    queue measured no faster (1 GB, 2 processes: 6.1-6.3 s either way). An error on the
-    thread is raised on the next submit or on close.
+    which bounds memory (each holds the encoded Examples of one block, about four times the
+    block's CSV); a deeper queue is no faster. An error on the thread is raised on the next
+    submit or on close.
     """
 
     def __init__(self, depth: int = 1):
