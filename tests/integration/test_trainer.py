@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 ROWS = 20_000
 #: Small and quick, yet enough for AUC >= 0.80 on quest logs. Measured, single process, 12
-#: runs (data/trainer seeds 21/0 four times, 201-207/1-7, one under taskset -c 0; 2 without
+#: runs (data/trainer seeds 21/0 five times, 201-207/1-7; one under taskset -c 0, 2 without
 #: TF_DETERMINISTIC_OPS): min 0.838, median 0.850, max 0.867 (0.861 on this module's data).
 TRAIN = ("--train-steps", "300", "--batch-size", "128", "--checkpoint-every", "100")
 
