@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_cli
+from helpers import DETERMINISTIC_TF, run_cli
 from shardtrain import datagen, sharding
 
 pytestmark = [pytest.mark.slow]
@@ -44,6 +44,14 @@ print(json.dumps([c.decode() for c in out["classes"].numpy()]))
 
 
 def test_the_image_model_learns_shapes_and_serves_encoded_bytes(images, tmp_path):
+    """Accuracy bar 0.9 (~100 eval images), unseen images bar 24 of 30.
+
+    Run with TF_DETERMINISTIC_OPS=1 (helpers.DETERMINISTIC_TF): the same result every run on
+    one machine. Measured 8 runs of this training on local shards (data/trainer seeds 3/0
+    twice, one without TF_DETERMINISTIC_OPS, 301-306/1-6, 306/6 under taskset -c 0 without
+    it): accuracy min 0.990, median 0.991, max 1.0; unseen images min 29, median 30 of 30.
+    34 s in pytest (training 22-46 s per run on a loaded 2-core machine).
+    """
     model_dir = str(tmp_path / "model")
     proc = run_cli(
         "train",
@@ -65,6 +73,7 @@ def test_the_image_model_learns_shapes_and_serves_encoded_bytes(images, tmp_path
         "0.002",
         "--lr-schedule",  # steady final weights: accuracy varies less from run to run
         "cosine",
+        env=DETERMINISTIC_TF,
     )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     with open(os.path.join(model_dir, "eval", "metrics.json")) as f:
