@@ -15,6 +15,17 @@ REPO = Path(__file__).resolve().parents[1]
 #: Every column type, missing values, quotes: the small CSV many tests shard.
 ALL_TYPES = REPO / "tests" / "data" / "all_types.csv"
 
+#: Environment for trainer subprocesses in tests that assert a learned quality (AUC,
+#: accuracy). The trainer seeds weights and shuffling (``--seed``, 0 by default), but its
+#: input pipeline interleaves shard files with ``deterministic=False`` and runs the random
+#: image augmentation in a parallel ``map``, so the batches reach the model in an order that
+#: depends on thread scheduling: the same command gave AUC 0.8653 and then 0.8668. With
+#: ``TF_DETERMINISTIC_OPS=1`` (what ``tf.config.experimental.enable_op_determinism()`` sets
+#: from the environment; it overrides ``deterministic=False``) a run repeats exactly on one
+#: machine, also with multiple workers. CPU kernels still differ between machines, so the
+#: bars keep a measured margin as well (see each test).
+DETERMINISTIC_TF = {"TF_DETERMINISTIC_OPS": "1"}
+
 
 def read_examples(uri: str, split: str | None = None) -> list[dict]:
     """Every Example of a committed dataset (or one split) as {feature: value or None}.
