@@ -133,6 +133,9 @@ def test_ranges_and_choices_are_checked_for_library_callers_too():
     bad.model.dropout = 1.0
     with pytest.raises(ConfigError, match=re.escape("--dropout must be in [0, 1), not 1")):
         check(bad)
+    bad = TrainConfig(data="d", model_dir="m", evaluator_poll_secs=0.0)
+    with pytest.raises(ConfigError, match="--evaluator-poll-secs must be greater than 0"):
+        bad.validate()  # a value from a config file meets the flag's range too
 
 
 # --------------------------------------------------------------------------------------------

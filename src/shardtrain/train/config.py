@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shardtrain.errors import ConfigError
-from shardtrain.options import option
+from shardtrain.options import check, option
 
 CONFIG_NAME = "train_config.yaml"
 
@@ -264,6 +264,7 @@ class TrainConfig:
             )
         if self.input.cache_mb < 1 or self.input.cycle_length < 1:
             raise ConfigError("train: input.cache_mb and input.cycle_length must be >= 1")
+        check(self)  # the ranges and choices of the flags, for values from a file too
         return self
 
     def to_dict(self) -> dict[str, Any]:
