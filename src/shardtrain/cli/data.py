@@ -7,9 +7,11 @@ followed by ``finalize``; and the summary of a committed dataset (:mod:`shardtra
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
+
+from shardtrain.cli.options import config_command
 
 if TYPE_CHECKING:
     from shardtrain.data.metadata import DatasetMetadata
@@ -111,130 +113,8 @@ def gen_data_images(
     )
 
 
-@click.command("shard")
-@click.argument("sources", nargs=-1, required=True)
-@click.option("--output", "-o", required=True, help="Dataset URI (local path, s3://, gs://).")
-@click.option("--label", default=None, help="Label column [images tree: label].")
-@click.option("--key", default=None, help="Column hashed for the split [default: whole row].")
-@click.option(
-    "--split",
-    "splits",
-    default="train=0.9,eval=0.1",
-    show_default=True,
-    help="Named splits and fractions.",
-)
-@click.option(
-    "--schema",
-    "schema_file",
-    default=None,
-    help="YAML/JSON file overriding inferred types and dropping columns.",
-)
-@click.option(
-    "--compression",
-    type=click.Choice(["gzip", "none"]),
-    default="gzip",
-    show_default=True,
-    help="Shard compression.",
-)
-@click.option(
-    "--compression-level",
-    type=click.IntRange(1, 9),
-    default=1,
-    show_default=True,
-    help="gzip level (1 is fastest).",
-)
-@click.option(
-    "--num-shards",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Shards per split [default: from the data size].",
-)
-@click.option(
-    "--target-shard-mb",
-    type=click.FloatRange(min=1),
-    default=128,
-    show_default=True,
-    help="Aimed-at shard size when --num-shards is not given.",
-)
-@click.option(
-    "--min-shards",
-    type=click.IntRange(min=1),
-    default=8,
-    show_default=True,
-    help="Never fewer shards per split.",
-)
-@click.option(
-    "--task-mb",
-    type=click.FloatRange(min=0.01),
-    default=128,
-    show_default=True,
-    help="Input MB per task (unit of parallelism and resume).",
-)
-@click.option(
-    "--max-bad-fraction",
-    type=click.FloatRange(0, 1),
-    default=0.001,
-    show_default=True,
-    help="Fail when more rows than this are rejected.",
-)
-@click.option(
-    "--top-k",
-    type=click.IntRange(min=1),
-    default=100,
-    show_default=True,
-    help="Vocabulary entries kept per categorical column in the statistics.",
-)
-@click.option(
-    "--worker-index",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    envvar="SHARDTRAIN_WORKER_INDEX",
-    help="This worker's index.",
-)
-@click.option(
-    "--num-workers",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    envvar="SHARDTRAIN_NUM_WORKERS",
-    help="Workers sharing the job.",
-)
-@click.option(
-    "--processes",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Local processes [default: CPU count].",
-)
-@click.option("--overwrite", is_flag=True, help="Replace a different dataset at --output.")
-@click.option("--images", is_flag=True, help="SOURCE is an image tree ROOT/<class>/*.jpg|png.")
-@click.option(
-    "--image-column", default=None, help="SOURCES are manifests; this column has image paths."
-)
-@click.option("--resize", default=None, metavar="WxH", help="Re-encode images to this size.")
-def shard_cmd(
-    sources: tuple[str, ...],
-    output: str,
-    label: str,
-    key: str | None,
-    splits: str,
-    schema_file: str | None,
-    compression: str,
-    compression_level: int,
-    num_shards: int | None,
-    target_shard_mb: float,
-    min_shards: int,
-    task_mb: float,
-    max_bad_fraction: float,
-    top_k: int,
-    worker_index: int,
-    num_workers: int,
-    processes: int | None,
-    overwrite: bool,
-    images: bool,
-    image_column: str | None,
-    resize: str | None,
-) -> None:
+@config_command("shard", "shardtrain.data.shard_config:ShardConfig")
+def shard_cmd(options: dict[str, Any]) -> None:
     """Shard CSV SOURCES (files or globs) into TFRecord shards at --output.
 
     Images: `shard ROOT --images` for a tree ROOT/<class>/*.{jpg,jpeg,png} (label: the class
@@ -246,45 +126,22 @@ def shard_cmd(
     nothing.
     """
     from shardtrain.data import sharding
-    from shardtrain.data.sources import images as image_source
     from shardtrain.progress import RateProgress
 
-    config = sharding.ShardConfig(
-        sources=sources,
-        output=output,
-        label=label or "",
-        key=key,
-        splits=sharding.parse_splits(splits),
-        schema_file=schema_file,
-        compression=compression,
-        compression_level=compression_level,
-        num_shards=num_shards,
-        target_shard_bytes=int(target_shard_mb * 1024 * 1024),
-        min_shards=min_shards,
-        task_bytes=int(task_mb * 1024 * 1024),
-        max_bad_fraction=max_bad_fraction,
-        top_k=top_k,
-        worker_index=worker_index,
-        num_workers=num_workers,
-        processes=processes,
-        overwrite=overwrite,
-        images=images,
-        image_column=image_column,
-        resize=image_source.parse_resize(resize),
-    )
+    config = sharding.ShardConfig(**options)
     sharding.tune_process_memory()
     outcome = sharding.shard(config, lambda total: RateProgress("sharding", total))
     if outcome.status == "already-complete":
-        click.echo(f"{output} is already complete (metadata.json present); nothing to do")
+        click.echo(f"{config.output} is already complete (metadata.json present); nothing to do")
     elif outcome.status == "worker-done":
         click.echo(
-            f"worker {worker_index}/{num_workers}: {outcome.tasks_run} task(s) committed "
-            f"({outcome.tasks_skipped} done earlier); run `shardtrain finalize {output}` "
-            "when every worker has finished"
+            f"worker {config.worker_index}/{config.num_workers}: {outcome.tasks_run} task(s) "
+            f"committed ({outcome.tasks_skipped} done earlier); run `shardtrain finalize "
+            f"{config.output}` when every worker has finished"
         )
     else:
         assert outcome.metadata is not None
-        _echo_result(output, outcome.metadata, outcome.seconds, outcome.bytes_read)
+        _echo_result(config.output, outcome.metadata, outcome.seconds, outcome.bytes_read)
 
 
 def _echo_result(

@@ -9,61 +9,22 @@ evaluator as local processes with the ``TF_CONFIG`` the training operator would 
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
+from shardtrain.cli.options import config_command
 
-@click.command("train")
-@click.option("--data", default=None, help="Sharded dataset URI (holding metadata.json).")
-@click.option("--model-dir", default=None, help="Checkpoints, summaries, export, metrics.")
+
+@config_command("train", "shardtrain.train.config:TrainConfig")
 @click.option("--config", "config_file", default=None, help="YAML/JSON training config file.")
-@click.option(
-    "--model",
-    default=None,
-    help="'auto', 'tabular', 'image' or MODULE:FUNCTION [default: auto, by the data].",
-)
-@click.option(
-    "--backbone",
-    default=None,
-    help="Image model network: small_cnn, mobilenet_v3_small, mobilenet_v3_large, resnet50.",
-)
-@click.option("--image-size", type=click.IntRange(8, 4096), default=None, help="Image side.")
-@click.option(
-    "--mixed-precision",
-    type=click.Choice(["auto", "on", "off"]),
-    default=None,
-    help="float16 compute [default: auto = image models on GPUs].",
-)
-@click.option("--train-steps", type=click.IntRange(min=1), default=None, help="Global steps.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Global batch.")
-@click.option("--learning-rate", type=click.FloatRange(min=0, min_open=True), default=None)
-@click.option(
-    "--lr-schedule",
-    type=click.Choice(["constant", "cosine"]),
-    default=None,
-    help="Learning-rate schedule [default: constant].",
-)
-@click.option("--eval-every", type=click.IntRange(min=1), default=None, help="Steps between evals.")
-@click.option(
-    "--checkpoint-every",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Steps between checkpoints.",
-)
-@click.option("--steps-per-loop", type=click.IntRange(min=1), default=None)
-@click.option("--eval-steps", type=click.IntRange(min=0), default=None, help="0: whole split.")
-@click.option("--hidden-units", default=None, help="DNN widths, e.g. 128,64.")
-@click.option("--dropout", type=click.FloatRange(0, 1, max_open=True), default=None)
-@click.option("--exclude", multiple=True, help="Column to leave out of the model (repeatable).")
-@click.option("--devices", type=click.IntRange(min=0), default=None, help="Devices per worker.")
-@click.option("--seed", type=int, default=None)
-@click.option("--cache-dir", default=None, help="Local staging for s3:// shards.")
-@click.option("--cache-mb", type=click.IntRange(min=1), default=None, help="Staging bound.")
-def train_cmd(config_file: str | None, exclude: tuple[str, ...], **flags) -> None:
+def train_cmd(config_file: str | None, options: dict[str, Any]) -> None:
     """Train and evaluate on a sharded dataset, Estimator style, from TF_CONFIG.
 
     Run the same command in every replica of a TFJob (chief, workers, evaluator); alone it
-    trains and evaluates in one process. Defaults < --config file < flags; the resolved
-    configuration is saved as MODEL_DIR/train_config.yaml.
+    trains and evaluates in one process. Defaults < --config file < flags (the file nests
+    the model and input flags in sections `model:` and `input:`); the resolved configuration
+    is saved as MODEL_DIR/train_config.yaml.
 
     Exit codes: 0 done; 1 bad configuration or data (permanent); 3 storage unreachable;
     128+signal (143) after writing a checkpoint on SIGTERM (restart to resume).
@@ -71,20 +32,7 @@ def train_cmd(config_file: str | None, exclude: tuple[str, ...], **flags) -> Non
     from shardtrain.train.config import resolve_config
     from shardtrain.train.trainer import train_and_evaluate
 
-    sections = {
-        "model": "model.name",
-        "hidden_units": "model.hidden_units",
-        "dropout": "model.dropout",
-        "backbone": "model.backbone",
-        "image_size": "model.image_size",
-        "mixed_precision": "model.mixed_precision",
-        "cache_dir": "input.cache_dir",
-        "cache_mb": "input.cache_mb",
-    }
-    overrides = {sections.get(k, k): v for k, v in flags.items()}
-    if exclude:
-        overrides["input.exclude_columns"] = list(exclude)
-    result = train_and_evaluate(resolve_config(config_file, overrides))
+    result = train_and_evaluate(resolve_config(config_file, options))
     if result.status == "already-complete":
         click.echo(f"model already trained to step {result.step}; nothing to do")
     elif result.status == "evaluated":

@@ -56,7 +56,7 @@ import math
 import os
 import shlex
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from shardtrain import storage
@@ -66,6 +66,7 @@ from shardtrain.errors import ConfigError, DataError, NotCommittedError, Shardtr
 from shardtrain.kubeflow import launcher, tfjob
 from shardtrain.kubeflow.pointers import read_pointer, write_pointer
 from shardtrain.kubeflow.report import fmt, render_report
+from shardtrain.options import from_params
 from shardtrain.progress import setup_logging
 from shardtrain.train import export
 from shardtrain.train.evaluator import METRICS_NAME
@@ -108,56 +109,25 @@ def cpu_count(quantity: str) -> int:
     return max(1, int(value))
 
 
-def _shard_config(
-    *,
-    sources: Iterable[str],
-    dataset_uri: str,
-    label: str,
-    key: str,
-    splits: str,
-    num_shards: int,
-    task_mb: float,
-    max_bad_fraction: float = 0.001,
-    worker_index: int = 0,
-    num_workers: int = 1,
-    processes: int | None = None,
-    images: bool = False,
-    image_column: str = "",
-) -> sharding.ShardConfig:
-    """The sharder's configuration from the pipeline's parameters, the same in every step
-    (the plan and each worker must agree on the sources, schema and tasks)."""
-    if task_mb <= 0:
-        raise ConfigError(f"task_mb must be positive, not {task_mb}")
-    return sharding.ShardConfig(
-        sources=tuple(sources),
-        output=dataset_uri,
-        label=label,
-        key=key or None,
-        splits=sharding.parse_splits(splits),
-        num_shards=num_shards or None,
-        task_bytes=max(1, int(task_mb * sharding.MIB)),
-        max_bad_fraction=max_bad_fraction,
-        worker_index=worker_index,
-        num_workers=num_workers,
-        processes=processes,
-        images=images,
-        image_column=image_column or None,
-    )
+def _shard_config(options: Mapping[str, Any], **run: Any) -> sharding.ShardConfig:
+    """The sharder's configuration from the pipeline's sharding parameters, the same in every
+    step (the plan and each worker must agree on the sources, schema and tasks).
+
+    Args:
+        options: pipeline parameters carrying :class:`~shardtrain.data.sharding.ShardConfig`
+            fields, by the names and in the user form of the fields' specs
+            (:func:`shardtrain.options.from_params`: ``task_mb`` → ``task_bytes``, ``''`` or
+            ``0`` → not set); a field left out keeps its default.
+        **run: how the run is spread, which the graph sets: ``worker_index``,
+            ``num_workers``, ``processes``.
+
+    Raises:
+        ConfigError: an unknown parameter or an invalid value.
+    """
+    return sharding.ShardConfig(**from_params(sharding.ShardConfig, options), **run)
 
 
-def plan_step(
-    *,
-    sources: list[str],
-    dataset_uri: str,
-    label: str,
-    key: str,
-    splits: str,
-    num_shards: int,
-    task_mb: float,
-    num_workers: int,
-    images: bool = False,
-    image_column: str = "",
-) -> list[int]:
+def plan_step(*, num_workers: int, **options: Any) -> list[int]:
     """Check the inputs once and choose the shard workers that have work.
 
     Lists the sources and infers the schema exactly as every worker will (the plan is
@@ -167,18 +137,10 @@ def plan_step(
     still use ``num_workers`` to pick their tasks.
 
     Args:
-        sources: CSV files or globs (local, ``s3://``, ``gs://``).
-        dataset_uri: where the shards go.
-        label: the label column.
-        key: the column hashed for the split ('' hashes the whole row).
-        splits: ``train=0.9,eval=0.1``.
-        num_shards: shards per split (0: from the data size).
-        task_mb: input MB per task (the unit of parallelism).
-        num_workers: shard workers asked for.
-        images: the sources are image directory trees ``ROOT/<class>/*.{jpg,png}`` (the
-            label column is then ``label``; leave ``key`` empty: the path is the key).
-        image_column: the sources are manifests (CSV) whose column of this name holds image
-            paths or URIs.
+        num_workers: shard workers asked for (the pipeline's ``shard_workers``).
+        **options: the pipeline's sharding parameters (``sources``, ``dataset_uri``,
+            ``label``, ``splits``, ``task_mb``...: see :func:`_shard_config`), the same as
+            every :func:`shard_step` gets.
 
     Returns:
         The worker indices to fan out over, ``[0, 1, …]``.
@@ -189,18 +151,7 @@ def plan_step(
     _setup_logging()
     if num_workers < 1:
         raise ConfigError(f"shard_workers must be at least 1, not {num_workers}")
-    config = _shard_config(
-        sources=sources,
-        dataset_uri=dataset_uri,
-        label=label,
-        key=key,
-        splits=splits,
-        num_shards=num_shards,
-        task_mb=task_mb,
-        images=images,
-        image_column=image_column,
-    )
-    plan = sharding.build_plan(config)
+    plan = sharding.build_plan(_shard_config(options))
     workers = min(num_workers, len(plan.tasks))
     log.info(
         "%d source file(s), %.1f MB; schema of %d columns; %d task(s) → %d shard worker(s)%s",
@@ -214,52 +165,26 @@ def plan_step(
     return list(range(workers))
 
 
-def shard_step(
-    *,
-    sources: list[str],
-    dataset_uri: str,
-    label: str,
-    key: str,
-    splits: str,
-    num_shards: int,
-    task_mb: float,
-    max_bad_fraction: float,
-    worker_index: int,
-    num_workers: int,
-    cpu: str,
-    images: bool = False,
-    image_column: str = "",
-) -> str:
+def shard_step(*, worker_index: int, num_workers: int, cpu: str, **options: Any) -> str:
     """Run shard worker ``worker_index`` of ``num_workers`` (its tasks, in ``cpu`` processes).
 
     Re-running resumes: committed tasks are skipped, and a complete dataset is left alone.
 
     Args:
-        sources, dataset_uri, label, key, splits, num_shards, task_mb, images, image_column:
-            as :func:`plan_step`.
-        max_bad_fraction: fail when more rows than this are rejected.
         worker_index: this worker.
         num_workers: the workers sharing the job (all of them use the same number).
         cpu: the CPU the step requests (a Kubernetes quantity): its process count.
+        **options: the pipeline's sharding parameters, as :func:`plan_step`.
 
     Returns:
         A JSON report of what this worker did (collected by :func:`finalize_step`).
     """
     _setup_logging()
     config = _shard_config(
-        sources=sources,
-        dataset_uri=dataset_uri,
-        label=label,
-        key=key,
-        splits=splits,
-        num_shards=num_shards,
-        task_mb=task_mb,
-        max_bad_fraction=max_bad_fraction,
+        options,
         worker_index=int(worker_index),
         num_workers=int(num_workers),
         processes=cpu_count(cpu),
-        images=images,
-        image_column=image_column,
     )
     sharding.tune_process_memory()  # this step's process only shards
     outcome = sharding.shard(config)

@@ -4,11 +4,15 @@ Values come from three layers, later ones winning (as in Model Garden's ``params
 
 1. the defaults below;
 2. a YAML/JSON file (``shardtrain train --config train.yaml``), nested like the dataclasses;
-3. command-line flags (``--train-steps 5000``), which map onto the same fields.
+3. command-line flags (``--train-steps 5000``), one per field, generated from the fields
+   (:func:`shardtrain.options.option` declares each with its help).
 
 The resolved configuration is written to ``MODEL_DIR/train_config.yaml`` by the chief, so a
 model directory always says how its model was trained. Every replica of a job (chief,
 workers, evaluator) is started with the same arguments and resolves the same configuration.
+
+Importing this module loads neither PyYAML nor the storage layer (``shardtrain train
+--help`` builds its flags from the fields); the functions that read or write import them.
 
 Example ``train.yaml``::
 
@@ -29,40 +33,76 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
-from shardtrain import storage
 from shardtrain.errors import ConfigError
+from shardtrain.options import check, option
 
 CONFIG_NAME = "train_config.yaml"
 
 
+def parse_extra(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """``("units=64", "act=relu")`` → ``{"units": 64, "act": "relu"}``: ``--extra NAME=VALUE``
+    flags, each VALUE read as YAML (numbers, booleans, lists stay typed).
+
+    Raises:
+        ConfigError: an item that is not NAME=VALUE.
+    """
+    import yaml
+
+    out = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--extra: '{pair}' is not NAME=VALUE")
+        try:
+            out[name.strip()] = yaml.safe_load(text)
+        except yaml.YAMLError:
+            out[name.strip()] = text
+    return out
+
+
 @dataclass
 class ModelConfig:
-    """Which model to build and its hyper-parameters.
+    """Which model to build and its hyper-parameters (the ``model`` section).
 
-    Attributes:
-        name: ``auto`` (``image`` for image datasets, else ``tabular``), ``tabular`` or
-            ``image`` (built in), or ``MODULE:FUNCTION`` returning a Keras model.
-        backbone: the ``image`` model's network: ``small_cnn``, ``mobilenet_v3_small``,
-            ``mobilenet_v3_large`` or ``resnet50`` (always ``weights=None``).
-        image_size: image datasets: images are resized to ``image_size`` squared.
-        mixed_precision: ``auto`` (``mixed_float16`` when training on GPUs), ``on`` or
-            ``off``.
-        hidden_units: widths of the DNN's hidden layers.
-        dropout: dropout rate after each hidden layer (0 disables it).
-        embedding_dim: largest embedding width for a categorical column.
-        extra: free-form hyper-parameters passed on to a user model function.
+    Each field's help is its documentation (``shardtrain train --help`` shows it); see
+    :class:`TrainConfig`.
     """
 
-    name: str = "auto"
-    backbone: str = "small_cnn"
-    image_size: int = 224
-    mixed_precision: str = "auto"
-    hidden_units: list[int] = field(default_factory=lambda: [128, 64])
-    dropout: float = 0.0
-    embedding_dim: int = 8
-    extra: dict[str, Any] = field(default_factory=dict)
+    name: str = option(
+        "auto",
+        flags=("--model",),
+        help="auto (image for image datasets, else tabular), tabular or image (built in), or "
+        "MODULE:FUNCTION returning a Keras model.",
+    )
+    backbone: str = option(
+        "small_cnn",
+        help="The image model's network: small_cnn, mobilenet_v3_small, mobilenet_v3_large or "
+        "resnet50 (always weights=None).",
+    )
+    image_size: int = option(
+        224, min=8, max=4096, help="Image datasets: images are resized to this side squared."
+    )
+    mixed_precision: str = option(
+        "auto",
+        choices=("auto", "on", "off"),
+        help="float16 compute (mixed_float16); auto: for image models on GPUs.",
+    )
+    hidden_units: list[int] = option(  # noqa: RUF009 (option() is a dataclasses.field)
+        default_factory=lambda: [128, 64], help="Widths of the DNN's hidden layers, e.g. 256,128."
+    )
+    dropout: float = option(
+        0.0, min=0, max=1, max_open=True, help="Dropout rate after each hidden layer (0: none)."
+    )
+    embedding_dim: int = option(8, min=1, help="Largest embedding width of a categorical column.")
+    extra: dict[str, Any] = option(  # noqa: RUF009 (option() is a dataclasses.field)
+        default_factory=dict,
+        multiple=True,
+        metavar="NAME=VALUE",
+        parse=parse_extra,
+        format=lambda extra: tuple(f"{k}={v}" for k, v in extra.items()),
+        help="A free-form hyper-parameter for a user model function (repeatable; VALUE is "
+        "read as YAML).",
+    )
 
     def hparams(self) -> dict[str, Any]:
         """The dict a model function receives."""
@@ -77,75 +117,107 @@ class ModelConfig:
 
 @dataclass
 class InputConfig:
-    """How shards are read.
+    """How shards are read (the ``input`` section); see :class:`TrainConfig`."""
 
-    Attributes:
-        train_split: split trained on.
-        eval_split: split evaluated on.
-        exclude_columns: columns left out of the model besides the label and the split key.
-        shuffle_buffer: records shuffled in memory per input pipeline (after file shuffling).
-        cycle_length: shard files read in parallel per input pipeline.
-        cache_dir: where shards TensorFlow cannot open (s3://) are staged; a temporary
-            directory when empty.
-        cache_mb: bound on staged-but-unread shard bytes per input pipeline.
-    """
-
-    train_split: str = "train"
-    eval_split: str = "eval"
-    exclude_columns: list[str] = field(default_factory=list)
-    shuffle_buffer: int = 10_000
-    cycle_length: int = 4
-    cache_dir: str = ""
-    cache_mb: int = 1024
+    train_split: str = option("train", help="Split trained on.")
+    eval_split: str = option("eval", help="Split evaluated on.")
+    exclude_columns: list[str] = option(  # noqa: RUF009 (option() is a dataclasses.field)
+        default_factory=list,
+        flags=("--exclude",),
+        multiple=True,
+        help="A column left out of the model besides the label and the split key (repeatable).",
+    )
+    shuffle_buffer: int = option(
+        10_000,
+        min=1,
+        help="Records shuffled in memory per input pipeline (after file shuffling).",
+    )
+    cycle_length: int = option(4, min=1, help="Shard files read in parallel per input pipeline.")
+    cache_dir: str = option(
+        "",
+        help="Where shards TensorFlow cannot open (s3://) are staged [default: a temporary "
+        "directory].",
+    )
+    cache_mb: int = option(
+        1024, min=1, help="Bound on staged-but-unread shard MB per input pipeline."
+    )
 
 
 @dataclass
 class TrainConfig:
     """Everything ``train_and_evaluate`` needs; see the module docstring for how it resolves.
 
-    Attributes:
-        data: the sharded dataset's URI (holding ``metadata.json``).
-        model_dir: where checkpoints, summaries, exports and eval metrics go (local, s3://,
-            gs://).
-        train_steps: total global steps; training stops there (also after a restart).
-        batch_size: global batch size, split evenly over every replica of every worker.
-        learning_rate: Adam's (initial) learning rate.
-        lr_schedule: ``constant``, or ``cosine``: decays from ``learning_rate`` to 0 at
-            ``train_steps`` (steadier final weights; resumes where it was after a restart).
-        steps_per_loop: steps run inside one ``tf.function`` call (fewer Python round trips).
-        checkpoint_every: steps between checkpoints (and the last step always).
-        eval_every: steps between in-process evaluations when the job has no evaluator.
-        eval_batch_size: batch size of evaluation.
-        eval_steps: evaluate on at most this many batches (0: the whole eval split).
-        max_checkpoints: checkpoints kept in the model directory.
-        seed: seed for weights and shuffling.
-        devices: devices per worker (GPUs, or logical CPUs standing in for them); 0 = all GPUs
-            or the CPU.
-        evaluator_poll_secs: how often the sidecar evaluator looks for a new checkpoint.
-        evaluator_timeout_secs: the evaluator gives up after this long without a new one.
-        final_eval_wait_secs: how long the chief waits for the sidecar evaluator's metrics of
-            the final checkpoint before evaluating it itself.
-        model: the model section.
-        input: the input section.
+    Each field (and each field of the ``model`` and ``input`` sections) is declared with
+    :func:`shardtrain.options.option`: its help is its documentation, and ``shardtrain train``
+    has one flag per field, generated from it (``--train-steps``, ``--dropout`` for
+    ``model.dropout``...). The pipeline passes ``model_dir``, ``train_steps``, ``batch_size``
+    and ``checkpoint_every`` as parameters of their own (:attr:`~shardtrain.options.Spec.pipeline`)
+    and any other flag in ``train_flags``.
     """
 
-    data: str = ""
-    model_dir: str = ""
-    train_steps: int = 1000
-    batch_size: int = 256
-    learning_rate: float = 1e-3
-    lr_schedule: str = "constant"
-    steps_per_loop: int = 50
-    checkpoint_every: int = 500
-    eval_every: int = 500
-    eval_batch_size: int = 1024
-    eval_steps: int = 0
-    max_checkpoints: int = 3
-    seed: int = 0
-    devices: int = 0
-    evaluator_poll_secs: float = 2.0
-    evaluator_timeout_secs: float = 3600.0
-    final_eval_wait_secs: float = 600.0
+    data: str = option("", help="Sharded dataset URI (holding metadata.json).")
+    model_dir: str = option(
+        "",
+        help="Where checkpoints, summaries, exports and eval metrics go (local, s3://, gs://).",
+        pipeline="model_dir",
+    )
+    train_steps: int = option(
+        1000,
+        min=1,
+        help="Total global steps; training stops there (also after a restart).",
+        pipeline="train_steps",
+    )
+    batch_size: int = option(
+        256,
+        min=1,
+        help="Global batch size, split evenly over every replica of every worker.",
+        pipeline="batch_size",
+    )
+    learning_rate: float = option(
+        1e-3, min=0, min_open=True, help="Adam's (initial) learning rate."
+    )
+    lr_schedule: str = option(
+        "constant",
+        choices=("constant", "cosine"),
+        help="constant, or cosine: decays the learning rate to 0 at --train-steps (steadier "
+        "final weights; resumes where it was after a restart).",
+    )
+    steps_per_loop: int = option(
+        50, min=1, help="Steps run inside one tf.function call (fewer Python round trips)."
+    )
+    checkpoint_every: int = option(
+        500,
+        min=1,
+        help="Steps between checkpoints (and the last step always).",
+        pipeline="checkpoint_every",
+    )
+    eval_every: int = option(
+        500, min=1, help="Steps between in-process evaluations when the job has no evaluator."
+    )
+    eval_batch_size: int = option(1024, min=1, help="Batch size of evaluation.")
+    eval_steps: int = option(
+        0, min=0, help="Evaluate on at most this many batches (0: the whole eval split)."
+    )
+    max_checkpoints: int = option(3, min=1, help="Checkpoints kept in the model directory.")
+    seed: int = option(0, help="Seed for weights and shuffling.")
+    devices: int = option(
+        0,
+        min=0,
+        help="Devices per worker (GPUs, or logical CPUs standing in for them); 0: all GPUs or "
+        "the CPU.",
+    )
+    evaluator_poll_secs: float = option(
+        2.0, min=0, min_open=True, help="How often the sidecar evaluator looks for a checkpoint."
+    )
+    evaluator_timeout_secs: float = option(
+        3600.0, min=0, help="The evaluator gives up after this long without a new checkpoint."
+    )
+    final_eval_wait_secs: float = option(
+        600.0,
+        min=0,
+        help="How long the chief waits for the evaluator's metrics of the final checkpoint "
+        "before evaluating it itself.",
+    )
     model: ModelConfig = field(default_factory=ModelConfig)
     input: InputConfig = field(default_factory=InputConfig)
 
@@ -192,6 +264,7 @@ class TrainConfig:
             )
         if self.input.cache_mb < 1 or self.input.cycle_length < 1:
             raise ConfigError("train: input.cache_mb and input.cycle_length must be >= 1")
+        check(self)  # the ranges and choices of the flags, for values from a file too
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -200,10 +273,14 @@ class TrainConfig:
 
     def to_yaml(self) -> str:
         """The configuration as YAML."""
+        import yaml
+
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
     def save(self, model_dir: str | None = None) -> str:
         """Write ``train_config.yaml`` into ``model_dir`` (default: this config's)."""
+        from shardtrain import storage
+
         target = storage.join(model_dir or self.model_dir, CONFIG_NAME)
         storage.write_text(target, self.to_yaml())
         return target
@@ -232,7 +309,11 @@ def _merge(obj: Any, values: dict[str, Any], where: str) -> Any:
 
 
 def _coerce(current: Any, value: Any, where: str) -> Any:
-    if isinstance(current, bool) or current is None or isinstance(current, dict):
+    if isinstance(current, dict):  # free-form: later layers add and replace entries
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return {**current, **value}
+    if isinstance(current, bool) or current is None:
         return value
     if isinstance(current, float) and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
@@ -270,6 +351,10 @@ def resolve_config(
     Raises:
         ConfigError: unreadable file, unknown key, wrong type, or an invalid value.
     """
+    import yaml
+
+    from shardtrain import storage
+
     config = TrainConfig()
     if config_file:
         text = storage.read_text(config_file)
@@ -293,6 +378,10 @@ def resolve_config(
 
 def load_saved_config(model_dir: str) -> TrainConfig | None:
     """The configuration saved in ``model_dir``, or None when there is none."""
+    import yaml
+
+    from shardtrain import storage
+
     target = storage.join(model_dir, CONFIG_NAME)
     if not storage.exists(target):
         return None

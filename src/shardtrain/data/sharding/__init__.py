@@ -33,6 +33,9 @@ How a run works
    check that every task committed, merge statistics, write ``rejects/rejects.jsonl`` with
    file line numbers, enforce ``max_bad_fraction``, and publish ``metadata.json``.
 
+A run's options are one :class:`ShardConfig` (:mod:`shardtrain.data.shard_config`, re-exported
+here): every field is a ``shardtrain shard`` flag and a pipeline parameter.
+
 The sharder sees its input only through the :class:`~shardtrain.data.sources.base.Source`
 interface: image datasets (a directory tree ``ROOT/<class>/*.jpg`` or a manifest of image
 paths, :mod:`shardtrain.data.sources.images`) go through the same plan, tasks, shards, rejects
@@ -47,7 +50,7 @@ ends up in exactly one shard exactly once. Re-running after success finds ``meta
 does nothing.
 """
 
-from shardtrain.data.sharding.config import MIB, ShardConfig, parse_splits, validate_splits
+from shardtrain.data.shard_config import MIB, ShardConfig, parse_splits, validate_splits
 from shardtrain.data.sharding.finalize import finalize
 from shardtrain.data.sharding.plan import PLAN_NAME, Plan, Task, build_plan
 from shardtrain.data.sharding.pool import tune_process_memory

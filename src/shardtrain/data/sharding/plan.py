@@ -21,7 +21,7 @@ from typing import Any
 from shardtrain.data import examples
 from shardtrain.data.metadata import FORMAT
 from shardtrain.data.schema import Schema
-from shardtrain.data.sharding.config import MIB, ShardConfig
+from shardtrain.data.shard_config import MIB, ShardConfig
 from shardtrain.data.sources.base import Piece, PlanInputs, SourceFile, SourceLayout, plan_pieces
 
 PLAN_NAME = "_plan.json"

@@ -12,7 +12,7 @@ import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-from shardtrain.data.sharding.config import MIB, ShardConfig
+from shardtrain.data.shard_config import MIB, ShardConfig
 from shardtrain.data.sharding.plan import Plan, Task
 from shardtrain.data.sharding.task import Progress, TaskResult, run_task
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from shardtrain import storage
 from shardtrain.data.metadata import METADATA_NAME, DatasetMetadata
-from shardtrain.data.sharding.config import ShardConfig
+from shardtrain.data.shard_config import ShardConfig
 from shardtrain.data.sharding.finalize import finalize
 from shardtrain.data.sharding.plan import PLAN_NAME, Plan, build_plan
 from shardtrain.data.sharding.pool import WorkerPool, run_tasks

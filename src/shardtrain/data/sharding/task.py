@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from shardtrain import storage
-from shardtrain.data.sharding.config import ShardConfig
+from shardtrain.data.shard_config import ShardConfig
 from shardtrain.data.sharding.plan import Plan, Task
 from shardtrain.data.sharding.writer import BackgroundWriter, ShardWriter, write_batch
 from shardtrain.data.sources.base import Batch

@@ -22,7 +22,7 @@ import pyarrow as pa
 from shardtrain import storage
 from shardtrain.data import examples
 from shardtrain.data.schema import Schema
-from shardtrain.data.sharding.config import MIB
+from shardtrain.data.shard_config import MIB
 from shardtrain.kernels import crc32c, example_encode
 
 

@@ -12,15 +12,26 @@ def plan_shards(
     label: str,
     key: str,
     splits: str,
+    schema_file: str,
+    compression: str,
+    compression_level: int,
     num_shards: int,
+    target_shard_mb: float,
+    min_shards: int,
     task_mb: float,
+    block_mb: float,
+    max_bad_fraction: float,
+    top_k: int,
+    images: bool,
+    image_column: str,
+    resize: str,
     num_workers: int,
-    images: bool = False,
-    image_column: str = "",
 ) -> list[int]:
-    """Lists the CSV sources and settles the schema as every shard worker will, so a missing
+    """Lists the sources and settles the schema as every shard worker will, so a missing
     file or label fails once, here; returns the indices of the shard workers that have work
-    (at most num_workers) for dsl.ParallelFor. See shardtrain.kubeflow.steps.plan_step.
+    (at most num_workers) for dsl.ParallelFor. The sharding options are the pipeline's
+    parameters of the same names (ShardConfig's fields). See
+    shardtrain.kubeflow.steps.plan_step.
     """
     from shardtrain.kubeflow import steps
 
@@ -30,9 +41,18 @@ def plan_shards(
         label=label,
         key=key,
         splits=splits,
+        schema_file=schema_file,
+        compression=compression,
+        compression_level=compression_level,
         num_shards=num_shards,
+        target_shard_mb=target_shard_mb,
+        min_shards=min_shards,
         task_mb=task_mb,
-        num_workers=num_workers,
+        block_mb=block_mb,
+        max_bad_fraction=max_bad_fraction,
+        top_k=top_k,
         images=images,
         image_column=image_column,
+        resize=resize,
+        num_workers=num_workers,
     )

@@ -12,18 +12,27 @@ def shard(
     label: str,
     key: str,
     splits: str,
+    schema_file: str,
+    compression: str,
+    compression_level: int,
     num_shards: int,
+    target_shard_mb: float,
+    min_shards: int,
     task_mb: float,
+    block_mb: float,
     max_bad_fraction: float,
+    top_k: int,
+    images: bool,
+    image_column: str,
+    resize: str,
     worker_index: int,
     num_workers: int,
     cpu: str,
-    images: bool = False,
-    image_column: str = "",
 ) -> str:
     """Shards the tasks of worker worker_index of num_workers into TFRecords at dataset_uri,
     in as many processes as the cpu it requests; resumes after a crash. Returns a JSON report
-    for finalize_shards. See shardtrain.kubeflow.steps.shard_step.
+    for finalize_shards. The sharding options are those of plan_shards. See
+    shardtrain.kubeflow.steps.shard_step.
     """
     from shardtrain.kubeflow import steps
 
@@ -33,12 +42,20 @@ def shard(
         label=label,
         key=key,
         splits=splits,
+        schema_file=schema_file,
+        compression=compression,
+        compression_level=compression_level,
         num_shards=num_shards,
+        target_shard_mb=target_shard_mb,
+        min_shards=min_shards,
         task_mb=task_mb,
+        block_mb=block_mb,
         max_bad_fraction=max_bad_fraction,
+        top_k=top_k,
+        images=images,
+        image_column=image_column,
+        resize=resize,
         worker_index=worker_index,
         num_workers=num_workers,
         cpu=cpu,
-        images=images,
-        image_column=image_column,
     )

@@ -14,6 +14,13 @@ graph adds, and why:
 * **GPUs on the TFJob, not on step pods.** The ``train`` step is a small launcher pod; the
   ``nvidia.com/gpu`` limits are in the TFJob's Chief and Worker replicas.
 * **One image.** The ``image`` parameter is every step's image and the TFJob's.
+* **Every sharding option.** The sharding parameters (``label`` … ``resize``) are the fields
+  of :class:`~shardtrain.data.sharding.ShardConfig` under the names their specs give
+  (``task_mb`` for ``task_bytes``…; ``''`` or ``0`` for "not set"), passed alike to
+  ``plan_shards`` and to every ``shard`` worker, so both build the same configuration (the
+  workers check the plan's fingerprint). ``tests/unit/test_options.py`` checks this signature
+  and the components' against ShardConfig; ``shard_workers`` and ``shard_cpu`` set how the
+  run is spread (``num_workers``, ``processes``).
 * **No caching.** The steps write to external storage and resume by themselves (a re-run
   skips committed shards, a finished model, a published export), so KFP's cache, which would
   skip a step whose outputs were deleted since, is turned off.
@@ -79,9 +86,19 @@ def csv_to_model(
     label: str = "cleared",
     key: str = "",
     splits: str = "train=0.9,eval=0.1",
+    schema_file: str = "",
+    compression: str = "gzip",
+    compression_level: int = 1,
     num_shards: int = 0,
+    target_shard_mb: float = 128.0,
+    min_shards: int = 8,
     task_mb: float = 128.0,
+    block_mb: float = 4.0,
     max_bad_fraction: float = 0.001,
+    top_k: int = 100,
+    images: bool = False,
+    image_column: str = "",
+    resize: str = "",
     shard_workers: int = 4,
     shard_cpu: str = "4",
     tfjob_workers: int = JobConfig.default("workers"),
@@ -100,8 +117,6 @@ def csv_to_model(
     namespace: str = "",
     service_account: str = JobConfig.default("service_account"),
     local: bool = False,
-    images: bool = False,
-    image_column: str = "",
 ) -> Outputs:
     """Shards CSV into TFRecords, trains on a TFJob, evaluates and publishes the model.
 
@@ -110,12 +125,26 @@ def csv_to_model(
         dataset_uri: Where the TFRecord shards and metadata.json go.
         model_dir: Checkpoints, TensorBoard logs, eval metrics and the SavedModel export.
         serving_uri: Where the exported SavedModel is published (<uri>/<version>/).
-        label: The label column.
-        key: Column hashed for the train/eval split ('' hashes the whole row).
+        label: The label column (an image tree's is 'label').
+        key: Column hashed for the train/eval split ('' hashes the whole row; images: '').
         splits: Named splits and fractions, e.g. train=0.9,eval=0.1.
+        schema_file: YAML/JSON file (a URI) overriding inferred types and dropping columns
+            (CSV only; '' infers them all).
+        compression: Shard compression: gzip or none.
+        compression_level: gzip level: 1 is fastest (ISA-L); 2-9 are zlib's, smaller, slower.
         num_shards: Shards per split (0 derives it from the data size).
+        target_shard_mb: Shard size (MB) aimed at when num_shards is 0.
+        min_shards: Never fewer shards per split.
         task_mb: Input MB per sharding task (the unit of parallelism and resume).
+        block_mb: Input MB parsed at once; bounds the memory of each process.
         max_bad_fraction: Fail when more than this fraction of rows is rejected.
+        top_k: Vocabulary entries kept per categorical column in the statistics.
+        images: The sources are image directory trees ROOT/<class>/*.jpg|png (set label to
+            'label' and leave key empty; train with e.g. train_flags '--image-size 128').
+        image_column: The sources are manifests (CSV) whose column of this name holds image
+            paths or URIs.
+        resize: Re-encode images to WIDTHxHEIGHT, e.g. 224x224 ('' keeps the files as they
+            are).
         shard_workers: Shard worker pods (at most one per task).
         shard_cpu: CPU request of each shard worker, also its process count.
         tfjob_workers: TFJob Worker replicas besides the chief.
@@ -135,40 +164,35 @@ def csv_to_model(
         namespace: The TFJob's namespace ('' is the namespace the run is in).
         service_account: Service account of the TFJob's pods.
         local: Run the TFJob as local processes (kfp.local runs; never on a cluster).
-        images: The sources are image directory trees ROOT/<class>/*.jpg|png (set label to
-            'label' and leave key empty; train with e.g. train_flags '--image-size 128').
-        image_column: The sources are manifests (CSV) whose column of this name holds image
-            paths or URIs.
     """
-    plan = plan_shards(
+    # The sharding options (ShardConfig's fields, by their pipeline names): the plan and every
+    # worker must build the same configuration.
+    options = dict(
         sources=sources,
         dataset_uri=dataset_uri,
         label=label,
         key=key,
         splits=splits,
+        schema_file=schema_file,
+        compression=compression,
+        compression_level=compression_level,
         num_shards=num_shards,
+        target_shard_mb=target_shard_mb,
+        min_shards=min_shards,
         task_mb=task_mb,
-        num_workers=shard_workers,
+        block_mb=block_mb,
+        max_bad_fraction=max_bad_fraction,
+        top_k=top_k,
         images=images,
         image_column=image_column,
+        resize=resize,
     )
+    plan = plan_shards(**options, num_workers=shard_workers)
     _small(_step(plan, image, secret_name, "plan shards"))
 
     with dsl.ParallelFor(plan.output, name="shard-workers") as worker_index:
         worker = shard(
-            sources=sources,
-            dataset_uri=dataset_uri,
-            label=label,
-            key=key,
-            splits=splits,
-            num_shards=num_shards,
-            task_mb=task_mb,
-            max_bad_fraction=max_bad_fraction,
-            worker_index=worker_index,
-            num_workers=shard_workers,
-            cpu=shard_cpu,
-            images=images,
-            image_column=image_column,
+            **options, worker_index=worker_index, num_workers=shard_workers, cpu=shard_cpu
         )
         _step(worker, image, secret_name, "shard")
         worker.set_cpu_request(shard_cpu).set_memory_request(SHARD_MEMORY)

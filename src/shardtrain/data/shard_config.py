@@ -1,0 +1,278 @@
+"""The sharding configuration: every option of a run, typed, documented and checked in one
+place; the ``shard`` command's flags and the pipeline's sharding parameters derive from it.
+
+:class:`ShardConfig` is the input of the sharder (:mod:`shardtrain.data.sharding`, which
+re-exports it), but lives outside its package: importing this module loads neither the
+sources nor pyarrow, so ``shardtrain shard --help`` builds its flags from it in a few
+milliseconds. The source of a run is imported when :meth:`ShardConfig.source` makes it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from shardtrain.errors import ConfigError
+from shardtrain.options import check, option
+
+if TYPE_CHECKING:
+    from shardtrain.data.sources.base import Source
+
+MIB = 1024 * 1024
+
+_SPLIT_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def parse_splits(text: str) -> tuple[tuple[str, float], ...]:
+    """Parse ``train=0.9,eval=0.1`` into ``(("train", 0.9), ("eval", 0.1))``."""
+    out = []
+    for part in text.split(","):
+        name, sep, value = part.strip().partition("=")
+        try:
+            fraction = float(value)
+        except ValueError:
+            fraction = math.nan
+        if not sep or math.isnan(fraction):
+            raise ConfigError(f"--split: '{part.strip()}' is not NAME=FRACTION (e.g. train=0.9)")
+        out.append((name.strip(), fraction))
+    splits = tuple(out)
+    validate_splits(splits)
+    return splits
+
+
+def parse_resize(text: str) -> tuple[int, int]:
+    """``--resize 224x224`` → ``(224, 224)``: the image source's parser
+    (:func:`shardtrain.data.sources.images.parse_resize`), imported when a size is given."""
+    from shardtrain.data.sources.images import parse_resize
+
+    size = parse_resize(text)
+    assert size is not None  # text is not None
+    return size
+
+
+def format_splits(splits: tuple[tuple[str, float], ...]) -> str:
+    """``(("train", 0.9), ("eval", 0.1))`` as ``train=0.9,eval=0.1``: the inverse of
+    :func:`parse_splits`."""
+    return ",".join(f"{name}={fraction:g}" for name, fraction in splits)
+
+
+@dataclass(frozen=True)
+class ShardConfig:
+    """Everything a sharding run needs: every option of ``shardtrain shard`` and of the
+    pipeline's sharding steps, defined once.
+
+    Each field is declared with :func:`shardtrain.options.option`: its help (also the flag's
+    help, ``shardtrain shard --help``), its flag and the pipeline parameter that carries it
+    (``shardtrain pipeline params``). The ``shard`` command's flags are generated from these
+    fields; the pipeline's parameters and its components' signatures are checked against them
+    by ``tests/unit/test_options.py``.
+
+    The options that decide the output layout (:meth:`plan_options`, and the source's schema
+    and options) are in the plan's fingerprint: re-running into the same output with other
+    values fails unless ``overwrite``. How a run is spread (``worker_index``, ``num_workers``,
+    ``processes``) is no pipeline parameter: the pipeline's graph sets it, from
+    ``shard_workers`` and ``shard_cpu``; nor is ``overwrite`` (a pipeline never deletes data).
+    """
+
+    sources: tuple[str, ...] = option(
+        argument=True,
+        help="CSV files or globs (local, s3://, gs://; .gz files are decompressed); for "
+        "images, the ROOT of a directory tree, or manifest CSV files.",
+        pipeline="sources",
+    )
+    output: str = option(
+        flags=("--output", "-o"),
+        help="Dataset URI (local path, s3://, gs://).",
+        pipeline="dataset_uri",
+    )
+    label: str = option("", help="Label column [images tree: label].", pipeline="label")
+    key: str | None = option(
+        None, help="Column hashed for the split [default: whole row].", pipeline="key"
+    )
+    splits: tuple[tuple[str, float], ...] = option(
+        (("train", 0.9), ("eval", 0.1)),
+        flags=("--split",),
+        help="Named splits and fractions (summing to 1).",
+        parse=parse_splits,
+        format=format_splits,
+        pipeline="splits",
+    )
+    schema_file: str | None = option(
+        None,
+        flags=("--schema",),
+        help="YAML/JSON file overriding inferred types and dropping columns (CSV only).",
+        pipeline="schema_file",
+    )
+    compression: str = option(
+        "gzip", choices=("gzip", "none"), help="Shard compression.", pipeline="compression"
+    )
+    # Level 1 is ISA-L's deflate, ~4.7x zlib's level 1 (see the writer's _gzip_compressor).
+    compression_level: int = option(
+        1,
+        min=1,
+        max=9,
+        help="gzip level: 1 is fastest (ISA-L); 2-9 are zlib's, smaller and slower.",
+        pipeline="compression_level",
+    )
+    num_shards: int | None = option(
+        None,
+        min=1,
+        help="Shards per split [default: from the data size].",
+        pipeline="num_shards",
+    )
+    target_shard_bytes: int = option(
+        128 * MIB,
+        flags=("--target-shard-mb",),
+        unit=MIB,
+        min=1,
+        help="Shard size (MB) aimed at when the number of shards is not given.",
+        pipeline="target_shard_mb",
+    )
+    min_shards: int = option(8, min=1, help="Never fewer shards per split.", pipeline="min_shards")
+    # A task keeps its shards open until it ends, each with an upload buffer on object
+    # storage: 128 MiB tasks hold half the buffers of 256 MiB ones (~25 MB less per process
+    # when sharding 1 GB into S3) at the same speed.
+    task_bytes: int = option(
+        128 * MIB,
+        flags=("--task-mb",),
+        unit=MIB,
+        min=0.01,
+        help="Input MB per task (the unit of parallelism and resume).",
+        pipeline="task_mb",
+    )
+    # Small blocks keep the working set in the CPU caches: 4 MiB is ~1.5x faster than 16 MiB.
+    block_bytes: int = option(
+        4 * MIB,
+        flags=("--block-mb",),
+        unit=MIB,
+        min=0.01,
+        help="Input MB parsed at once; bounds the memory of each process.",
+        pipeline="block_mb",
+    )
+    max_bad_fraction: float = option(
+        0.001,
+        min=0,
+        max=1,
+        help="Fail when more than this fraction of rows is rejected.",
+        pipeline="max_bad_fraction",
+    )
+    top_k: int = option(
+        100,
+        min=1,
+        help="Vocabulary entries kept per categorical column in the statistics.",
+        pipeline="top_k",
+    )
+    worker_index: int = option(
+        0,
+        min=0,
+        envvar="SHARDTRAIN_WORKER_INDEX",
+        help="This worker's index in [0, --num-workers).",
+    )
+    num_workers: int = option(
+        1,
+        min=1,
+        envvar="SHARDTRAIN_NUM_WORKERS",
+        help="Workers sharing the job; with more than one, run `finalize` after all.",
+    )
+    processes: int | None = option(
+        None, min=1, help="Local processes of this worker [default: CPU count]."
+    )
+    overwrite: bool = option(False, help="Replace a different dataset at --output.")
+    images: bool = option(
+        False,
+        help="SOURCE is an image tree ROOT/<class>/*.jpg|png.",
+        pipeline="images",
+    )
+    image_column: str | None = option(
+        None,
+        help="SOURCES are manifests (CSV); this column has image paths or URIs.",
+        pipeline="image_column",
+    )
+    resize: tuple[int, int] | None = option(
+        None,
+        metavar="WxH",
+        help="Re-encode images to this size [default: keep the files as they are].",
+        parse=parse_resize,
+        format=lambda size: f"{size[0]}x{size[1]}",
+        pipeline="resize",
+    )
+
+    def __post_init__(self) -> None:
+        if not self.sources:
+            raise ConfigError("give at least one source CSV file or glob")
+        if self.data_kind == "image":
+            if not self.label and self.image_column is None:
+                from shardtrain.data.sources.images import TREE_LABEL
+
+                object.__setattr__(self, "label", TREE_LABEL)
+            if self.key is not None:
+                raise ConfigError("--key does not apply to images: their path is the split key")
+            if self.schema_file is not None:
+                raise ConfigError("--schema applies to CSV sources only")
+            if self.resize is not None and min(self.resize) < 1:
+                raise ConfigError("--resize must be WIDTHxHEIGHT with both at least 1")
+        elif self.resize is not None:
+            raise ConfigError("--resize applies to image datasets only")
+        if not self.label:
+            raise ConfigError("--label is required: name the label column")
+        check(self)  # every option's range and choices
+        if not self.worker_index < self.num_workers:
+            raise ConfigError(
+                f"--worker-index must be in [0, {self.num_workers}) "
+                f"(got {self.worker_index} of {self.num_workers})"
+            )
+        if self.overwrite and self.num_workers > 1:
+            raise ConfigError("--overwrite is only allowed with a single worker")
+        validate_splits(self.splits)
+
+    @property
+    def gzip(self) -> bool:
+        return self.compression == "gzip"
+
+    @property
+    def data_kind(self) -> str:
+        """``image`` for a directory tree or manifest of images, else ``tabular`` (CSV)."""
+        return "image" if self.images or self.image_column is not None else "tabular"
+
+    def source(self) -> Source:
+        """The source this run reads: CSV files, or images (a tree or manifests)."""
+        from shardtrain.data.sources.csv import CsvSource
+        from shardtrain.data.sources.images import ImageSource
+
+        if self.data_kind == "image":
+            return ImageSource(
+                self.sources, label=self.label, image_column=self.image_column, resize=self.resize
+            )
+        return CsvSource(self.sources, label=self.label, key=self.key, schema_file=self.schema_file)
+
+    def plan_options(self) -> dict[str, Any]:
+        """The options that determine the output layout (part of the plan fingerprint)."""
+        return {
+            "label": self.label,
+            "key": self.key,
+            "splits": [list(s) for s in self.splits],
+            "compression": self.compression,
+            "num_shards": self.num_shards,
+            "target_shard_bytes": self.target_shard_bytes,
+            "min_shards": self.min_shards,
+            "task_bytes": self.task_bytes,
+        }
+
+
+def validate_splits(splits: tuple[tuple[str, float], ...]) -> None:
+    """Split names are path-safe and unique; fractions are positive and sum to 1."""
+    names = [n for n, _ in splits]
+    if not splits:
+        raise ConfigError("--split needs at least one NAME=FRACTION")
+    for name, fraction in splits:
+        if not _SPLIT_NAME.match(name):
+            raise ConfigError(f"--split: '{name}' is not a valid split name (letters, digits, _-)")
+        if not 0 < fraction <= 1:
+            raise ConfigError(f"--split: the fraction of '{name}' must be in (0, 1]")
+    if len(set(names)) != len(names):
+        raise ConfigError("--split: split names must be unique")
+    total = sum(f for _, f in splits)
+    if abs(total - 1.0) > 1e-6:
+        raise ConfigError(f"--split: fractions must sum to 1 (they sum to {total:g})")
