@@ -14,7 +14,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast lint env minio clean help
+.PHONY: demo test test-fast lint env minio pipeline-yaml clean help
 
 help:
 	@echo "make demo   run the end-to-end demo on local storage (no server needed)"
@@ -50,6 +50,11 @@ test-fast: env
 
 demo: env
 	$(BIN)/shardtrain demo
+
+# The compiled pipeline and components checked in at pipelines/ and components/ (a unit test
+# fails when they differ from the package's definitions).
+pipeline-yaml: env
+	$(BIN)/shardtrain pipeline compile --all-to .
 
 clean:
 	rm -rf $(VENV) .pytest_cache build src/*.egg-info

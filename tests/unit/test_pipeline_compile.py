@@ -23,7 +23,7 @@ import pytest
 import yaml
 from kfp import dsl
 
-from helpers import run_cli
+from helpers import REPO, run_cli
 from shardtrain import storage
 from shardtrain.data import datagen, sharding
 from shardtrain.data.metadata import DatasetMetadata
@@ -85,6 +85,31 @@ def test_every_step_runs_the_pinned_project_image(compiled):
     assert ":" in default.rsplit("/", 1)[-1] and not default.endswith(":latest")
     for name, executor in executors.items():
         assert executor["container"]["image"] == IMAGE_PARAM, name
+
+
+def test_the_checked_in_pipeline_and_component_yaml_are_the_packages(tmp_path):
+    """pipelines/ and components/ at the top of the repository hold the compiled definitions
+    (uploaded in the UI, or loaded into other pipelines); they must be the package's."""
+    written = client.compile_definitions(str(tmp_path))
+    assert len(written) == 1 + len(client.COMPONENTS)
+    stale = [
+        rel
+        for rel in (str(Path(w).relative_to(tmp_path)) for w in written)
+        if not (REPO / rel).is_file() or (REPO / rel).read_text() != (tmp_path / rel).read_text()
+    ]
+    assert not stale, f"out of date (run `make pipeline-yaml`): {stale}"
+
+
+def test_a_checked_in_component_loads_into_a_pipeline_of_ones_own():
+    from kfp import components
+
+    shard = components.load_component_from_file(str(REPO / "components" / "shard.yaml"))
+    assert {"sources", "dataset_uri", "worker_index", "num_workers"} <= set(
+        shard.component_spec.inputs
+    )
+    spec = shard.pipeline_spec.deployment_spec["executors"]
+    (executor,) = spec.values()
+    assert executor["container"]["image"] == IMAGE
 
 
 def test_components_alone_pin_the_image_and_install_nothing_at_start():

@@ -38,15 +38,31 @@ def pipeline_params_cmd() -> None:
 
 
 @pipeline_group.command("compile")
-@click.option("--output", "-o", required=True, help="The pipeline YAML to write.")
+@click.option("--output", "-o", default=None, help="The pipeline YAML to write.")
+@click.option(
+    "--all-to",
+    default=None,
+    metavar="DIR",
+    help="Write DIR/pipelines/csv_to_model.yaml and DIR/components/<step>.yaml instead.",
+)
 @_pipeline_params
-def pipeline_compile_cmd(output: str, params: tuple[str, ...]) -> None:
+def pipeline_compile_cmd(output: str | None, all_to: str | None, params: tuple[str, ...]) -> None:
     """Compile csv_to_model to the YAML to upload in the Kubeflow Pipelines UI.
 
     -p NAME=VALUE changes a parameter's default in the YAML (e.g. -p image=REGISTRY/IMAGE:TAG).
+    --all-to DIR also writes each component's YAML (for kfp.components.load_component_from_file).
     """
     from shardtrain.kubeflow import client
 
+    if (output is None) == (all_to is None):
+        raise click.UsageError("give exactly one of --output and --all-to")
+    if all_to is not None:
+        if params:
+            raise click.UsageError("-p applies to --output only")
+        for path in client.compile_definitions(all_to):
+            click.echo(f"wrote {path}")
+        return
+    assert output is not None
     client.compile_pipeline(output, client.parse_arguments(params))
     click.echo(f"wrote {output}: upload it in the Kubeflow Pipelines UI (Pipelines → Upload)")
 

@@ -29,7 +29,7 @@ from shardtrain.errors import DataError, ShardtrainError
 
 METADATA_NAME = "metadata.json"
 #: The format tag of ``metadata.json`` (and of ``_plan.json``).
-FORMAT = "shardtrain.train.dataset/v1"
+FORMAT = "shardtrain.dataset/v1"
 #: Formats this version reads.
 READABLE_FORMATS = (FORMAT,)
 

@@ -5,7 +5,9 @@ What ``shardtrain pipeline params|compile|submit|run-local`` call:
 * :func:`load_pipeline` imports the pipeline definition (a KFP ``GraphComponent``);
   :func:`parameters` lists its parameters, and :func:`parse_arguments` turns ``NAME=VALUE``
   strings into typed arguments by them.
-* :func:`compile_pipeline` writes the IR YAML the Kubeflow Pipelines UI uploads.
+* :func:`compile_pipeline` writes the IR YAML the Kubeflow Pipelines UI uploads;
+  :func:`compile_definitions` writes it and every component's YAML (the checked-in
+  ``pipelines/`` and ``components/`` folders of the repository).
 * :func:`submit` creates a run on a Kubeflow Pipelines server with ``kfp.Client``.
 * :func:`run_local` runs the whole pipeline on this machine with ``kfp.local``; the steps
   execute the same component bodies as on a cluster (:mod:`shardtrain.kubeflow.steps`).
@@ -154,10 +156,40 @@ def compile_pipeline(path: str, defaults: Mapping[str, Any] | None = None) -> st
     from kfp import compiler
 
     pipeline = load_pipeline()
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     compiler.Compiler().compile(
         pipeline_func=pipeline, package_path=path, pipeline_parameters=dict(defaults or {}) or None
     )
     return path
+
+
+#: The components, by module of :mod:`shardtrain.kubeflow.components` (each defines a
+#: component function of the module's name).
+COMPONENTS = ("plan_shards", "shard", "finalize_shards", "train", "evaluate", "export")
+
+
+def compile_definitions(root: str) -> list[str]:
+    """Compile the pipeline and each component into ``root/pipelines/<name>.yaml`` and
+    ``root/components/<name>.yaml``.
+
+    The repository keeps these files (``make pipeline-yaml`` writes them, a test keeps them
+    equal to the package): the pipeline YAML uploads in the Kubeflow Pipelines UI as it is,
+    and a component YAML plugs one step into a pipeline of your own with
+    ``kfp.components.load_component_from_file`` — no shardtrain install needed for either.
+
+    Returns:
+        The files written.
+    """
+    from kfp import compiler
+
+    written = [compile_pipeline(os.path.join(root, "pipelines", f"{PIPELINE_NAME}.yaml"))]
+    os.makedirs(os.path.join(root, "components"), exist_ok=True)
+    for name in COMPONENTS:
+        module = importlib.import_module(f"shardtrain.kubeflow.components.{name}")
+        path = os.path.join(root, "components", f"{name}.yaml")
+        compiler.Compiler().compile(getattr(module, name), package_path=path)
+        written.append(path)
+    return written
 
 
 @dataclass(frozen=True)
