@@ -6,8 +6,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import xxhash
-from kernel_inputs import arrow_buffers, arrow_layout, random_bytes
 
+from kernel_inputs import arrow_buffers, arrow_layout, random_bytes
 from shardtrain.kernels import xxh64
 
 _SEEDS = [0, 1, 0x9E3779B1, 2**32 + 5, 2**63, 2**64 - 1]
