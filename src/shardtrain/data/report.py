@@ -10,6 +10,7 @@ the same rows, so they cannot drift apart.
 from __future__ import annotations
 
 import math
+import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -194,7 +195,8 @@ def render_terminal(
     for t in summary.tables:
         table = Table(title=t.title)
         for i, col in enumerate(t.header):
-            table.add_column(col, justify="left" if i == 0 else "right")
+            cells = [row[i] for row in t.rows]
+            table.add_column(col, justify="right" if i and all(map(_numeric, cells)) else "left")
         for row in t.rows:
             table.add_row(*row)
         console.print(table)
@@ -207,6 +209,14 @@ def render_terminal(
                 markup=False,
                 highlight=False,
             )
+
+
+def _numeric(cell: str) -> bool:
+    """A cell of figures (``1,234``, ``0.5``, ``45.0%``, ``32x48``, ``~12``, ``n/a``)."""
+    return cell == "n/a" or bool(_NUMERIC_CELL.fullmatch(cell))
+
+
+_NUMERIC_CELL = re.compile(r"~?[-+]?[\d,.]+(e[-+]?\d+)?%?(x[\d,.]+)?")
 
 
 def markdown_table(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> list[str]:
