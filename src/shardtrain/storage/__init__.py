@@ -40,6 +40,10 @@ Failures and retries
 * Every operation is retried as a whole, and retries nest: a copy (an open for reading plus
   an open for writing) retries once at the outermost level, so the bound is the bound. The
   clients underneath (botocore, s3fs) are told to retry little themselves.
+* A streamed upload to S3 cannot restart its object (the parts already sent are no longer
+  in memory), so it retries each request instead: every part, the completion and the
+  one-shot put of a small object, each with the bound above; an error names the object
+  being written, never another one open at the same time.
 
 All-or-nothing objects
 ----------------------
