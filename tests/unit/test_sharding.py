@@ -488,3 +488,27 @@ def test_a_bad_value_and_invalid_utf8_in_one_block_are_both_rejected(tmp_path, m
         for x in (tmp_path / "ds" / "rejects" / "rejects.jsonl").read_text().splitlines()
     ]
     assert sorted(r["line"] for r in rejects) == [290_001, 290_011]
+
+
+def test_rerun_removes_the_temporary_files_a_killed_run_left(tmp_path):
+    csv_path = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(csv_path), 3_000, seed=3, bad_fraction=0.01)
+    out = tmp_path / "ds"
+    config = _config([csv_path], out, task_bytes=100_000, max_bad_fraction=0.05)
+    sharding.shard(config)
+    # What kill -9 leaves: a task killed while writing, a finalize killed while merging.
+    (out / "_tasks" / "task-00000.json").unlink()
+    (out / "metadata.json").unlink()
+    owned = [
+        "_tasks/task-00000.rejects.jsonl",
+        "_tasks/task-00000.json",
+        f"train/{min(os.listdir(out / 'train'))}",
+        "rejects/rejects.jsonl",
+        "metadata.json",
+        "_plan.json",
+    ]
+    for name in owned:
+        (out / f"{name}.tmp-0123456789ab").write_text("partial")
+    (out / "notes.txt.tmp-0123456789ab").write_text("not ours")
+    sharding.shard(config)
+    assert sorted(p.name for p in out.rglob("*.tmp-*")) == ["notes.txt.tmp-0123456789ab"]

@@ -78,7 +78,8 @@ Where things are
   from the environment.
 * :mod:`~shardtrain.storage.retry` — transient or permanent, :func:`retrying`, one-line
   errors naming the URI.
-* :mod:`~shardtrain.storage.streams` — :func:`open`: streaming reads, atomic writes.
+* :mod:`~shardtrain.storage.streams` — :func:`open`: streaming reads, atomic writes;
+  :func:`remove_temporaries` of writers killed mid-write.
 * :mod:`~shardtrain.storage.direct` — ``O_DIRECT`` local writes around the page cache.
 * :mod:`~shardtrain.storage.objects` — whole-object read/write (bytes, text, JSON),
   :func:`exists`, :func:`info`, :func:`size`, :func:`delete`.
@@ -115,7 +116,7 @@ from shardtrain.storage.objects import (
     write_text,
 )
 from shardtrain.storage.retry import is_transient, retrying
-from shardtrain.storage.streams import open
+from shardtrain.storage.streams import open, remove_temporaries
 from shardtrain.storage.transfer import (
     copy,
     download_dir,
@@ -161,6 +162,7 @@ __all__ = [
     "read_committed",
     "read_json",
     "read_text",
+    "remove_temporaries",
     "retrying",
     "s3_settings",
     "scheme",

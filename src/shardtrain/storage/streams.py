@@ -23,8 +23,9 @@ import gzip
 import hashlib
 import io
 import os
+import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO, Any, cast
 
 from shardtrain.errors import StorageError, StorageUnavailableError
@@ -121,6 +122,38 @@ def open(
                 wrapper.detach()
             if gzfile is not None:
                 gzfile.close()
+
+
+#: A local write's temporary file: the object's name, ``.tmp-`` and 12 hex digits.
+_TEMPORARY = re.compile(r"\.tmp-[0-9a-f]{12}$")
+
+
+def remove_temporaries(uris: Iterable[str]) -> int:
+    """Delete the temporary files that killed writers of these objects left behind.
+
+    A local write streams to ``<name>.tmp-<12 hex>`` next to its object (see :func:`open`);
+    a process killed mid-write leaves it there. Only those of the objects named are removed,
+    so a caller passes the objects it alone writes. Remote stores have nothing to remove: an
+    unfinished upload is invisible and expires with the bucket's lifecycle rule.
+
+    Returns:
+        How many files were removed.
+    """
+    wanted: dict[str, set[str]] = {}
+    for uri in uris:
+        if is_local(uri):
+            directory, name = os.path.split(filesystem(uri)[1])
+            wanted.setdefault(directory, set()).add(name)
+    removed = 0
+    for directory, names in wanted.items():
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            for entry in os.listdir(directory):
+                match = _TEMPORARY.search(entry)
+                if match and entry[: match.start()] in names:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(os.path.join(directory, entry))
+                        removed += 1
+    return removed
 
 
 @contextlib.contextmanager
