@@ -512,3 +512,28 @@ def test_rerun_removes_the_temporary_files_a_killed_run_left(tmp_path):
     (out / "notes.txt.tmp-0123456789ab").write_text("not ours")
     sharding.shard(config)
     assert sorted(p.name for p in out.rglob("*.tmp-*")) == ["notes.txt.tmp-0123456789ab"]
+
+
+def test_overwrite_replaces_only_a_dataset_and_refuses_foreign_files(tmp_path):
+    csv_path = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(csv_path), 2_000, seed=2)
+    out, other = tmp_path / "ds", tmp_path / "other"
+    sharding.shard(_config([csv_path], out))
+    for directory in (out, other):
+        (directory / "sub").mkdir(parents=True)
+        (directory / "important.txt").write_text("keep")
+        (directory / "sub" / "y.dat").write_text("keep")
+    halves = (("train", 0.5), ("eval", 0.5))
+    for target in (out, other):  # a dataset with foreign files, a directory of them only
+        with pytest.raises(DataError, match=r"\(important\.txt, sub/y\.dat\).*--overwrite-fore"):
+            sharding.shard(_config([csv_path], target, splits=halves, overwrite=True))
+        assert (target / "important.txt").exists() and (target / "sub" / "y.dat").exists()
+    assert DatasetMetadata.load(str(out)).to_dict()["splits"]["train"]["fraction"] == 0.9
+    sharding.shard(
+        _config([csv_path], other, splits=halves, overwrite=True, overwrite_foreign=True)
+    )
+    assert not (other / "important.txt").exists() and not (other / "sub").exists()
+    (out / "important.txt").unlink()
+    shutil.rmtree(out / "sub")
+    sharding.shard(_config([csv_path], out, splits=halves, overwrite=True))  # a dataset only
+    assert DatasetMetadata.load(str(out)).to_dict()["splits"]["train"]["fraction"] == 0.5
