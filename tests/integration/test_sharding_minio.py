@@ -161,3 +161,51 @@ def test_kill_9_mid_run_then_rerun_gives_every_row_once_locally(tmp_path):
     assert info["done_before_kill"] < info["tasks"]
     leftovers = [p for p in os.listdir(out + "/train") if ".tmp-" in p]
     assert leftovers == []
+
+
+def _shard_through_outage(minio, tmp_path, outage: float) -> tuple[subprocess.Popen, str, str]:
+    """Shard a local CSV to MinIO; kill MinIO once a task is committed, restart it after
+    ``outage`` seconds. Returns the finished process, its stderr and the output URI."""
+    csv_path = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(csv_path), 150_000, seed=5)
+    out = minio.uri()
+    args = ["shard", str(csv_path), "-o", out, "--label", "cleared", "--key", "attempt_id"]
+    args += ["--task-mb", "1", "--min-shards", "16", "--processes", "1"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shardtrain.cli", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None and _committed_tasks(out) < 1:
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run finished before the outage"
+    minio.kill()
+    time.sleep(outage)
+    minio.restart()
+    _, stderr = proc.communicate(timeout=300)
+    return proc, stderr, out
+
+
+@pytest.mark.slow
+def test_minio_killed_mid_shard_and_back_within_the_retry_window(minio, tmp_path, monkeypatch):
+    monkeypatch.setenv("SHARDTRAIN_STORAGE_RETRIES", "10")
+    monkeypatch.setenv("SHARDTRAIN_STORAGE_BACKOFF", "0.5")
+    monkeypatch.setenv("SHARDTRAIN_STORAGE_CONNECT_TIMEOUT", "1")
+    proc, stderr, out = _shard_through_outage(minio, tmp_path, outage=1.0)
+    assert proc.returncode == 0, stderr
+    assert "transient error" in stderr  # it did retry
+    keys = [r["attempt_id"] for r in read_examples(out)]
+    with open(tmp_path / "quest.csv") as f:
+        expected = {line.split(",", 1)[0].encode() for line in list(f)[1:]}
+    assert len(keys) == len(set(keys)) and set(keys) == expected  # every row exactly once
+
+
+@pytest.mark.slow
+def test_minio_down_longer_than_the_retry_window_names_the_object(minio, tmp_path, fast_retries):
+    proc, stderr, out = _shard_through_outage(minio, tmp_path, outage=6.0)
+    assert proc.returncode == 3, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: {out}/") and "failed after 3 attempts" in last, stderr
+    assert not storage.exists(storage.join(out, "metadata.json"))

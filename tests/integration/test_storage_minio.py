@@ -172,3 +172,38 @@ def test_retries_ride_out_a_short_outage(minio, monkeypatch):
     finally:
         restarter.join()
     assert storage.read_text(uri) == "survived"
+
+
+@pytest.mark.slow
+def test_streaming_upload_retries_each_part_through_an_outage(minio, monkeypatch, caplog):
+    """MinIO is killed between two parts of a streamed upload whose data exists nowhere
+    else, and restarted 1 s later: the failed part is sent again, the object is whole."""
+    monkeypatch.setenv("SHARDTRAIN_STORAGE_RETRIES", "8")
+    monkeypatch.setenv("SHARDTRAIN_STORAGE_CONNECT_TIMEOUT", "1")
+    key = "parts/streamed.bin"
+    uri = f"s3://{minio.bucket}/{key}"
+    half, digest = threading.Event(), hashlib.md5()
+    outcome: dict[str, BaseException] = {}
+
+    def write() -> None:
+        try:
+            with storage.open(uri, "wb", block_size=5 * 1024 * 1024) as f:
+                for i in range(24):  # 24 MiB, generated on the fly
+                    chunk = hashlib.sha256(str(i).encode()).digest() * 32768
+                    digest.update(chunk)
+                    f.write(chunk)
+                    if i == 11:
+                        _wait_for_multipart_upload(minio, key)
+                        minio.kill()
+                        threading.Timer(1.0, half.set).start()
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    half.wait(timeout=60)
+    minio.restart()
+    writer.join(timeout=120)
+    assert "error" not in outcome, outcome
+    assert "upload (upload_part)" in caplog.text  # a part was retried, not the object
+    assert hashlib.md5(storage.read_bytes(uri)).hexdigest() == digest.hexdigest()

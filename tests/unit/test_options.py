@@ -49,7 +49,7 @@ TRAIN_FLAGS = {
 }  # fmt: skip
 #: ShardConfig fields the pipeline's graph sets instead of a parameter of their own: the
 #: ParallelFor item, `shard_workers`, `shard_cpu`; and no pipeline deletes a dataset.
-SET_BY_THE_GRAPH = {"worker_index", "num_workers", "processes", "overwrite"}
+SET_BY_THE_GRAPH = {"worker_index", "num_workers", "processes", "overwrite", "overwrite_foreign"}
 #: Pipeline defaults that differ from the configuration's on purpose: the quest logs' label
 #: (the demo's data), and a production-sized training run.
 PIPELINE_OWN_DEFAULTS = {

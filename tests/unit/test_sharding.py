@@ -488,3 +488,52 @@ def test_a_bad_value_and_invalid_utf8_in_one_block_are_both_rejected(tmp_path, m
         for x in (tmp_path / "ds" / "rejects" / "rejects.jsonl").read_text().splitlines()
     ]
     assert sorted(r["line"] for r in rejects) == [290_001, 290_011]
+
+
+def test_rerun_removes_the_temporary_files_a_killed_run_left(tmp_path):
+    csv_path = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(csv_path), 3_000, seed=3, bad_fraction=0.01)
+    out = tmp_path / "ds"
+    config = _config([csv_path], out, task_bytes=100_000, max_bad_fraction=0.05)
+    sharding.shard(config)
+    # What kill -9 leaves: a task killed while writing, a finalize killed while merging.
+    (out / "_tasks" / "task-00000.json").unlink()
+    (out / "metadata.json").unlink()
+    owned = [
+        "_tasks/task-00000.rejects.jsonl",
+        "_tasks/task-00000.json",
+        f"train/{min(os.listdir(out / 'train'))}",
+        "rejects/rejects.jsonl",
+        "metadata.json",
+        "_plan.json",
+    ]
+    for name in owned:
+        (out / f"{name}.tmp-0123456789ab").write_text("partial")
+    (out / "notes.txt.tmp-0123456789ab").write_text("not ours")
+    sharding.shard(config)
+    assert sorted(p.name for p in out.rglob("*.tmp-*")) == ["notes.txt.tmp-0123456789ab"]
+
+
+def test_overwrite_replaces_only_a_dataset_and_refuses_foreign_files(tmp_path):
+    csv_path = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(csv_path), 2_000, seed=2)
+    out, other = tmp_path / "ds", tmp_path / "other"
+    sharding.shard(_config([csv_path], out))
+    for directory in (out, other):
+        (directory / "sub").mkdir(parents=True)
+        (directory / "important.txt").write_text("keep")
+        (directory / "sub" / "y.dat").write_text("keep")
+    halves = (("train", 0.5), ("eval", 0.5))
+    for target in (out, other):  # a dataset with foreign files, a directory of them only
+        with pytest.raises(DataError, match=r"\(important\.txt, sub/y\.dat\).*--overwrite-fore"):
+            sharding.shard(_config([csv_path], target, splits=halves, overwrite=True))
+        assert (target / "important.txt").exists() and (target / "sub" / "y.dat").exists()
+    assert DatasetMetadata.load(str(out)).to_dict()["splits"]["train"]["fraction"] == 0.9
+    sharding.shard(
+        _config([csv_path], other, splits=halves, overwrite=True, overwrite_foreign=True)
+    )
+    assert not (other / "important.txt").exists() and not (other / "sub").exists()
+    (out / "important.txt").unlink()
+    shutil.rmtree(out / "sub")
+    sharding.shard(_config([csv_path], out, splits=halves, overwrite=True))  # a dataset only
+    assert DatasetMetadata.load(str(out)).to_dict()["splits"]["train"]["fraction"] == 0.5

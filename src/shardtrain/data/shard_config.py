@@ -73,7 +73,8 @@ class ShardConfig:
     and options) are in the plan's fingerprint: re-running into the same output with other
     values fails unless ``overwrite``. How a run is spread (``worker_index``, ``num_workers``,
     ``processes``) is no pipeline parameter: the pipeline's graph sets it, from
-    ``shard_workers`` and ``shard_cpu``; nor is ``overwrite`` (a pipeline never deletes data).
+    ``shard_workers`` and ``shard_cpu``; nor are ``overwrite`` and ``overwrite_foreign`` (a
+    pipeline never deletes data).
     """
 
     sources: tuple[str, ...] = option(
@@ -179,7 +180,17 @@ class ShardConfig:
     processes: int | None = option(
         None, min=1, help="Local processes of this worker [default: CPU count]."
     )
-    overwrite: bool = option(False, help="Replace a different dataset at --output.")
+    overwrite: bool = option(
+        False,
+        help="Replace the shardtrain dataset at --output made from other inputs or options. "
+        "Deletes only what a dataset consists of (its plan, metadata, shards, rejects and "
+        "_tasks) and refuses when --output holds other files too (see --overwrite-foreign).",
+    )
+    overwrite_foreign: bool = option(
+        False,
+        help="With --overwrite: also delete every file under --output that is not part of a "
+        "shardtrain dataset (without it, such files make --overwrite refuse).",
+    )
     images: bool = option(
         False,
         help="SOURCE is an image tree ROOT/<class>/*.jpg|png.",
@@ -225,6 +236,8 @@ class ShardConfig:
             )
         if self.overwrite and self.num_workers > 1:
             raise ConfigError("--overwrite is only allowed with a single worker")
+        if self.overwrite_foreign and not self.overwrite:
+            raise ConfigError("--overwrite-foreign goes with --overwrite")
         validate_splits(self.splits)
 
     @property

@@ -40,6 +40,10 @@ Failures and retries
 * Every operation is retried as a whole, and retries nest: a copy (an open for reading plus
   an open for writing) retries once at the outermost level, so the bound is the bound. The
   clients underneath (botocore, s3fs) are told to retry little themselves.
+* A streamed upload to S3 cannot restart its object (the parts already sent are no longer
+  in memory), so it retries each request instead: every part, the completion and the
+  one-shot put of a small object, each with the bound above; an error names the object
+  being written, never another one open at the same time.
 
 All-or-nothing objects
 ----------------------
@@ -74,7 +78,8 @@ Where things are
   from the environment.
 * :mod:`~shardtrain.storage.retry` — transient or permanent, :func:`retrying`, one-line
   errors naming the URI.
-* :mod:`~shardtrain.storage.streams` — :func:`open`: streaming reads, atomic writes.
+* :mod:`~shardtrain.storage.streams` — :func:`open`: streaming reads, atomic writes;
+  :func:`remove_temporaries` of writers killed mid-write.
 * :mod:`~shardtrain.storage.direct` — ``O_DIRECT`` local writes around the page cache.
 * :mod:`~shardtrain.storage.objects` — whole-object read/write (bytes, text, JSON),
   :func:`exists`, :func:`info`, :func:`size`, :func:`delete`.
@@ -111,7 +116,7 @@ from shardtrain.storage.objects import (
     write_text,
 )
 from shardtrain.storage.retry import is_transient, retrying
-from shardtrain.storage.streams import open
+from shardtrain.storage.streams import open, remove_temporaries
 from shardtrain.storage.transfer import (
     copy,
     download_dir,
@@ -157,6 +162,7 @@ __all__ = [
     "read_committed",
     "read_json",
     "read_text",
+    "remove_temporaries",
     "retrying",
     "s3_settings",
     "scheme",

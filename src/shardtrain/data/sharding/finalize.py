@@ -9,6 +9,7 @@ from typing import Any
 
 from shardtrain import __version__, storage
 from shardtrain.data.metadata import (
+    METADATA_NAME,
     DatasetMetadata,
     DatasetStats,
     LabelInfo,
@@ -22,6 +23,9 @@ from shardtrain.data.statistics import LabelStats, new_stats, stats_from_dict
 from shardtrain.errors import DataError
 
 log = logging.getLogger(__name__)
+
+#: The merged rejects of a dataset, relative to its URI.
+REJECTS_PATH = "rejects/rejects.jsonl"
 
 
 def finalize(
@@ -60,6 +64,8 @@ def finalize(
             f"{output}: {len(missing)} of {len(plan.tasks)} task(s) have not finished "
             f"(tasks {shown}); run the missing workers (task t belongs to worker t % n) first"
         )
+
+    _remove_stale_temporaries(plan)
 
     rows_read = sum(m["rows_read"] for m in manifests)
     rejected = sum(m["rows_rejected"] for m in manifests)
@@ -150,6 +156,24 @@ def finalize(
     return metadata
 
 
+def _remove_stale_temporaries(plan: Plan) -> None:
+    """Every task is committed and no worker writes any more: delete the temporary files
+    killed writers left of the dataset's objects (a kill during a finalize leaves the
+    rejects' or the metadata's). Only the dataset's own objects, local output only."""
+    tasks = [
+        u
+        for t in plan.tasks
+        for u in (task_uri(plan.output, t.index), task_uri(plan.output, t.index, ".rejects.jsonl"))
+    ]
+    shards = [
+        storage.join(plan.output, plan.shard_path(s, shard))
+        for s in range(len(plan.splits))
+        for shard in range(plan.num_shards[s])
+    ]
+    names = (PLAN_NAME, METADATA_NAME, REJECTS_PATH)
+    storage.remove_temporaries([*(storage.join(plan.output, n) for n in names), *tasks, *shards])
+
+
 def _label_info(schema: Schema, label: LabelStats, output: str) -> LabelInfo:
     classes = sorted(label.counts, key=_class_sort_key)
     if len(classes) > 1000:
@@ -183,7 +207,7 @@ def _write_rejects(plan: Plan, manifests: list[dict[str, Any]]) -> str:
     for uri, start, lines in pieces:
         offset[(uri, start)] = running.get(uri, 0)
         running[uri] = running.get(uri, 0) + lines
-    target = storage.join(plan.output, "rejects", "rejects.jsonl")
+    target = storage.join(plan.output, REJECTS_PATH)
     with storage.open(target, "w") as out:
         for m in sorted(manifests, key=lambda m: m["task"]):
             if not m["rows_rejected"]:

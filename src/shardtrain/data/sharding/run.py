@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,7 +50,8 @@ def _check_existing(config: ShardConfig, plan: Plan) -> str | None:
         if occupied and not config.overwrite:
             raise DataError(
                 f"{config.output}: not empty and not a shardtrain dataset in progress; "
-                "choose an empty --output or pass --overwrite"
+                "choose an empty --output (--overwrite --overwrite-foreign would delete "
+                "everything in it)"
             )
         return None
     if existing_plan.get("fingerprint") == plan.fingerprint:
@@ -61,6 +63,51 @@ def _check_existing(config: ShardConfig, plan: Plan) -> str | None:
             "use another --output or pass --overwrite"
         )
     return None
+
+
+def _foreign_files(output: str) -> list[str]:
+    """Files under ``output`` (relative paths) that are not part of the shardtrain dataset
+    there: all of them when there is none (neither ``_plan.json`` nor ``metadata.json``)."""
+    base = storage.filesystem(output)[1].rstrip("/") + "/"
+    files = [storage.filesystem(u)[1].removeprefix(base) for u in storage.walk_files(output)]
+    splits: set[str] = set()
+    documents = [storage.join(output, n) for n in (PLAN_NAME, METADATA_NAME)]
+    present = [uri for uri in documents if storage.exists(uri)]
+    if not present:
+        return files
+    for uri in present:
+        doc = storage.read_json(uri)
+        for split in doc.get("splits", ()) if isinstance(doc, dict) else ():
+            splits.add(split[0] if isinstance(split, list) else str(split))
+    shards = "|".join(map(re.escape, sorted(splits))) or "(?!)"
+    own = re.compile(
+        r"(?:_plan\.json|metadata\.json|rejects/rejects\.jsonl"
+        r"|_tasks/task-\d{5}(?:\.json|\.rejects\.jsonl)"
+        rf"|(?:{shards})/part-\d{{5}}-of-\d{{5}}\.tfrecord(?:\.gz)?)(?:\.tmp-[0-9a-f]{{12}})?"
+    )
+    return [f for f in files if not own.fullmatch(f)]
+
+
+def _delete_previous(config: ShardConfig) -> None:
+    """--overwrite: delete the dataset at the output, and nothing else unless told so."""
+    foreign = _foreign_files(config.output)
+    if foreign and not config.overwrite_foreign:
+        shown = ", ".join(foreign[:3]) + (
+            f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        )
+        raise DataError(
+            f"{config.output}: holds files that are not part of a shardtrain dataset "
+            f"({shown}); --overwrite deletes only a dataset: move them away, choose another "
+            "--output, or add --overwrite-foreign to delete everything under it"
+        )
+    log.info(
+        "--overwrite: deleting the previous %s at %s",
+        "content" if foreign else "dataset",
+        config.output,
+    )
+    # metadata.json first: a deletion cut short never leaves a "complete" dataset behind.
+    storage.delete(storage.join(config.output, METADATA_NAME))
+    storage.delete(config.output, recursive=True)
 
 
 def shard(
@@ -85,8 +132,7 @@ def shard(
         log.info("%s is already complete (metadata.json present); nothing to do", config.output)
         return ShardOutcome("already-complete", config.output, metadata=meta)
     if state is None and config.overwrite:
-        log.info("--overwrite: deleting the previous content of %s", config.output)
-        storage.delete(config.output, recursive=True)
+        _delete_previous(config)
     storage.write_json(storage.join(config.output, PLAN_NAME), plan.to_dict())
 
     mine = [t for t in plan.tasks if t.index % config.num_workers == config.worker_index]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -188,15 +187,17 @@ def _account(result: TaskResult, batch: Batch, piece_no: int, rejects_file) -> N
 
 
 def _remove_stale_temporaries(plan: Plan, task: Task) -> None:
-    """Delete temporary files a killed run left for this task's shards (local output only)."""
-    if not storage.is_local(plan.output):
-        return  # S3/GCS: an unfinished upload is invisible and expires on its own
-    for s, (first, end) in enumerate(task.shard_ranges):
-        for shard in range(first, end):
-            path = storage.local_path(storage.join(plan.output, plan.shard_path(s, shard)))
-            directory, name = os.path.split(path)
-            if os.path.isdir(directory):
-                for leftover in os.listdir(directory):
-                    if leftover.startswith(name + ".tmp-"):
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(os.path.join(directory, leftover))
+    """Delete the temporary files a killed run left for this task's objects (its shards, its
+    rejects and its manifest; local output only): no other process writes them."""
+    shards = (
+        storage.join(plan.output, plan.shard_path(s, shard))
+        for s, (first, end) in enumerate(task.shard_ranges)
+        for shard in range(first, end)
+    )
+    storage.remove_temporaries(
+        [
+            *shards,
+            task_uri(plan.output, task.index),
+            task_uri(plan.output, task.index, ".rejects.jsonl"),
+        ]
+    )
