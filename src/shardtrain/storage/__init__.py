@@ -32,7 +32,7 @@ Failures and retries
 --------------------
 * Transient failures (connection refused/reset, timeouts, HTTP 5xx, throttling) are retried
   with exponential backoff and jitter, up to a bound (``SHARDTRAIN_STORAGE_RETRIES``
-  attempts, default 5; base delay ``SHARDTRAIN_STORAGE_BACKOFF`` seconds, default 0.5). When
+  attempts, default 8; base delay ``SHARDTRAIN_STORAGE_BACKOFF`` seconds, default 0.5). When
   the bound is exhausted a :class:`~shardtrain.errors.StorageUnavailableError` names the URI
   (exit code 3, see :mod:`shardtrain.errors`).
 * Permanent failures (missing object, missing bucket, wrong credentials) are not retried:

@@ -2,8 +2,9 @@
 
 Object stores fail in two ways. Transient failures (connection refused or reset, timeouts,
 HTTP 5xx, throttling) go away by themselves: :func:`retrying` repeats the operation with
-exponential backoff and jitter, up to ``SHARDTRAIN_STORAGE_RETRIES`` attempts (default 5;
-base delay ``SHARDTRAIN_STORAGE_BACKOFF`` seconds, default 0.5), logging each retry, and
+exponential backoff and jitter, up to ``SHARDTRAIN_STORAGE_RETRIES`` attempts (default 8;
+base delay ``SHARDTRAIN_STORAGE_BACKOFF`` seconds, default 0.5: an outage of about half a
+minute to a minute is ridden out — a restarted server, a rolling upgrade), logging each retry, and
 raises :class:`~shardtrain.errors.StorageUnavailableError` naming the URI when the bound is
 exhausted. Permanent failures (missing object or bucket, wrong credentials) are not retried:
 :func:`_translate` turns them into a :class:`~shardtrain.errors.StorageError` whose one-line
@@ -153,7 +154,7 @@ def _translate(exc: BaseException, uri: str, op: str) -> StorageError:
 
 def _retry_policy() -> tuple[int, float]:
     """(attempts, base delay in seconds), read from the environment at every operation."""
-    attempts = max(1, int(os.environ.get("SHARDTRAIN_STORAGE_RETRIES", "5")))
+    attempts = max(1, int(os.environ.get("SHARDTRAIN_STORAGE_RETRIES", "8")))
     backoff = max(0.0, float(os.environ.get("SHARDTRAIN_STORAGE_BACKOFF", "0.5")))
     return attempts, backoff
 
