@@ -201,9 +201,12 @@ def _start_strategy(
 
     replicas = strategy.num_replicas_in_sync
     if config.batch_size % replicas:
+        below = config.batch_size // replicas * replicas
+        choices = f"{below} or {below + replicas}" if below else f"{replicas}"
         raise ConfigError(
             f"train: batch_size {config.batch_size} is not divisible by the {replicas} "
-            "replicas in sync (workers x devices)"
+            f"replicas in sync (training workers x devices per worker; the evaluator is not "
+            f"one): the global batch must split evenly, use --batch-size {choices}"
         )
     if role.is_chief:
         config.save()
