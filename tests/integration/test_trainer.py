@@ -27,6 +27,7 @@ import pytest
 from helpers import DETERMINISTIC_TF, run_cli
 from shardtrain import storage
 from shardtrain.data import datagen, sharding
+from shardtrain.errors import PEER_LOST_EXIT_CODE
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -417,3 +418,127 @@ def test_a_rendered_tfjob_manifest_runs_locally_on_minio(minio, minio_data, tmp_
     metrics = _metrics(model_dir)
     assert metrics["step"] == 300 and metrics["auc"] >= 0.80, metrics
     assert storage.exists(storage.join(model_dir, "export", "latest.json"))
+
+
+#: A chief, two workers and an evaluator (``run-local --workers 2 --evaluator``), kept small:
+#: the three training replicas share this machine's cores with the evaluator.
+CLUSTER_STEPS = 120
+
+
+def _cluster_command(data: str, model_dir: str) -> list[str]:
+    return _cli(
+        "run-local",
+        "--workers",
+        "2",
+        "--evaluator",
+        "--grace",
+        "60",
+        "--timeout",
+        "600",
+        "--",
+        "train",
+        "--data",
+        data,
+        "--model-dir",
+        model_dir,
+        "--train-steps",
+        str(CLUSTER_STEPS),
+        "--batch-size",
+        "96",  # three replicas in sync
+        "--checkpoint-every",
+        "20",
+        "--steps-per-loop",
+        "5",
+    )
+
+
+def _replica(job: subprocess.Popen, task_type: str, index: int) -> psutil.Process:
+    """The replica process of a run-local job with this task in its TF_CONFIG."""
+    want = {"type": task_type, "index": index}
+    for p in psutil.Process(job.pid).children(recursive=True):
+        with __import__("contextlib").suppress(psutil.Error):
+            raw = p.environ().get("TF_CONFIG")
+            if raw and json.loads(raw)["task"] == want:
+                return p
+    raise AssertionError(f"no {task_type}-{index} replica")
+
+
+def _exit_codes(text: str) -> dict[str, str]:
+    line = next(x for x in text.splitlines() if x.startswith("replica exit codes: "))
+    return dict(kv.split("=") for kv in line.removeprefix("replica exit codes: ").split(", "))
+
+
+def _signal_replica_after_checkpoint(
+    command: list[str], model_dir: str, log_path, task: tuple[str, int], sig: int
+) -> tuple[int, float, str]:
+    """Run the job, send ``sig`` to one replica once a checkpoint is published; returns the
+    job's exit code, the seconds from the signal to the job's end, and its output."""
+    with open(log_path, "w") as log:
+        job = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 300
+            while _latest_step(model_dir) < 20:
+                assert job.poll() is None, log_path.read_text()[-3000:]
+                assert time.monotonic() < deadline, "no checkpoint at step 20 in time"
+                time.sleep(0.1)
+            _replica(job, *task).send_signal(sig)
+            signalled = time.monotonic()
+            code = job.wait(timeout=180)
+            took = time.monotonic() - signalled
+        finally:
+            if job.poll() is None:
+                job.kill()
+    return code, took, log_path.read_text()
+
+
+@pytest.mark.parametrize("task", [("chief", 0), ("worker", 1)], ids=["chief", "worker"])
+def test_sigterm_to_any_replica_of_a_cluster_checkpoints_everywhere_and_resumes(
+    local_data, tmp_path, task
+):
+    """TF's preemption notifier must not swallow SIGTERM under MultiWorkerMirroredStrategy:
+    one signalled replica stops all of them at the same step, with a checkpoint, exit 143."""
+    model_dir = str(tmp_path / "model")
+    command = _cluster_command(local_data, model_dir)
+    code, _, first = _signal_replica_after_checkpoint(
+        command, model_dir, tmp_path / "first.log", task, signal.SIGTERM
+    )
+    assert code == 143, first[-4000:]
+    codes = _exit_codes(first)
+    assert codes == dict.fromkeys(("chief-0", "worker-0", "worker-1", "evaluator-0"), "143"), first[
+        -4000:
+    ]
+    step = _latest_step(model_dir)
+    assert 20 <= step < CLUSTER_STEPS and step % 5 == 0, first[-4000:]
+    # Every training replica stopped at that step (the checkpoint is the signal's step).
+    for name in ("chief-0", "worker-0", "worker-1"):
+        assert f"[{name}] error: train: stopped at step {step} on a signal" in first, name
+
+    second = _check(subprocess.run(command, capture_output=True, text=True, timeout=600))
+    assert f"resuming from step {step}" in second
+    assert f"trained to step {CLUSTER_STEPS} (from {step})" in second
+    assert _latest_step(model_dir) == CLUSTER_STEPS
+
+
+def test_sigkill_of_a_worker_makes_the_survivors_exit_retryably_then_resumes(local_data, tmp_path):
+    """A lost peer is retryable (>= 128, not 1) and nobody hangs: the survivors exit by
+    themselves well before the launcher's 60 s grace would kill them."""
+    model_dir = str(tmp_path / "model")
+    command = _cluster_command(local_data, model_dir)
+    code, took, first = _signal_replica_after_checkpoint(
+        command, model_dir, tmp_path / "first.log", ("worker", 1), signal.SIGKILL
+    )
+    assert code == 137, first[-4000:]  # the job ended with the killed worker
+    codes = _exit_codes(first)
+    assert codes["worker-1"] == "-9", first[-4000:]
+    for name in ("chief-0", "worker-0"):  # PeerLostError: retryable, by themselves
+        assert codes[name] == str(PEER_LOST_EXIT_CODE), (name, first[-4000:])
+        assert f"[{name}] error: train: " in first and "lost a peer of the collective" in first
+    assert took < 55, (took, first[-4000:])
+    print(f"survivors ended {took:.1f}s after the SIGKILL")
+    step = _latest_step(model_dir)
+    assert 20 <= step < CLUSTER_STEPS
+
+    second = _check(subprocess.run(command, capture_output=True, text=True, timeout=600))
+    assert f"resuming from step {step}" in second
+    assert f"trained to step {CLUSTER_STEPS} (from {step})" in second
+    assert _latest_step(model_dir) == CLUSTER_STEPS

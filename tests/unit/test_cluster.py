@@ -16,7 +16,7 @@ import pytest
 
 from shardtrain.errors import ConfigError
 from shardtrain.train import cluster as cluster_module
-from shardtrain.train.cluster import Role, make_strategy, resolve_role
+from shardtrain.train.cluster import Role, make_strategy, peer_loss, resolve_role
 from tf_configs import CHIEF, EVALUATOR, FULL, TRAINING, WORKERS, env_for
 
 SRC = Path(cluster_module.__file__).parent
@@ -316,3 +316,64 @@ def test_no_strategy_for_the_evaluator():
 def test_devices_must_be_a_positive_count(devices):
     with pytest.raises(ConfigError, match="devices must be a positive integer"):
         make_strategy(Role(), devices=devices)
+
+
+# --- peer loss: which errors of a collective make a replica exit retryably -----------------
+
+
+def _error(class_name: str, message: str) -> Exception:
+    """An exception whose class is named like TensorFlow's (no TensorFlow import needed)."""
+    return type(class_name, (Exception,), {})(message)
+
+
+_WORKER = resolve_role(
+    {
+        "TF_CONFIG": json.dumps(
+            {
+                "cluster": {"chief": ["a:1"], "worker": ["b:1", "c:1"]},
+                "task": {"type": "worker", "index": 1},
+            }
+        )
+    }
+)
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        _error(
+            "UnavailableError",
+            "Graph execution error:\n\nCollective ops is aborted by: ... Connection reset by peer",
+        ),
+        _error("AbortedError", "The following tasks are unhealthy (stopped sending heartbeats)"),
+        _error("DeadlineExceededError", "collective timed out"),
+        _error("CancelledError", "RecvBuf cancelled"),
+        _error("UnknownError", "Socket closed"),
+    ],
+    ids=["unavailable", "aborted", "deadline", "cancelled", "unknown-socket-closed"],
+)
+def test_a_lost_peer_is_a_retryable_error_for_a_collective_member(exc):
+    from shardtrain.errors import PEER_LOST_EXIT_CODE
+
+    lost = peer_loss(_WORKER, exc)
+    assert lost is not None and lost.exit_code == PEER_LOST_EXIT_CODE >= 128
+    assert "\n" not in str(lost) and "worker 1 of 3" in str(lost)
+    assert "Graph execution error" not in str(lost)  # the telling line, not TF's first
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        _error("DataLossError", "corrupted record at 612008"),
+        _error("InvalidArgumentError", "Key: label. Can't parse serialized Example."),
+        _error("NotFoundError", "shard-00001.tfrecord; No such file or directory"),
+        ValueError("bad value"),
+    ],
+)
+def test_data_errors_are_not_peer_losses(exc):
+    assert peer_loss(_WORKER, exc) is None
+
+
+def test_without_a_collective_nothing_is_a_peer_loss():
+    exc = _error("UnavailableError", "Connection reset by peer")
+    assert peer_loss(resolve_role({}), exc) is None

@@ -167,11 +167,38 @@ def test_progress_lines(caplog):
     assert lines[0].startswith("step 500/1100: loss 0.5000, ")
 
 
-def test_the_stop_flag_remembers_the_first_signal_and_restores_handlers():
+def test_the_stop_flag_remembers_the_first_signal_and_keeps_handling_while_exiting():
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    flag = StopFlag()
+    try:
+        with flag.installed():
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGINT)
+            assert flag.signum == signal.SIGTERM
+        # On its way out with 143: a second SIGTERM must not kill the process mid-exit.
+        assert signal.getsignal(signal.SIGTERM) == flag._handle
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert flag.signum == signal.SIGTERM
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
+def test_the_stop_flag_restores_handlers_when_no_signal_came():
+    before = signal.getsignal(signal.SIGTERM)
+    with StopFlag().installed():
+        pass
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_the_stop_flag_reclaims_signals_taken_by_someone_else():
+    """What MultiWorkerMirroredStrategy's preemption notifier does to SIGTERM, undone."""
     before = signal.getsignal(signal.SIGTERM)
     flag = StopFlag()
     with flag.installed():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # TF's notifier, in C++, takes it
+        flag.reclaim()
         os.kill(os.getpid(), signal.SIGTERM)
-        os.kill(os.getpid(), signal.SIGINT)
         assert flag.signum == signal.SIGTERM
+        flag.signum = None  # so that the block restores the handlers
     assert signal.getsignal(signal.SIGTERM) is before

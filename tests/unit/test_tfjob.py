@@ -74,6 +74,8 @@ def test_every_replica_runs_the_trainer_in_the_tensorflow_container():
             "500",
             "--model",
             "tabular",
+            "--batch-size",  # the default 256 rounded for the 3 replicas in sync
+            "255",
         ]
         assert c["ports"] == [{"name": "tfjob-port", "containerPort": 2222}]
 
@@ -172,6 +174,16 @@ def test_from_manifest_rejects_fields_the_sdk_would_silently_drop():
         ({"env": {"AWS_SECRET_ACCESS_KEY": "x"}}, "Secret"),
         ({"env": {"TF_CONFIG": "{}"}}, "TF_CONFIG"),
         ({"train_args": ("--data=s3://other",)}, "--data"),
+        (
+            {"train_args": ("--batch-size", "256")},
+            r"--batch-size 256 is not divisible by the 3 replicas in sync "
+            r"\(3 training pods x 1 device\(s\)\); use --batch-size 255 or 258",
+        ),
+        (
+            {"train_args": ("--batch-size=100",), "workers": 3, "gpus_per_worker": 2},
+            "not divisible by the 8 replicas",
+        ),
+        ({"train_args": ("--batch-size", "many")}, "--batch-size must be an integer"),
         ({"image": ""}, "image"),
         ({"secret": "Not A Name"}, "secret"),
         ({"name": "q" * 60}, "longer than 63 characters"),
@@ -258,7 +270,7 @@ def test_manifest_maps_to_launcher_replicas(monkeypatch, caplog):
     with caplog.at_level(logging.INFO, logger="shardtrain.kubeflow.tfjob"):
         replicas = tfjob.local_replicas(manifest)
     argv = (sys.executable, "-m", "shardtrain.cli", "train", "--data", DATA)
-    argv += ("--model-dir", MODEL_DIR, "--train-steps", "3")
+    argv += ("--model-dir", MODEL_DIR, "--train-steps", "3", "--batch-size", "255")
     assert replicas == [
         launcher.Replica("chief", 1, argv, {"PYTHONUNBUFFERED": "1", "SHARDTRAIN_MARK": "m1"}),
         launcher.Replica("worker", 2, argv, {"PYTHONUNBUFFERED": "1", "SHARDTRAIN_MARK": "m1"}),
@@ -660,3 +672,21 @@ def test_cli_help_shows_the_manifest_defaults_which_start_up_does_not_read():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "batch"),
+    [
+        ({}, "255"),  # README's example: 256 by default, 3 replicas
+        ({"workers": 3}, None),  # 4 replicas: the default 256 already splits
+        ({"workers": 2, "gpus_per_worker": 0}, "255"),  # one CPU device per pod
+        ({"workers": 1, "gpus_per_worker": 4, "train_args": ("--devices", "3")}, "258"),
+        ({"train_args": ("--batch-size", "192")}, "192"),  # explicit and divisible: kept
+        ({"train_args": ("--config", "train.yaml")}, None),  # the file decides: left alone
+    ],
+)
+def test_the_global_batch_splits_evenly_over_the_replicas_in_sync(overrides, batch):
+    """The trainer refuses a batch that does not split; render must not write such a job."""
+    args = _container(_manifest(**overrides), "Chief")["args"]
+    got = args[args.index("--batch-size") + 1] if "--batch-size" in args else None
+    assert got == batch

@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> None:
         if os.environ.get("SHARDTRAIN_DEBUG"):
             raise
         click.secho(f"error: {exc}", err=True, fg="red")
+        if argv is None and exc.exit_code >= 128:
+            _exit_now(exc.exit_code)
         sys.exit(exc.exit_code)
     finally:
         if argv is None:
@@ -71,3 +73,18 @@ def main(argv: list[str] | None = None) -> None:
             # sharding run, 0.7 s with TensorFlow loaded; the memory goes back to the OS with
             # the process anyway. (Callers that pass ``argv`` carry on: nothing is frozen.)
             gc.freeze()
+
+
+def _exit_now(code: int) -> None:
+    """End a retryable replica (interrupted, or its peer lost) without the runtime's teardown.
+
+    Its checkpoint is published and its output flushed; what is left is TensorFlow's
+    shutdown, which after a lost peer waits on a coordination service whose members are
+    gone (and a pod being replaced has no time to wait). ``os._exit`` skips it.
+    """
+    import logging
+
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

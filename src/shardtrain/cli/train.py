@@ -107,6 +107,13 @@ def run_local_cmd(
         if evaluator:
             replicas.append(launcher.Replica("evaluator", 1, args))
     result = launcher.run_local(replicas, timeout=timeout, grace=grace)
+    click.echo(
+        "replica exit codes: "
+        + ", ".join(
+            f"{r.name}={'running' if r.exit_code is None else r.exit_code}" for r in result.replicas
+        ),
+        err=not result.succeeded,
+    )
     if not result.succeeded:
         click.secho(f"error: local job failed: {result.reason}", err=True, fg="red")
         sys.exit(result.exit_code)

@@ -233,6 +233,46 @@ class JobConfig:
         for arg in self.train_args:
             if arg.split("=", 1)[0] in ("--data", "--model-dir"):
                 raise ConfigError(f"train args: give {arg.split('=', 1)[0]} as the job's own field")
+        given = _train_arg(self.train_args, "--batch-size")
+        if given is not None:
+            batch = _int_arg("--batch-size", given)
+            replicas = self.replicas_in_sync
+            if batch % replicas:
+                raise ConfigError(
+                    f"train args: --batch-size {batch} is not divisible by the {replicas} "
+                    f"replicas in sync ({self.workers + 1} training pods x "
+                    f"{replicas // (self.workers + 1)} device(s)); use "
+                    f"{_nearest_multiples(batch, replicas)}"
+                )
+
+    @property
+    def replicas_in_sync(self) -> int:
+        """Replicas the global batch is split over: training pods x devices per pod (their
+        GPUs, at most ``--devices``; one CPU device without GPUs). The evaluator is not one."""
+        per_pod = max(self.gpus_per_worker, 1)
+        devices = _train_arg(self.train_args, "--devices")
+        if devices is not None and _int_arg("--devices", devices) > 0:
+            per_pod = min(per_pod, _int_arg("--devices", devices))
+        return (self.workers + 1) * per_pod
+
+    def container_train_args(self) -> tuple[str, ...]:
+        """The train arguments the pods get: ``train_args``, and when they leave the batch size
+        to the trainer's default (and to no ``--config`` file), that default rounded to the
+        nearest multiple of :attr:`replicas_in_sync` so that it splits evenly. An explicit
+        ``--batch-size`` is never changed (it is checked instead)."""
+        if _train_arg(self.train_args, "--batch-size") is not None or any(
+            a.split("=", 1)[0] == "--config" for a in self.train_args
+        ):
+            return self.train_args
+        from shardtrain.train.config import TrainConfig
+
+        default = TrainConfig.__dataclass_fields__["batch_size"].default
+        assert isinstance(default, int)
+        replicas = self.replicas_in_sync
+        if default % replicas == 0:
+            return self.train_args
+        rounded = max(replicas, round(default / replicas) * replicas)
+        return (*self.train_args, "--batch-size", str(rounded))
 
     @classmethod
     def from_overrides(cls, **overrides: Any) -> JobConfig:
@@ -262,6 +302,30 @@ class JobConfig:
             if f.name == name:
                 return f.default
         raise KeyError(name)
+
+
+def _train_arg(args: tuple[str, ...], flag: str) -> str | None:
+    """The value of the last ``flag VALUE`` or ``flag=VALUE`` in ``args`` (None: absent)."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def _int_arg(flag: str, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"train args: {flag} must be an integer, not {value!r}") from None
+
+
+def _nearest_multiples(batch: int, replicas: int) -> str:
+    below = batch // replicas * replicas
+    above = below + replicas
+    return f"--batch-size {above}" if below == 0 else f"--batch-size {below} or {above}"
 
 
 def _check_job_name(name: str) -> None:
@@ -346,7 +410,14 @@ def _pod_template(cfg: JobConfig, gpus: int) -> Any:
         name=CONTAINER_NAME,
         image=cfg.image,
         command=[ENTRYPOINT],
-        args=["train", "--data", cfg.data, "--model-dir", cfg.model_dir, *cfg.train_args],
+        args=[
+            "train",
+            "--data",
+            cfg.data,
+            "--model-dir",
+            cfg.model_dir,
+            *cfg.container_train_args(),
+        ],
         env=env,
         ports=[models.V1ContainerPort(name=PORT_NAME, container_port=PORT)],
         resources=models.V1ResourceRequirements(

@@ -47,7 +47,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from shardtrain.errors import ConfigError
+from shardtrain.errors import ConfigError, PeerLostError
 
 if TYPE_CHECKING:  # importing TensorFlow takes seconds: only make_strategy does it, lazily
     import tensorflow as tf
@@ -421,3 +421,49 @@ def _multi_worker_strategy(
             "collective ops can no longer be configured; call it at start-up, before creating "
             "any tensor, model or dataset"
         ) from exc
+
+
+#: TensorFlow error classes by which a collective reports that a peer went away.
+_PEER_LOSS_ERRORS = ("UnavailableError", "AbortedError", "DeadlineExceededError", "CancelledError")
+#: Message fragments of a peer's loss reported under another class (e.g. UnknownError).
+_PEER_LOSS_MESSAGES = (
+    "collective ops is aborted",
+    "connection reset by peer",
+    "socket closed",
+    "failed to connect to all addresses",
+    "stopped sending heartbeats",
+    "heartbeat",
+)
+
+
+def peer_loss(role: Role, exc: BaseException) -> PeerLostError | None:
+    """The retryable error for ``exc`` when it means a peer of the collective went away.
+
+    Only a chief or worker of a multi-worker job has peers; for them TensorFlow reports a
+    lost peer as ``UnavailableError: Collective ops is aborted by: ... Connection reset by
+    peer`` (the dead task's socket), or, when the peer vanished without a reset, once the
+    coordination service misses its heartbeats, which aborts every pending collective
+    (``Aborted``/``Unavailable``/``Cancelled``), or as ``DeadlineExceeded``. Data errors
+    (``DataLossError``, ``InvalidArgumentError``, ``NotFoundError``) are not peer losses and
+    are left alone: they fail the job for good.
+
+    Returns:
+        A :class:`~shardtrain.errors.PeerLostError` to raise from ``exc``, or None.
+    """
+    if role.tf_config_for_collective is None:
+        return None
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    text = str(exc)
+    lowered = text.lower()
+    if not names & set(_PEER_LOSS_ERRORS) and not any(m in lowered for m in _PEER_LOSS_MESSAGES):
+        return None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    # TF's first line is often "Graph execution error:"; the cause is further down.
+    telling = [ln for ln in lines if any(m in ln.lower() for m in _PEER_LOSS_MESSAGES)]
+    first = (telling or lines or [type(exc).__name__])[0]
+    if len(first) > _QUOTE_LIMIT:
+        first = first[: _QUOTE_LIMIT - 3] + "..."
+    return PeerLostError(
+        f"train: {role.describe()} lost a peer of the collective ({type(exc).__name__}: "
+        f"{first}); every replica must restart and resume from the last checkpoint"
+    )

@@ -66,15 +66,35 @@ class StopFlag:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[StopFlag]:
-        """Handle SIGTERM and SIGINT with this flag inside the ``with`` block."""
+        """Handle SIGTERM and SIGINT with this flag inside the ``with`` block.
+
+        The previous handlers come back at the end of the block unless a signal was received:
+        then the process is on its way out with ``128 + signal`` and a second SIGTERM (the
+        launcher stopping the job, the kubelet) must not turn that into a kill mid-exit.
+        """
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
                 self._previous[sig] = signal.signal(sig, self._handle)
         try:
             yield self
         finally:
-            for signum, handler in self._previous.items():
-                signal.signal(signum, handler)
+            if self.signum is None:
+                for signum, handler in self._previous.items():
+                    signal.signal(signum, handler)
+
+    def reclaim(self) -> None:
+        """Take SIGTERM and SIGINT back after TensorFlow took them (inside :meth:`installed`).
+
+        Creating a ``MultiWorkerMirroredStrategy`` starts TensorFlow's coordination service,
+        whose C++ preemption notifier (``preemption_notifier.cc``) installs its own SIGTERM
+        handler with ``std::signal``: it replaces the one :meth:`installed` set, logs
+        "SIGTERM caught" and nothing in Python ever hears of the signal. Setting the Python
+        handler again afterwards is what TensorFlow's own ``PreemptionCheckpointHandler``
+        does (``_start_watching_for_signal``); the handlers to restore on exit stay those
+        found by :meth:`installed`.
+        """
+        for sig in self._previous:
+            signal.signal(sig, self._handle)
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,16 @@ What a TF Estimator user relied on, and where it lives here:
   ``MODEL_DIR/checkpoints`` (:mod:`shardtrain.train.checkpoints`). On start every replica restores
   the latest published one by itself, so a pod that is recreated, or the whole job run again,
   continues from there and stops at ``train_steps``.
-* **Preemption.** SIGTERM (eviction, preemption, ``kubectl delete pod``) sets a flag; at the
-  end of the current loop the replicas agree (a one-number all-reduce), all write a
-  checkpoint, and exit with ``128 + signal`` (143) — retryable for ``restartPolicy: ExitCode``.
+* **Preemption.** SIGTERM (eviction, preemption, ``kubectl delete pod``) to any replica sets
+  its flag; at the end of the current loop the replicas agree (a one-number all-reduce), all
+  write a checkpoint at the same step, and exit with ``128 + signal`` (143) — retryable for
+  ``restartPolicy: ExitCode``. Under ``MultiWorkerMirroredStrategy`` TensorFlow's preemption
+  notifier takes SIGTERM when the strategy is created; the flag takes it back right after
+  (:meth:`shardtrain.train.controller.StopFlag.reclaim`).
+* **Lost peers are retryable.** When a chief or worker dies, the survivors' collective fails
+  (a connection reset, or the coordination service's missed heartbeats abort it, so nobody
+  waits forever); they exit with 200 (:class:`shardtrain.errors.PeerLostError`), retryable,
+  and every recreated replica resumes from the last published checkpoint.
 * **Sidecar evaluation** (:mod:`shardtrain.train.evaluator`). The evaluator replica never joins
   the collective: it evaluates every new checkpoint on the eval split and exits after the
   final one. Without an evaluator the chief evaluates every ``eval_every`` steps itself.
@@ -32,7 +39,8 @@ The intervals (checkpoints, evaluation, summaries, the stop vote, NaN checks) be
 
 Exit codes (see :mod:`shardtrain.errors`): 0 done (or nothing left to do); 1 bad
 configuration or data (permanent: do not restart); 3 storage unreachable; 128 + signal after
-a checkpoint on SIGTERM/SIGINT (restart to resume).
+a checkpoint on SIGTERM/SIGINT (restart to resume); 200 a peer of the collective was lost
+(restart every replica to resume).
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ from typing import Any
 
 from shardtrain import storage
 from shardtrain.data.metadata import DatasetMetadata
-from shardtrain.errors import ConfigError
+from shardtrain.errors import ConfigError, ShardtrainError
 from shardtrain.train import cluster, dataset, loop
 from shardtrain.train.checkpoints import CheckpointStore
 from shardtrain.train.config import TrainConfig
@@ -114,6 +122,9 @@ def _train(
     strategy, mixed = _start_strategy(
         config, role, spec, resume_step=latest.step if latest else None
     )
+    # MultiWorkerMirroredStrategy has just let TensorFlow's preemption notifier take SIGTERM
+    # from the flag; take it back, or a signal would be logged by TF and otherwise ignored.
+    stop.reclaim()
     state = loop.build_training_state(strategy, config, spec, mixed=mixed)
     if latest:
         state.checkpoint.read(store.fetch(latest)).assert_existing_objects_matched()
@@ -190,9 +201,12 @@ def _start_strategy(
 
     replicas = strategy.num_replicas_in_sync
     if config.batch_size % replicas:
+        below = config.batch_size // replicas * replicas
+        choices = f"{below} or {below + replicas}" if below else f"{replicas}"
         raise ConfigError(
             f"train: batch_size {config.batch_size} is not divisible by the {replicas} "
-            "replicas in sync (workers x devices)"
+            f"replicas in sync (training workers x devices per worker; the evaluator is not "
+            f"one): the global batch must split evenly, use --batch-size {choices}"
         )
     if role.is_chief:
         config.save()
@@ -272,6 +286,7 @@ def train_and_evaluate(config: TrainConfig, environ: dict[str, str] | None = Non
         ConfigError: a ``TF_CONFIG`` or configuration that makes no sense (exit 1).
         DataError: the dataset is not committed, lacks the splits, or cannot be trained on.
         TrainingInterrupted: SIGTERM/SIGINT; a checkpoint was written (exit 128 + signal).
+        PeerLostError: another replica of the collective went away (exit 200, retryable).
     """
     config.validate()
     role = cluster.resolve_role(environ)
@@ -292,6 +307,14 @@ def train_and_evaluate(config: TrainConfig, environ: dict[str, str] | None = Non
             if role.is_evaluator:
                 step, metrics = run_evaluator(config, metadata, spec, scratch, stop)
                 return TrainResult("evaluator", step, metrics=metrics, status="evaluated")
-            return _train(config, role, metadata, spec, scratch, stop)
+            try:
+                return _train(config, role, metadata, spec, scratch, stop)
+            except ShardtrainError:
+                raise
+            except Exception as exc:
+                lost = cluster.peer_loss(role, exc)
+                if lost is None:
+                    raise
+                raise lost from exc
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
