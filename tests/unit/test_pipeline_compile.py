@@ -269,6 +269,22 @@ def test_cpu_count_from_kubernetes_quantities():
             steps.cpu_count(bad)
 
 
+def test_job_config_rounds_the_batch_to_the_training_replicas(caplog):
+    """The pipeline's batch_size (1024 by default) cannot know the replica count of a run."""
+    common = dict(
+        data="s3://b/ds", model_dir="s3://b/m", run_id="r", image="reg/st:1", namespace="ns",
+        evaluator=True, secret="", service_account="sa", cpu="2", memory="4Gi",
+        train_steps=300, checkpoint_every=100,
+    )  # fmt: skip
+    three = steps.job_config(workers=2, gpus_per_worker=1, batch_size=1024, **common)
+    assert three.train_args[2:4] == ("--batch-size", "1023") and three.replicas_in_sync == 3
+    assert "batch_size 1024 does not split over the 3 training replicas: using 1023" in caplog.text
+    four = steps.job_config(workers=1, gpus_per_worker=2, batch_size=1024, **common)
+    assert four.train_args[2:4] == ("--batch-size", "1024")  # already a multiple: unchanged
+    tiny = steps.job_config(workers=3, gpus_per_worker=2, batch_size=3, **common)
+    assert tiny.train_args[2:4] == ("--batch-size", "8")  # at least one example per replica
+
+
 def test_job_config_names_each_run_and_maps_the_parameters(monkeypatch, tmp_path):
     monkeypatch.setattr(steps, "_POD_NAMESPACE_FILE", "/nonexistent/namespace")
     kwargs = dict(

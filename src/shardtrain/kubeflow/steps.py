@@ -293,7 +293,7 @@ def job_config(
         cpu: CPU request per replica.
         memory: memory per replica.
         train_steps: global steps.
-        batch_size: global batch size.
+        batch_size: global batch size, rounded to a multiple of the training replicas.
         checkpoint_every: steps between checkpoints.
         train_flags: more ``shardtrain train`` flags, shell-quoted (``--dropout 0.1``).
 
@@ -304,6 +304,17 @@ def job_config(
         extra = shlex.split(train_flags or "")
     except ValueError as exc:
         raise ConfigError(f"train_flags: {exc}") from exc
+    # A pipeline parameter cannot know how many replicas a run gets: the global batch is
+    # rounded to split evenly over them (the CLI refuses instead, where a person can choose).
+    replicas = tfjob.replicas_in_sync(int(workers), int(gpus_per_worker), extra)
+    batch = tfjob.round_batch(int(batch_size), replicas)
+    if batch != int(batch_size):
+        log.warning(
+            "batch_size %d does not split over the %d training replicas: using %d",
+            int(batch_size),
+            replicas,
+            batch,
+        )
     return tfjob.JobConfig(
         data=data,
         model_dir=model_dir,
@@ -321,7 +332,7 @@ def job_config(
             "--train-steps",
             str(int(train_steps)),
             "--batch-size",
-            str(int(batch_size)),
+            str(batch),
             "--checkpoint-every",
             str(int(checkpoint_every)),
             *extra,

@@ -64,7 +64,7 @@ import logging
 import re
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -134,6 +134,22 @@ class JobTimeoutError(ShardtrainError):
 # --------------------------------------------------------------------------------------------
 # Configuration
 # --------------------------------------------------------------------------------------------
+
+
+def replicas_in_sync(workers: int, gpus_per_worker: int, train_args: Sequence[str] = ()) -> int:
+    """Replicas a TFJob's global batch is split over: training pods (the chief and
+    ``workers``) x devices per pod (their GPUs, at most ``--devices``; one CPU device without
+    GPUs). The evaluator is not one."""
+    per_pod = max(gpus_per_worker, 1)
+    devices = _train_arg(tuple(train_args), "--devices")
+    if devices is not None and _int_arg("--devices", devices) > 0:
+        per_pod = min(per_pod, _int_arg("--devices", devices))
+    return (workers + 1) * per_pod
+
+
+def round_batch(batch: int, replicas: int) -> int:
+    """``batch`` rounded to the nearest multiple of ``replicas`` (at least one per replica)."""
+    return max(replicas, round(batch / replicas) * replicas)
 
 
 @dataclass(frozen=True)
@@ -247,13 +263,8 @@ class JobConfig:
 
     @property
     def replicas_in_sync(self) -> int:
-        """Replicas the global batch is split over: training pods x devices per pod (their
-        GPUs, at most ``--devices``; one CPU device without GPUs). The evaluator is not one."""
-        per_pod = max(self.gpus_per_worker, 1)
-        devices = _train_arg(self.train_args, "--devices")
-        if devices is not None and _int_arg("--devices", devices) > 0:
-            per_pod = min(per_pod, _int_arg("--devices", devices))
-        return (self.workers + 1) * per_pod
+        """Replicas the global batch is split over (see :func:`replicas_in_sync`)."""
+        return replicas_in_sync(self.workers, self.gpus_per_worker, self.train_args)
 
     def container_train_args(self) -> tuple[str, ...]:
         """The train arguments the pods get: ``train_args``, and when they leave the batch size
@@ -271,8 +282,7 @@ class JobConfig:
         replicas = self.replicas_in_sync
         if default % replicas == 0:
             return self.train_args
-        rounded = max(replicas, round(default / replicas) * replicas)
-        return (*self.train_args, "--batch-size", str(rounded))
+        return (*self.train_args, "--batch-size", str(round_batch(default, replicas)))
 
     @classmethod
     def from_overrides(cls, **overrides: Any) -> JobConfig:

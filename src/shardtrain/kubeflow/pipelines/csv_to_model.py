@@ -153,7 +153,7 @@ def csv_to_model(
         worker_cpu: CPU request of each TFJob replica.
         worker_memory: Memory of each TFJob replica.
         train_steps: Global training steps.
-        batch_size: Global batch size.
+        batch_size: Global batch size, rounded to split evenly over the training replicas.
         checkpoint_every: Steps between checkpoints.
         train_flags: More `shardtrain train` flags, e.g. --learning-rate 0.003 --dropout 0.1.
         train_timeout: Seconds the TFJob may take before the train step fails.
