@@ -488,3 +488,26 @@ def test_a_bad_value_and_invalid_utf8_in_one_block_are_both_rejected(tmp_path, m
         for x in (tmp_path / "ds" / "rejects" / "rejects.jsonl").read_text().splitlines()
     ]
     assert sorted(r["line"] for r in rejects) == [290_001, 290_011]
+
+
+def test_truncated_or_corrupt_gzip_source_is_one_line_naming_the_file(tmp_path):
+    good = tmp_path / "good.csv.gz"
+    datagen.generate_quest_logs(str(good), 60_000, seed=3)  # > the 4 MiB schema sample
+    data = good.read_bytes()
+    src = tmp_path / "quest.csv.gz"
+    src.write_bytes(data[: len(data) * 3 // 4])  # truncated after the sample
+    args = ("shard", str(src), "-o", str(tmp_path / "ds"), "--label", "cleared")
+    proc = run_cli(*args, "--processes", "1")
+    last = proc.stderr.splitlines()[-1]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert last.startswith(f"error: {src}: truncated gzip file:") and "Aborted" not in last
+    assert f"({len(data) * 3 // 4:,} compressed bytes read)" in last
+    # Replaced by a good copy (a new version, so a new plan): the re-run completes.
+    shutil.copy(good, src)
+    run_cli(*args, "--overwrite", check=True)
+    assert DatasetMetadata.load(str(tmp_path / "ds")).rows_accepted == 60_000
+    flipped = bytearray(data)
+    flipped[len(data) // 2] ^= 0xFF
+    src.write_bytes(bytes(flipped))
+    with pytest.raises(DataError, match=rf"^{src}: corrupt gzip file: .* compressed bytes read"):
+        sharding.shard(_config([src], tmp_path / "ds2", max_bad_fraction=1.0))

@@ -58,6 +58,7 @@ from shardtrain.data.sources.base import (
     Source,
     SourceFile,
     SourceLayout,
+    open_source,
 )
 from shardtrain.errors import DataError
 from shardtrain.kernels import arrow, csv_parse, xxh64
@@ -105,11 +106,8 @@ def list_sources(patterns: list[str]) -> list[SourceFile]:
 
 def read_sample(source: SourceFile, max_bytes: int) -> bytes:
     """The first ``max_bytes`` of a source (decompressed), cut after the last full line."""
-    with storage.open(source.uri, "rb", compression="gzip" if source.gzip else None) as f:
-        try:
-            data = f.read(max_bytes)
-        except (OSError, EOFError) as exc:
-            raise DataError(f"{source.uri}: cannot read ({exc})") from exc
+    with open_source(source.uri, gzip=source.gzip) as f:
+        data = f.read(max_bytes)
     if not data:
         raise DataError(f"{source.uri}: the file is empty")
     if b"\x00" in data[:65536]:
@@ -209,8 +207,7 @@ def _iter_line_blocks(piece: Piece, schema: Schema, block_bytes: int) -> Iterato
     Lines are not counted here: :func:`read_piece` adds up the line counts that parsing
     finds anyway, which saves a pass over every block.
     """
-    compression = "gzip" if piece.gzip else None
-    with storage.open(piece.uri, "rb", compression=compression, block_size=block_bytes) as f:
+    with open_source(piece.uri, gzip=piece.gzip, block_size=block_bytes) as f:
         if piece.start == 0:
             header = f.readline()
             pos = len(header)
