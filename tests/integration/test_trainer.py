@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -417,3 +418,26 @@ def test_a_rendered_tfjob_manifest_runs_locally_on_minio(minio, minio_data, tmp_
     metrics = _metrics(model_dir)
     assert metrics["step"] == 300 and metrics["auc"] >= 0.80, metrics
     assert storage.exists(storage.join(model_dir, "export", "latest.json"))
+
+
+def test_a_corrupt_shard_ends_training_with_one_line_naming_it(local_data, tmp_path):
+    data = tmp_path / "quest"
+    shutil.copytree(local_data, data)
+    shard = next(p for p in sorted((data / "train").iterdir()) if p.stat().st_size > 20_000)
+    raw = bytearray(shard.read_bytes())
+    raw[len(raw) // 2] ^= 0x01  # one bit: TF reports a corrupt record, no file name
+    shard.write_bytes(bytes(raw))
+    proc = run_cli(
+        "train",
+        "--data",
+        str(data),
+        "--model-dir",
+        str(tmp_path / "m"),
+        *TRAIN[:2],
+        "--batch-size",
+        "64",
+    )
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert last.startswith(f"error: {shard}: corrupt (CRC-32C "), last
+    assert last.endswith("re-shard the dataset")

@@ -539,3 +539,29 @@ def test_same_size_edit_with_mtime_restored_changes_the_source_version(tmp_path)
         sharding.shard(_config([small], out))  # not "already complete", no mixed rows
     edit(big, (5 << 20) - 1)
     edit(big, 0)
+
+
+def test_shard_crcs_name_the_corrupt_file(tmp_path):
+    from shardtrain.train import dataset  # TensorFlow only when a dataset is built
+
+    csv_path = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(csv_path), 3_000, seed=1)
+    out = str(tmp_path / "ds")
+    meta = sharding.shard(_config([csv_path], out, num_shards=2)).metadata
+    shards = dataset.split_shards(out, meta, "eval")
+    assert dataset.find_corrupt_shard(shards) is None
+    with open(storage.local_path(shards[1].uri), "r+b") as f:
+        f.seek(-10, os.SEEK_END)
+        byte = f.read(1)[0]
+        f.seek(-10, os.SEEK_END)
+        f.write(bytes([byte ^ 1]))
+
+    class DataLossError(Exception):  # what tf.errors raises, without the file's name
+        pass
+
+    error = dataset.input_error(DataLossError("corrupted record at 12"), out, meta, ["eval"])
+    assert isinstance(error, DataError)
+    assert str(error).startswith(f"{shards[1].uri}: corrupt (CRC-32C ")
+    expected = f"expected {shards[1].crc32c} of {shards[1].bytes:,}), re-shard the dataset"
+    assert str(error).endswith(expected)
+    assert dataset.input_error(ValueError("other"), out, meta, ["eval"]) is None
