@@ -420,10 +420,11 @@ def test_a_rendered_tfjob_manifest_runs_locally_on_minio(minio, minio_data, tmp_
     assert storage.exists(storage.join(model_dir, "export", "latest.json"))
 
 
-def test_a_corrupt_shard_ends_training_with_one_line_naming_it(local_data, tmp_path):
+@pytest.mark.parametrize("split", ["train", "eval"])  # eval: the chief's evaluation
+def test_a_corrupt_shard_ends_training_with_one_line_naming_it(local_data, tmp_path, split):
     data = tmp_path / "quest"
     shutil.copytree(local_data, data)
-    shard = next(p for p in sorted((data / "train").iterdir()) if p.stat().st_size > 20_000)
+    shard = next(p for p in sorted((data / split).iterdir()) if p.stat().st_size > 2_000)
     raw = bytearray(shard.read_bytes())
     raw[len(raw) // 2] ^= 0x01  # one bit: TF reports a corrupt record, no file name
     shard.write_bytes(bytes(raw))
