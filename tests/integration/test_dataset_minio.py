@@ -71,3 +71,25 @@ def test_s3_shards_stream_through_a_bounded_cache(minio, quest_csv, tmp_path):
         cache.close()
     with pytest.raises(ConfigError, match="ShardCache is needed"):
         dataset.record_dataset(shards, compression=meta.compression)
+
+
+@pytest.mark.minio
+def test_a_corrupt_s3_shard_is_named_by_the_cache(minio, quest_csv, tmp_path):
+    out = minio.uri("corrupt")
+    meta = _shard(quest_csv, out, num_shards=2)
+    shards = dataset.split_shards(out, meta, "train")
+    key = shards[1].uri.split(f"{minio.bucket}/", 1)[1]
+    s3 = minio.s3_client()
+    raw = bytearray(s3.get_object(Bucket=minio.bucket, Key=key)["Body"].read())
+    raw[len(raw) // 2] ^= 0x01
+    s3.put_object(Bucket=minio.bucket, Key=key, Body=bytes(raw))
+    cache = dataset.ShardCache(str(tmp_path / "cache"), threads=1)
+    try:
+        ds = dataset.record_dataset(shards, compression=meta.compression, cache=cache)
+        with pytest.raises(Exception) as raised:  # TensorFlow's error, without the name
+            sum(1 for _ in ds)
+        error = dataset.input_error(raised.value, out, meta, ["train"], [cache])
+    finally:
+        cache.close()
+    assert isinstance(error, DataError)
+    assert str(error).startswith(f"{shards[1].uri}: corrupt (CRC-32C ")

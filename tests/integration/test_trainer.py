@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -542,3 +543,27 @@ def test_sigkill_of_a_worker_makes_the_survivors_exit_retryably_then_resumes(loc
     assert f"resuming from step {step}" in second
     assert f"trained to step {CLUSTER_STEPS} (from {step})" in second
     assert _latest_step(model_dir) == CLUSTER_STEPS
+
+
+@pytest.mark.parametrize("split", ["train", "eval"])  # eval: the chief's evaluation
+def test_a_corrupt_shard_ends_training_with_one_line_naming_it(local_data, tmp_path, split):
+    data = tmp_path / "quest"
+    shutil.copytree(local_data, data)
+    shard = next(p for p in sorted((data / split).iterdir()) if p.stat().st_size > 2_000)
+    raw = bytearray(shard.read_bytes())
+    raw[len(raw) // 2] ^= 0x01  # one bit: TF reports a corrupt record, no file name
+    shard.write_bytes(bytes(raw))
+    proc = run_cli(
+        "train",
+        "--data",
+        str(data),
+        "--model-dir",
+        str(tmp_path / "m"),
+        *TRAIN[:2],
+        "--batch-size",
+        "64",
+    )
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert last.startswith(f"error: {shard}: corrupt (CRC-32C "), last
+    assert last.endswith("re-shard the dataset")

@@ -537,3 +537,80 @@ def test_overwrite_replaces_only_a_dataset_and_refuses_foreign_files(tmp_path):
     shutil.rmtree(out / "sub")
     sharding.shard(_config([csv_path], out, splits=halves, overwrite=True))  # a dataset only
     assert DatasetMetadata.load(str(out)).to_dict()["splits"]["train"]["fraction"] == 0.5
+
+
+def test_truncated_or_corrupt_gzip_source_is_one_line_naming_the_file(tmp_path):
+    good = tmp_path / "good.csv.gz"
+    datagen.generate_quest_logs(str(good), 60_000, seed=3)  # > the 4 MiB schema sample
+    data = good.read_bytes()
+    src = tmp_path / "quest.csv.gz"
+    src.write_bytes(data[: len(data) * 3 // 4])  # truncated after the sample
+    args = ("shard", str(src), "-o", str(tmp_path / "ds"), "--label", "cleared")
+    proc = run_cli(*args, "--processes", "1")
+    last = proc.stderr.splitlines()[-1]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert last.startswith(f"error: {src}: truncated gzip file:") and "Aborted" not in last
+    assert f"({len(data) * 3 // 4:,} compressed bytes read)" in last
+    # Replaced by a good copy (a new version, so a new plan): the re-run completes.
+    shutil.copy(good, src)
+    run_cli(*args, "--overwrite", check=True)
+    assert DatasetMetadata.load(str(tmp_path / "ds")).rows_accepted == 60_000
+    flipped = bytearray(data)
+    flipped[len(data) // 2] ^= 0xFF
+    src.write_bytes(bytes(flipped))
+    with pytest.raises(DataError, match=rf"^{src}: corrupt gzip file: .* compressed bytes read"):
+        sharding.shard(_config([src], tmp_path / "ds2", max_bad_fraction=1.0))
+
+
+def test_same_size_edit_with_mtime_restored_changes_the_source_version(tmp_path):
+    small = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(small), 3_000, seed=1)  # < 1 MiB: hashed whole
+    big = tmp_path / "big.csv"
+    big.write_bytes(os.urandom(5 << 20))  # 16 sampled blocks, the last ending at the end
+
+    def edit(path, offset):
+        before = csv_source.list_sources([str(path)])[0]
+        st = path.stat()
+        with open(path, "r+b") as f:
+            f.seek(offset)
+            byte = f.read(1)
+            f.seek(offset)
+            f.write(b"7" if byte != b"7" else b"8")
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        after = csv_source.list_sources([str(path)])[0]
+        assert after.size == before.size and after.version != before.version
+        assert after.version.split("-")[0] == before.version.split("-")[0]  # same mtime
+
+    out = tmp_path / "ds"
+    sharding.shard(_config([small], out))
+    edit(small, small.stat().st_size // 2)
+    with pytest.raises(DataError, match="sharded from other inputs"):
+        sharding.shard(_config([small], out))  # not "already complete", no mixed rows
+    edit(big, (5 << 20) - 1)
+    edit(big, 0)
+
+
+def test_shard_crcs_name_the_corrupt_file(tmp_path):
+    from shardtrain.train import dataset  # TensorFlow only when a dataset is built
+
+    csv_path = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(csv_path), 3_000, seed=1)
+    out = str(tmp_path / "ds")
+    meta = sharding.shard(_config([csv_path], out, num_shards=2)).metadata
+    shards = dataset.split_shards(out, meta, "eval")
+    assert dataset.find_corrupt_shard(shards) is None
+    with open(storage.local_path(shards[1].uri), "r+b") as f:
+        f.seek(-10, os.SEEK_END)
+        byte = f.read(1)[0]
+        f.seek(-10, os.SEEK_END)
+        f.write(bytes([byte ^ 1]))
+
+    class DataLossError(Exception):  # what tf.errors raises, without the file's name
+        pass
+
+    error = dataset.input_error(DataLossError("corrupted record at 12"), out, meta, ["eval"])
+    assert isinstance(error, DataError)
+    assert str(error).startswith(f"{shards[1].uri}: corrupt (CRC-32C ")
+    expected = f"expected {shards[1].crc32c} of {shards[1].bytes:,}), re-shard the dataset"
+    assert str(error).endswith(expected)
+    assert dataset.input_error(ValueError("other"), out, meta, ["eval"]) is None

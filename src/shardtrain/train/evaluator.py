@@ -113,6 +113,12 @@ class CheckpointEvaluator:
                 features, labels = batch
                 probs = self._predict(features).numpy()
                 acc.update(probs, labels.numpy())
+        except Exception as exc:  # a corrupt shard: TensorFlow's error does not name the file
+            split, caches = [cfg.input.eval_split], [cache] if cache is not None else []
+            error = dataset.input_error(exc, cfg.data, self.metadata, split, caches)
+            if error is None:
+                raise
+            raise error from exc
         finally:
             if cache is not None:
                 cache.close()

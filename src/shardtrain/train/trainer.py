@@ -173,6 +173,11 @@ def _train(
     )
     try:
         step = controller.run(int(state.global_step.numpy()))
+    except Exception as exc:  # a corrupt shard: TensorFlow's error does not name the file
+        splits = (config.input.train_split, config.input.eval_split)
+        if (error := dataset.input_error(exc, config.data, metadata, splits, caches)) is None:
+            raise
+        raise error from exc
     finally:
         for cache in caches:
             cache.close()

@@ -24,17 +24,22 @@ sharder checks it.
 from __future__ import annotations
 
 import abc
+import contextlib
 import itertools
 import math
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from gzip import BadGzipFile
+from typing import IO, Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
 
+from shardtrain import storage
 from shardtrain.data.schema import Schema
 from shardtrain.data.statistics import ColumnStats, new_stats
+from shardtrain.errors import DataError, ShardtrainError, StorageError
 
 #: Longest raw text kept for one rejected row.
 MAX_REJECT_TEXT = 1000
@@ -172,6 +177,44 @@ class Source(abc.ABC):
     def warm_up(self) -> None:  # noqa: B027 - optional hook: nothing to load by default
         """Load what the first task would otherwise load (compiled kernels): a head start for
         the sharder's pool processes."""
+
+
+@contextlib.contextmanager
+def open_source(uri: str, *, gzip: bool, block_size: int | None = None) -> Iterator[IO[bytes]]:
+    """Open a source file for reading; a damaged file ends in one line naming it.
+
+    A gzip stream that ends early (``EOFError``: a truncated download or copy) or does not
+    decompress (a flipped byte, a CRC or length mismatch, not gzip at all) raises a
+    :class:`DataError` with how far the reader got, in compressed and uncompressed bytes; any
+    other ``OSError`` from a read raises a :class:`StorageError`. Without this an
+    ``EOFError`` reaches Click, which prints only ``Aborted!``.
+    """
+    compression = "gzip" if gzip else None
+    with storage.open(uri, "rb", compression=compression, block_size=block_size) as f:
+        try:
+            yield f
+        except ShardtrainError:
+            raise
+        except (EOFError, zlib.error, OSError) as exc:
+            raise _read_error(uri, f, gzip, exc) from exc
+
+
+def _read_error(uri: str, f: IO[bytes], gzip: bool, exc: BaseException) -> ShardtrainError:
+    """The one-line error for a failed read of ``f`` (see :func:`open_source`)."""
+    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if not gzip or not isinstance(exc, EOFError | zlib.error | BadGzipFile):
+        return StorageError(f"{uri}: cannot read ({reason})")
+    where = ""
+    with contextlib.suppress(Exception):  # positions are a courtesy; never hide the error
+        raw = getattr(f, "fileobj", None)
+        compressed = raw.tell() if raw is not None else None
+        where = f" after {f.tell():,} uncompressed bytes"
+        if compressed is not None:
+            where += f" ({compressed:,} compressed bytes read)"
+    what = "truncated" if isinstance(exc, EOFError) else "corrupt"
+    return DataError(
+        f"{uri}: {what} gzip file: {reason}{where}; replace the file and re-run with --overwrite"
+    )
 
 
 def plan_pieces(sources: list[SourceFile], piece_bytes: int) -> list[Piece]:

@@ -76,6 +76,7 @@ from shardtrain.data.sources.base import (
     Source,
     SourceFile,
     SourceLayout,
+    open_source,
 )
 from shardtrain.errors import ConfigError, DataError, StorageError, StorageUnavailableError
 from shardtrain.kernels import xxh64
@@ -444,8 +445,7 @@ def _manifest_lines(piece: Piece) -> Iterator[tuple[bytes, int]]:
 
     The same rule as CSV pieces: a line belongs to the piece holding its first byte.
     """
-    compression = "gzip" if piece.gzip else None
-    with storage.open(piece.uri, "rb", compression=compression) as f:
+    with open_source(piece.uri, gzip=piece.gzip) as f:
         if piece.start == 0:
             pos = len(f.readline())
         else:
