@@ -616,6 +616,43 @@ def _signal_replica_after_checkpoint(
     return code, took, log_path.read_text()
 
 
+def test_sigterm_mid_loop_to_a_worker_stops_chief_and_worker_at_the_same_step(
+    local_data, tmp_path
+):
+    """Under MultiWorkerMirroredStrategy the replicas must run the same steps: the signalled
+    worker's flag rides on the step's all-reduce, so both leave the loop after that step."""
+    model_dir = str(tmp_path / "model")
+    counter = str(tmp_path / "steps")
+    launch = ("run-local", "--workers", "1", "--grace", "60", "--timeout", "600", "--")
+    command = _cli(*launch, *_slow_train(local_data, model_dir))
+    log_path = tmp_path / "first.log"
+    code, took = _signal_mid_loop(
+        command,
+        _slow_env(tmp_path, SLOW_STEP_SECONDS),
+        counter,
+        log_path,
+        lambda job: _replica(job, "worker", 0),
+        after_steps=20,  # both replicas count: about 10 steps
+    )
+    first = log_path.read_text()
+    assert code == 143, first[-4000:]
+    assert _exit_codes(first) == {"chief-0": "143", "worker-0": "143"}, first[-4000:]
+    step = _latest_step(model_dir)
+    assert 5 <= step < SLOW_STEPS, first[-4000:]
+    for name in ("chief-0", "worker-0"):
+        assert f"[{name}] error: train: stopped at step {step} on a signal" in first, name
+    print(f"SIGTERM to a worker to both exiting 143: {took:.2f} s, at step {step}")
+    assert took < 20, (took, first[-4000:])
+
+    second = _check(
+        subprocess.run(
+            command, env=_slow_env(tmp_path, "0"), capture_output=True, text=True, timeout=600
+        )
+    )
+    assert f"trained to step {SLOW_STEPS} (from {step})" in second
+    assert _latest_step(model_dir) == SLOW_STEPS
+
+
 @pytest.mark.parametrize("task", [("chief", 0), ("worker", 1)], ids=["chief", "worker"])
 def test_sigterm_to_any_replica_of_a_cluster_checkpoints_everywhere_and_resumes(
     local_data, tmp_path, task
