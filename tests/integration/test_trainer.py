@@ -277,7 +277,7 @@ def test_sigterm_writes_a_checkpoint_and_exits_retryably(local_data, tmp_path):
             job.kill()
     assert job.returncode == 143, out[-3000:]  # 128 + SIGTERM: the operator restarts the pod
     step = _latest_step(model_dir)
-    assert step > 0 and step % 10 == 0, out[-2000:]
+    assert step > 0, out[-2000:]  # the step reached, not necessarily a loop boundary
     assert "run again to resume" in out
     # Restarted, it resumes from that checkpoint.
     resumed = _check(run_cli("train", *args, "--train-steps", str(step + 20)))
@@ -616,9 +616,7 @@ def _signal_replica_after_checkpoint(
     return code, took, log_path.read_text()
 
 
-def test_sigterm_mid_loop_to_a_worker_stops_chief_and_worker_at_the_same_step(
-    local_data, tmp_path
-):
+def test_sigterm_mid_loop_to_a_worker_stops_chief_and_worker_at_the_same_step(local_data, tmp_path):
     """Under MultiWorkerMirroredStrategy the replicas must run the same steps: the signalled
     worker's flag rides on the step's all-reduce, so both leave the loop after that step."""
     model_dir = str(tmp_path / "model")
@@ -670,7 +668,7 @@ def test_sigterm_to_any_replica_of_a_cluster_checkpoints_everywhere_and_resumes(
         -4000:
     ]
     step = _latest_step(model_dir)
-    assert 20 <= step < CLUSTER_STEPS and step % 5 == 0, first[-4000:]
+    assert 20 <= step < CLUSTER_STEPS, first[-4000:]  # any step: not only loop boundaries
     # Every training replica stopped at that step (the checkpoint is the signal's step).
     for name in ("chief-0", "worker-0", "worker-1"):
         assert f"[{name}] error: train: stopped at step {step} on a signal" in first, name
