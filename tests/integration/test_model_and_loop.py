@@ -170,3 +170,21 @@ def test_a_tiny_keras_model_trains_checkpoints_and_resumes(quest, tmp_path):
     rec2 = Recorder()
     assert controller_for(again, reader, rec2).run(7) == 9
     assert rec2.saves == [8, 9]
+
+    # A stop request (what SIGTERM sets) ends a call after the step that reads it.
+    stop_requested = loop.stop_request_variable()
+    iterator, _ = loop.distributed_input(strategy, config, meta, spec, str(tmp_path), seed=1)
+    stoppable = loop.build_train_loop(
+        strategy,
+        again.model,
+        again.optimizer,
+        spec,
+        config.batch_size,
+        again.global_step,
+        stop_requested=stop_requested,
+    )
+    steps = loop.DistributedSteps(stoppable, iterator, again)
+    assert steps(3).step == 12  # no request: every step asked for
+    stop_requested.assign(1)
+    out = steps(50)
+    assert out.step == 13 and math.isfinite(out.loss_sum) and out.loss_sum > 0

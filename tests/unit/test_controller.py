@@ -13,6 +13,8 @@ import logging
 import math
 import os
 import signal
+import threading
+import time
 
 import pytest
 
@@ -140,6 +142,57 @@ def test_another_replica_stopping_stops_this_one_too():
         make(steps, rec).run(0)
     assert info.value.exit_code == 143
     assert steps.calls == [30, 30, 30] and rec.saves == [90]
+
+
+def test_a_call_cut_short_by_a_signal_checkpoints_at_the_step_reached():
+    """The step function leaves its loop early once a replica is signalled: the checkpoint is
+    at that step, not at the loop's end, and the summaries count only the steps that ran."""
+    stop = StopFlag()
+
+    class CutShort(FakeSteps):
+        def __call__(self, n: int) -> LoopOutput:
+            if self.step + n > 47:  # the signal arrives during the step to 47
+                stop.signum = signal.SIGTERM
+                n = 47 - self.step
+            return super().__call__(n)
+
+    steps, rec = CutShort(), Recorder()
+    with pytest.raises(TrainingInterrupted, match="stopped at step 47 on a signal"):
+        make(steps, rec, stop).run(0)
+    assert steps.calls == [30, 17] and rec.saves == [47]
+    step, values = rec.scalars_at[-1]
+    assert step == 47 and values["loss"] == pytest.approx(0.5)  # over 17 steps' examples
+    assert values["accuracy"] == pytest.approx(0.75)
+
+
+def test_the_stop_flag_hears_a_signal_while_the_main_thread_is_busy():
+    """Python runs a handler only when the main thread is back in the interpreter (not while a
+    tf.function runs a loop): the wakeup-fd watcher thread calls the listeners right away."""
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    flag = StopFlag()
+    flag._handle = lambda signum, frame: None  # type: ignore[method-assign]  # busy main thread
+    heard: list[tuple[int, str]] = []
+    done = threading.Event()
+
+    def listener(signum: int) -> None:
+        heard.append((signum, threading.current_thread().name))
+        done.set()
+
+    flag.on_stop(listener)
+    try:
+        with flag.installed():
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert done.wait(5)
+            assert flag.signum == signal.SIGTERM
+            os.kill(os.getpid(), signal.SIGTERM)  # a second signal: listeners ran once
+            time.sleep(0.2)
+        assert heard == [(signal.SIGTERM, "shardtrain-signals")]
+        late: list[int] = []
+        flag.on_stop(late.append)  # registered after the signal: called at once
+        assert late == [signal.SIGTERM]
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf])

@@ -598,6 +598,26 @@ def test_render_prints_the_generators_yaml(capsys):
     assert yaml.safe_load(capsys.readouterr().out) == expected
 
 
+def test_render_warns_when_the_grace_period_is_shorter_than_a_stop_needs(capsys, caplog):
+    """After SIGTERM a replica needs one step plus a checkpoint write: warn below 30 s."""
+    with caplog.at_level(logging.WARNING, logger="shardtrain.kubeflow.tfjob"):
+        code = _main(
+            "tfjob", "render", "--data", DATA, "--model-dir", MODEL_DIR,
+            "--termination-grace-seconds", "10",
+        )  # fmt: skip
+    assert code == 0
+    pods = [
+        spec["template"]["spec"]
+        for spec in yaml.safe_load(capsys.readouterr().out)["spec"]["tfReplicaSpecs"].values()
+    ]
+    assert {pod["terminationGracePeriodSeconds"] for pod in pods} == {10}
+    assert "termination_grace_seconds 10" in caplog.text and "SIGKILL" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="shardtrain.kubeflow.tfjob"):
+        tfjob.build_tfjob(_config())  # the default, 120 s
+    assert "termination_grace_seconds" not in caplog.text
+
+
 def test_render_needs_data_and_model_dir(capsys):
     assert _main("tfjob", "render", "--data", DATA) == 2
     assert "--model-dir" in capsys.readouterr().err

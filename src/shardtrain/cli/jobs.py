@@ -99,6 +99,16 @@ def _tfjob_options(*, required: bool):
             **d("clean_pod_policy", "Pods deleted when the job ends."),
         ),
         click.option(
+            "--termination-grace-seconds",
+            type=click.IntRange(min=0),
+            default=None,
+            **d(
+                "termination_grace_seconds",
+                "Seconds between SIGTERM and SIGKILL: a replica needs one training step plus "
+                "a checkpoint write to stop cleanly.",
+            ),
+        ),
+        click.option(
             "--active-deadline-seconds",
             type=click.IntRange(min=1),
             default=None,

@@ -80,6 +80,10 @@ if TYPE_CHECKING:  # the SDK pulls in the whole Kubernetes client: imported wher
 
 log = logging.getLogger(__name__)
 
+#: Below this grace period (Kubernetes' default) ``build_tfjob`` warns: after SIGTERM a replica
+#: needs one training step plus a checkpoint write (plus TensorFlow's exit) before SIGKILL.
+MIN_TERMINATION_GRACE_SECONDS = 30
+
 API_VERSION = "kubeflow.org/v1"
 KIND = "TFJob"
 #: The operator configures (TF_CONFIG, port) only the container with this name.
@@ -181,8 +185,9 @@ class JobConfig:
             None keeps them.
         clean_pod_policy: which pods to delete when the job ends: None, Running or All.
         active_deadline_seconds: seconds the job may run before it is failed; None: no limit.
-        termination_grace_seconds: time a replica gets between SIGTERM and SIGKILL (to write
-            its checkpoint on preemption or node drain).
+        termination_grace_seconds: time a replica gets between SIGTERM and SIGKILL (to finish
+            its current step and write its checkpoint on preemption or node drain); below
+            :data:`MIN_TERMINATION_GRACE_SECONDS` :func:`build_tfjob` warns.
     """
 
     data: str
@@ -366,6 +371,14 @@ def build_tfjob(cfg: JobConfig) -> KubeflowOrgV1TFJob:
     """
     from kubeflow.training import models
 
+    if cfg.termination_grace_seconds < MIN_TERMINATION_GRACE_SECONDS:
+        log.warning(
+            "termination_grace_seconds %d: on SIGTERM a replica stops after its current step and "
+            "writes a checkpoint; below %d s (Kubernetes' default) a slow step or checkpoint "
+            "write is SIGKILLed first and the restart loses the steps since the last checkpoint",
+            cfg.termination_grace_seconds,
+            MIN_TERMINATION_GRACE_SECONDS,
+        )
     layout = [("Chief", 1, cfg.gpus_per_worker)]
     if cfg.workers:
         layout.append(("Worker", cfg.workers, cfg.gpus_per_worker))

@@ -12,7 +12,9 @@ and reports the global step reached; :class:`Controller` decides everything arou
   :class:`~shardtrain.errors.DataError`;
 * **the stop vote**: after every call the replicas agree whether any of them received
   SIGTERM/SIGINT (:class:`StopFlag`); if so all checkpoint and training ends with
-  :class:`~shardtrain.errors.TrainingInterrupted` (exit ``128 + signal``);
+  :class:`~shardtrain.errors.TrainingInterrupted` (exit ``128 + signal``). The step function
+  itself ends a call early, after the step during which a replica was signalled (all replicas
+  at the same step), so the checkpoint follows the signal by about one step, not one loop;
 * **checkpoints** every ``checkpoint_every`` steps and at ``train_steps``;
 * **in-process evaluation** (the chief of a job without an evaluator replica) at the first
   checkpoint at least ``eval_every`` steps after the previous evaluation, and at the end;
@@ -31,6 +33,8 @@ import contextlib
 import logging
 import math
 import signal
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -46,23 +50,50 @@ LOG_EVERY = 500
 
 
 class StopFlag:
-    """Remembers the first SIGTERM/SIGINT; the loop checks it between step-function calls.
+    """Remembers the first SIGTERM/SIGINT and tells the running training loop at once.
 
-    A signal only sets the flag: the step function running on the replicas is never
-    interrupted midway, and the replicas stop together at the next vote.
+    A signal only sets the flag: the step running on the replicas is never interrupted
+    midway. Python runs a signal handler only when the main thread is back in the interpreter,
+    which it is not while a ``tf.function`` runs a loop of many steps; so :meth:`installed`
+    also points Python's wakeup fd (written by the C-level handler the moment the signal
+    arrives) at a socket that a watcher thread reads. Whichever sees the signal first records
+    it and calls the listeners (:meth:`on_stop`): the trainer's sets the variable its loop
+    reads every step (:func:`shardtrain.train.loop.stop_request_variable`).
     """
 
     def __init__(self) -> None:
         self.signum: int | None = None
         self._previous: dict[int, Any] = {}
+        self._listeners: list[Callable[[int], None]] = []
+        self._lock = threading.Lock()
 
     def _handle(self, signum: int, _frame: Any) -> None:
-        if self.signum is None:
-            log.warning(
-                "received %s: checkpointing at the end of this loop, then exiting",
-                signal.Signals(signum).name,
-            )
-        self.signum = self.signum or signum
+        self._notify(signum)
+
+    def _notify(self, signum: int) -> None:
+        with self._lock:
+            if self.signum is not None:
+                return
+            self.signum = signum
+            listeners = list(self._listeners)
+        log.warning(
+            "received %s: checkpointing after the current step, then exiting",
+            signal.Signals(signum).name,
+        )
+        for listener in listeners:
+            try:
+                listener(signum)
+            except Exception:  # the vote after the loop still stops training
+                log.exception("stop listener failed")
+
+    def on_stop(self, listener: Callable[[int], None]) -> None:
+        """Call ``listener(signum)`` on the first signal (now, if it already came), from
+        whichever thread sees it first."""
+        with self._lock:
+            self._listeners.append(listener)
+            signum = self.signum
+        if signum is not None:
+            listener(signum)
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[StopFlag]:
@@ -75,12 +106,45 @@ class StopFlag:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
                 self._previous[sig] = signal.signal(sig, self._handle)
+        with self._watching():
+            try:
+                yield self
+            finally:
+                if self.signum is None:
+                    for signum, handler in self._previous.items():
+                        signal.signal(signum, handler)
+
+    @contextlib.contextmanager
+    def _watching(self) -> Iterator[None]:
+        """A thread that hears signals through the wakeup fd while the main thread is busy."""
+        if not self._previous:  # no handlers installed (not the main thread)
+            yield
+            return
+        reader, writer = socket.socketpair()
+        writer.setblocking(False)
         try:
-            yield self
+            previous_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+        except ValueError:
+            reader.close()
+            writer.close()
+            yield
+            return
+
+        def watch() -> None:
+            while data := reader.recv(64):
+                for signum in data:
+                    if signum in self._previous:
+                        self._notify(signum)
+
+        watcher = threading.Thread(target=watch, name="shardtrain-signals", daemon=True)
+        watcher.start()
+        try:
+            yield
         finally:
-            if self.signum is None:
-                for signum, handler in self._previous.items():
-                    signal.signal(signum, handler)
+            signal.set_wakeup_fd(previous_fd)
+            writer.close()  # the watcher's recv returns b"" and the thread ends
+            watcher.join(timeout=5)
+            reader.close()
 
     def reclaim(self) -> None:
         """Take SIGTERM and SIGINT back after TensorFlow took them (inside :meth:`installed`).
@@ -209,6 +273,8 @@ class Controller:
             started = self._clock()
             out = self.step_fn(n)
             seconds = self._clock() - started
+            # A signal ends a call early (at a step all replicas agree on): fewer than n steps.
+            n = out.step - step if 0 < out.step - step < n else n
             step = out.step
             self._report(step, n, out, seconds)
             if self._vote(self._stop.signum is not None):

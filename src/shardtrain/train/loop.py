@@ -10,6 +10,7 @@ knowing about it:
 * :func:`build_train_loop`: ``steps_per_loop`` steps of ``strategy.run`` in one
   ``tf.function``, the loss scaled by the *global* batch;
 * :class:`DistributedSteps`: that loop as the controller's step function;
+* :func:`stop_request_variable`: the flag a signal sets, read by the loop every step;
 * :func:`build_stop_vote`: the one-number all-reduce by which replicas agree to stop.
 
 Keras 3's ``fit`` is not used: it fails under ``MultiWorkerMirroredStrategy``.
@@ -169,6 +170,7 @@ def build_train_loop(
     spec: FeatureSpec,
     global_batch: int,
     step_var,
+    stop_requested=None,
 ):
     """The distributed training loop: ``train_loop(iterator, steps) -> (loss_sum, correct)``.
 
@@ -179,6 +181,13 @@ def build_train_loop(
     The summed per-example loss and correct predictions come back for summaries (one extra
     small all-reduce per step), and ``step_var`` is incremented once per step.
     Under mixed precision ``optimizer`` is a ``LossScaleOptimizer`` (dynamic loss scaling).
+
+    ``stop_requested`` (from :func:`stop_request_variable`, set to 1 when this process
+    receives SIGTERM/SIGINT) ends the call early, at a step every replica agrees on: each
+    replica adds the flag, read at the end of its step, to the numbers of that step's
+    all-reduce, so every replica sees the same sum after the same step and all of them leave
+    the loop after it. No extra collective; a replica never leaves a loop its peers continue
+    (which would deadlock the next collective). The steps actually run show in ``step_var``.
     """
     import tensorflow as tf
 
@@ -199,15 +208,26 @@ def build_train_loop(
         grads = tape.gradient(scaled_loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         correct = tf.reduce_sum(tf.cast(tf.equal(predicted(logits), labels), tf.float32))
-        return tf.stack([tf.reduce_sum(per_example), correct])
+        if stop_requested is None:
+            return tf.stack([tf.reduce_sum(per_example), correct])
+        # Read after the forward pass, not at the step's start: a signal during most of the
+        # step stops after it. Not after the gradients: that would hold back the all-reduce
+        # below until the backward pass ends (measured +5% per step on the tabular model).
+        with tf.control_dependencies([correct]):
+            stopping = tf.cast(stop_requested.read_value(), tf.float32)
+        return tf.stack([tf.reduce_sum(per_example), correct, stopping])
 
     @tf.function
     def train_loop(iterator, steps):
         totals = tf.zeros([2])
         for _ in tf.range(steps):
             per_replica = strategy.run(step_fn, args=next(iterator))
-            totals += strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+            reduced = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+            totals += reduced[:2]
             step_var.assign_add(1)
+            # The same all-reduced number on every replica: all leave after this step.
+            if stop_requested is not None and reduced[2] > 0:
+                break
         return totals[0], totals[1]
 
     return train_loop
@@ -246,6 +266,14 @@ def current_learning_rate(optimizer) -> float:
     value = optimizer.learning_rate
     # A constant rate is a Keras variable around a (possibly mirrored) tf.Variable.
     return float(tf.convert_to_tensor(getattr(value, "value", value)))
+
+
+def stop_request_variable():
+    """A local int32 flag (not a checkpointed or mirrored variable) that :func:`build_train_loop`
+    reads every step; setting it to 1 (from any thread) ends the running loop early."""
+    import tensorflow as tf
+
+    return tf.Variable(0, dtype=tf.int32, trainable=False, name="stop_requested")
 
 
 def build_stop_vote(strategy) -> Callable[[bool], bool]:

@@ -16,8 +16,11 @@ What a TF Estimator user relied on, and where it lives here:
   the latest published one by itself, so a pod that is recreated, or the whole job run again,
   continues from there and stops at ``train_steps``.
 * **Preemption.** SIGTERM (eviction, preemption, ``kubectl delete pod``) to any replica sets
-  its flag; at the end of the current loop the replicas agree (a one-number all-reduce), all
-  write a checkpoint at the same step, and exit with ``128 + signal`` (143) — retryable for
+  its flag, which the running loop reads every step and adds to that step's all-reduce: all
+  replicas leave the loop after the same step (about one step after the signal, however long
+  ``steps_per_loop`` is), agree once more (a one-number all-reduce, which also covers a
+  signal between loops), all write a checkpoint at that step, and exit with
+  ``128 + signal`` (143) — retryable for
   ``restartPolicy: ExitCode``. Under ``MultiWorkerMirroredStrategy`` TensorFlow's preemption
   notifier takes SIGTERM when the strategy is created; the flag takes it back right after
   (:meth:`shardtrain.train.controller.StopFlag.reclaim`).
@@ -134,8 +137,17 @@ def _train(
     iterator, caches = loop.distributed_input(
         strategy, config, metadata, spec, scratch, seed=config.seed + start_step
     )
+    # A signal reaches the running loop at its next step, not at the end of the loop.
+    stop_requested = loop.stop_request_variable()
+    stop.on_stop(lambda _signum: stop_requested.assign(1))
     train_loop = build_train_loop(
-        strategy, state.model, state.optimizer, spec, config.batch_size, state.global_step
+        strategy,
+        state.model,
+        state.optimizer,
+        spec,
+        config.batch_size,
+        state.global_step,
+        stop_requested=stop_requested,
     )
     vote = loop.build_stop_vote(strategy)
     summaries = Summaries(config.model_dir, scratch, "train", enabled=role.is_chief)
