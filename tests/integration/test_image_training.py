@@ -106,6 +106,32 @@ def test_the_image_model_learns_shapes_and_serves_encoded_bytes(images, tmp_path
     assert right >= 24, list(zip(predicted, labels, strict=True))  # >= 80% of 30 unseen
 
 
+def test_a_64_px_set_trains_at_64_px_by_default(images, tmp_path):
+    """No --image-size: the size comes from metadata.json's image statistics, is logged with
+    why, and is what train_config.yaml (read by restarts and the evaluator) records."""
+    model_dir = str(tmp_path / "model")
+    proc = run_cli(
+        "train",
+        "--data",
+        images,
+        "--model-dir",
+        model_dir,
+        "--hidden-units",
+        "8",
+        "--train-steps",
+        "4",
+        "--batch-size",
+        "16",
+        "--eval-steps",
+        "1",
+    )
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text[-4000:]
+    assert "image size 64 from the data: every image is 64x64" in text
+    with open(os.path.join(model_dir, "train_config.yaml")) as f:
+        assert "image_size: 64" in f.read()
+
+
 def test_mixed_precision_and_a_keras_applications_backbone_train(images, tmp_path):
     """float16 compute with loss scaling (what GPUs get) and MobileNetV3, on the CPU."""
     model_dir = str(tmp_path / "model")

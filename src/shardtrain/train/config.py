@@ -79,8 +79,13 @@ class ModelConfig:
         help="The image model's network: small_cnn, mobilenet_v3_small, mobilenet_v3_large or "
         "resnet50 (always weights=None).",
     )
-    image_size: int = option(
-        224, min=8, max=4096, help="Image datasets: images are resized to this side squared."
+    image_size: int | None = option(
+        None,
+        min=8,
+        max=4096,
+        help="Image datasets: images are resized to this side squared [default: from the "
+        "data's statistics: the images' own size when they all have one, else their mean "
+        "larger side rounded to a multiple of 32; at most 224, at least 32].",
     )
     mixed_precision: str = option(
         "auto",
@@ -258,10 +263,9 @@ class TrainConfig:
             raise ConfigError("train: model.hidden_units must be a non-empty list of widths")
         if self.model.mixed_precision not in ("auto", "on", "off"):
             raise ConfigError("train: model.mixed_precision must be auto, on or off")
-        if not 8 <= self.model.image_size <= 4096:
-            raise ConfigError(
-                f"train: model.image_size must be 8-4096, got {self.model.image_size}"
-            )
+        size = self.model.image_size
+        if size is not None and (type(size) is not int or not 8 <= size <= 4096):
+            raise ConfigError(f"train: model.image_size must be 8-4096, got {size!r}")
         if self.input.cache_mb < 1 or self.input.cycle_length < 1:
             raise ConfigError("train: input.cache_mb and input.cycle_length must be >= 1")
         check(self)  # the ranges and choices of the flags, for values from a file too

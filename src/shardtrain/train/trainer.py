@@ -48,6 +48,7 @@ a checkpoint on SIGTERM/SIGINT (restart to resume); 200 a peer of the collective
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -60,7 +61,7 @@ from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.errors import ConfigError, ShardtrainError
 from shardtrain.train import cluster, dataset, loop
 from shardtrain.train.checkpoints import CheckpointStore
-from shardtrain.train.config import TrainConfig
+from shardtrain.train.config import CONFIG_NAME, TrainConfig
 from shardtrain.train.controller import Controller, StopFlag
 from shardtrain.train.evaluator import (
     METRICS_NAME,
@@ -68,11 +69,11 @@ from shardtrain.train.evaluator import (
     final_metrics,
     run_evaluator,
 )
-from shardtrain.train.features import FeatureSpec
+from shardtrain.train.features import FeatureSpec, image_size_from_stats
 from shardtrain.train.loop import build_train_loop
 from shardtrain.train.summaries import Summaries
 
-__all__ = ["TrainResult", "finished_step", "train_and_evaluate"]
+__all__ = ["TrainResult", "finished_step", "resolve_image_size", "train_and_evaluate"]
 
 log = logging.getLogger(__name__)
 
@@ -286,6 +287,62 @@ def _complete(config: TrainConfig) -> bool:
     return done is not None and done >= config.train_steps
 
 
+def resolve_image_size(config: TrainConfig, metadata: DatasetMetadata) -> TrainConfig:
+    """``config`` with ``model.image_size`` set for an image dataset, and the choice logged.
+
+    An explicit size (``--image-size``, a config file) wins. Otherwise the size saved in
+    ``MODEL_DIR/train_config.yaml`` by an earlier run of this model (a resumed run keeps
+    its size), else the size the dataset's statistics suggest
+    (:func:`~shardtrain.train.features.image_size_from_stats`). Every replica resolves the
+    same size, and the chief saves it in ``train_config.yaml``, so a restart, the evaluator
+    and the export all use it. Tabular datasets: ``config`` unchanged.
+    """
+    images = [c.name for c in metadata.schema.columns if c.type == "image"]
+    if not images:
+        return config
+    size = config.model.image_size
+    saved_size = _saved_image_size(config.model_dir)
+    if size is not None:
+        reason = "--image-size"
+        if saved_size is not None and saved_size != size:
+            log.warning(
+                "image size %d (--image-size) differs from the %d this model directory was "
+                "trained at (train_config.yaml): restored weights see a new input size",
+                size,
+                saved_size,
+            )
+    elif saved_size is not None:
+        size, reason = saved_size, f"as saved in {config.model_dir}'s train_config.yaml"
+    else:
+        size, why = image_size_from_stats(metadata.stats.columns.get(images[0]))
+        reason = f"from the data: {why}"
+    batch_mb = config.batch_size * size * size * 3 * 4 / (1 << 20)
+    log.info(
+        "image size %d %s (--image-size to override); a decoded batch of %d takes %.0f MB",
+        size,
+        reason,
+        config.batch_size,
+        batch_mb,
+    )
+    return dataclasses.replace(config, model=dataclasses.replace(config.model, image_size=size))
+
+
+def _saved_image_size(model_dir: str) -> int | None:
+    """``model.image_size`` of the ``train_config.yaml`` in ``model_dir``; None when there is
+    none (read alone: a file of another version, with settings since renamed, still counts)."""
+    import yaml
+
+    target = storage.join(model_dir, CONFIG_NAME)
+    if not storage.exists(target):
+        return None
+    try:
+        saved = yaml.safe_load(storage.read_text(target))
+    except yaml.YAMLError:
+        return None
+    size = ((saved or {}).get("model") or {}).get("image_size")
+    return size if type(size) is int else None
+
+
 def train_and_evaluate(config: TrainConfig, environ: dict[str, str] | None = None) -> TrainResult:
     """Run this replica's part of the job described by ``TF_CONFIG``.
 
@@ -309,6 +366,7 @@ def train_and_evaluate(config: TrainConfig, environ: dict[str, str] | None = Non
     role = cluster.resolve_role(environ)
     log.info("role: %s", role.describe())
     metadata = DatasetMetadata.load(config.data)
+    config = resolve_image_size(config, metadata)
     spec = FeatureSpec.from_metadata(
         metadata,
         exclude=config.input.exclude_columns,
