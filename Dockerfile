@@ -1,6 +1,8 @@
 # The shardtrain image: the CLI, the trainer (every TFJob replica), and the runtime of the
 # Kubeflow pipeline's components. TensorFlow's GPU image, pinned by version (CUDA and cuDNN
-# inside; Python 3.11, checked below).
+# inside). The image keeps its base's Python, Ubuntu 22.04's python3.11 (reported as 3.11.0rc1
+# for the 2.18 image in tensorflow/tensorflow#82529). The package supports 3.11-3.13; the check
+# below asserts the 3.11 this tag ships, so a base bump that changes the Python is noticed.
 FROM tensorflow/tensorflow:2.21.0-gpu
 
 # The package is installed the way CI installs it (`make env`): pip from the same range, then

@@ -3,28 +3,40 @@
 #   make demo   create the environment, install, run the main job end to end on local storage
 #   make test   create the environment, install, build/start MinIO, lint, run the whole suite
 #   make test-fast   the fast tier alone (tests/unit: no TensorFlow, no servers), for the edit loop
+#   make test-pythons   the fast tier and one end-to-end shard + train on the other supported
+#                       Pythons (3.12, 3.13), each in its own .venv-3.X (CI runs it after `make test`)
 #
 # Everything the project needs is installed from here; nothing by hand. The Python
-# environment lives in .venv (re-created when pyproject.toml or constraints.txt change);
-# MinIO is built once per machine with `go install` into ~/.cache/shardtrain (scripts/).
+# environment lives in .venv (re-installed when pyproject.toml or constraints.txt change,
+# re-created when PYTHON is another version); MinIO is built once per machine with
+# `go install` into ~/.cache/shardtrain (scripts/).
+#
+# Python 3.11, 3.12 and 3.13 are supported (pyproject's requires-python); PYTHON picks the
+# interpreter, e.g. `make test PYTHON=python3.12`. constraints.txt's pins install on all three.
 
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+PY_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+STAMP  := $(VENV)/.installed-$(PY_VERSION)
 PYTEST_ARGS ?=
+# The Pythons `make test-pythons` checks besides the main one (found by scripts/find-python).
+EXTRA_PYTHONS ?= 3.12 3.13
 
-.PHONY: demo test test-fast lint env minio pipeline-yaml clean help
+.PHONY: demo test test-fast test-pythons smoke lint env minio pipeline-yaml clean help
 
 help:
 	@echo "make demo   run the end-to-end demo on local storage (no server needed)"
 	@echo "make test   lint and run the whole test suite against a live MinIO"
 	@echo "make test-fast   the fast tier (tests/unit): no TensorFlow, no servers"
+	@echo "make test-pythons   fast tier + end-to-end shard/train on Python $(EXTRA_PYTHONS)"
 
 env: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
-	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version.split()[0]'
+	@$(PYTHON) -c 'import sys; assert (3, 11) <= sys.version_info[:2] <= (3, 13), "Python 3.11, 3.12 or 3.13 is required, found " + sys.version.split()[0]'
+	@if [ -e $(BIN)/python ] && [ "$$($(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" != "$(PY_VERSION)" ]; then \
+	  echo "$(VENV) is not a Python $(PY_VERSION) environment: re-creating it"; rm -rf $(VENV); fi
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24,<27"
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
@@ -48,6 +60,27 @@ test: env minio lint
 test-fast: env
 	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
 
+# Each extra Python: its own environment (.venv-3.12, ...; cached like .venv), the fast tier,
+# then `smoke`. Every version runs even when one fails; the target fails if any did.
+test-pythons:
+	@failed=""; for v in $(EXTRA_PYTHONS); do \
+	  py="$$(scripts/find-python $$v)" || { failed="$$failed $$v"; continue; }; \
+	  echo "== Python $$v: $$py"; start=$$(date +%s); \
+	  $(MAKE) --no-print-directory PYTHON="$$py" VENV=.venv-$$v test-fast smoke || failed="$$failed $$v"; \
+	  echo "== Python $$v: $$(( $$(date +%s) - start )) s"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "test-pythons: FAILED on Python$$failed" >&2; exit 1; fi
+
+# One end-to-end run on local storage in a scratch directory: generate a small tabular set,
+# shard it, train 50 steps. For the extra Pythons (the full suite covers this on the main one).
+SMOKE_DIR = $(VENV)/smoke
+smoke: env
+	rm -rf $(SMOKE_DIR) && mkdir -p $(SMOKE_DIR)
+	$(BIN)/shardtrain gen-data quest --rows 20000 --output $(SMOKE_DIR)/quest.csv
+	$(BIN)/shardtrain shard $(SMOKE_DIR)/quest.csv --output $(SMOKE_DIR)/quest --label cleared --key attempt_id
+	$(BIN)/shardtrain train --data $(SMOKE_DIR)/quest --model-dir $(SMOKE_DIR)/model --train-steps 50
+	rm -rf $(SMOKE_DIR)
+
 demo: env
 	$(BIN)/shardtrain demo
 
@@ -57,4 +90,4 @@ pipeline-yaml: env
 	$(BIN)/shardtrain pipeline compile --all-to .
 
 clean:
-	rm -rf $(VENV) .pytest_cache build src/*.egg-info
+	rm -rf $(VENV) .venv-3.* .pytest_cache build src/*.egg-info
