@@ -11,11 +11,19 @@ FROM tensorflow/tensorflow:2.21.0-gpu
 WORKDIR /opt/shardtrain
 COPY pyproject.toml constraints.txt README.md ./
 COPY src ./src
+# The compiled kernels are compiled once, here (`shardtrain warm-up`), into site-packages. For a
+# CPU baseline, not this build machine's CPU: x86-64-v2 (SSE4.2, POPCNT; every x86-64 server
+# since 2009) with no extra features, so the cache is valid on every node. At run time uid 10001
+# cannot write site-packages; shardtrain then copies the shipped cache to ~/.cache/numba on
+# first use (src/shardtrain/kernels/cache.py). Jobs must keep these two settings.
+ENV NUMBA_CPU_NAME=x86-64-v2 \
+    NUMBA_CPU_FEATURES=""
 # KFP v2 materialises a step's artifacts under /gcs, /minio or /s3 (by the pipeline root's
 # scheme); a non-root step must be able to create them (kubeflow/pipelines#10397).
 RUN python3 -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version' \
     && python3 -m pip install --no-cache-dir "pip>=24,<27" \
     && python3 -m pip install --no-cache-dir -c constraints.txt . \
+    && shardtrain warm-up \
     && useradd --create-home --uid 10001 --shell /usr/sbin/nologin shardtrain \
     && mkdir -p /gcs /minio /s3 \
     && chown shardtrain /gcs /minio /s3

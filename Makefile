@@ -40,6 +40,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24,<27"
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(BIN)/shardtrain warm-up  # compile the kernels once, into numba's cache
 	@touch $(STAMP)
 
 minio:

@@ -56,3 +56,27 @@ def test_masked_crc32c():
         assert crc32c.masked_crc32c(crc) == (rotated + 0xA282EAD8) % 2**32
     with pytest.raises(ValueError):
         crc32c.masked_crc32c(-1)
+
+
+@pytest.mark.parametrize(
+    ("cpu_name", "cpu_features", "expected"),
+    [
+        ("x86-64-v2", "", True),  # the image's portable target: SSE4.2 is part of the level
+        ("x86-64-v3", "", True),
+        ("generic", "", False),  # no SSE4.2: LLVM could not select the crc32 instruction
+        ("x86-64", "", False),
+        ("generic", "+sse4.2,+popcnt", True),
+        ("x86-64-v2", "-sse4.2", False),
+    ],
+)
+def test_hardware_crc32c_follows_the_compile_target_not_the_host(
+    monkeypatch, cpu_name, cpu_features, expected
+):
+    """A portable cache's CRC kernel must run on every CPU of its target."""
+    import numba
+
+    from shardtrain.kernels.native import has_hardware_crc32c
+
+    monkeypatch.setattr(numba.config, "CPU_NAME", cpu_name)
+    monkeypatch.setattr(numba.config, "CPU_FEATURES", cpu_features)
+    assert has_hardware_crc32c() is expected

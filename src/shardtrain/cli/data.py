@@ -202,3 +202,30 @@ def inspect_cmd(uri: str, show_rejects: int, as_json: bool) -> None:
         click.echo(json.dumps(meta.to_dict(), indent=2))
         return
     render_dataset(uri, meta, meta.iter_rejects(uri, limit=show_rejects))
+
+
+@click.command("warm-up")
+def warm_up_cmd() -> None:
+    """Compile every kernel that sharding and training use, once, into numba's cache.
+
+    Run at install time (the Dockerfile and `make env` do) so that no job compiles: the
+    first `shard` in a fresh environment otherwise spends ~20 s of CPU compiling. Use the
+    same NUMBA_CPU_NAME / NUMBA_CPU_FEATURES as the jobs (the image sets x86-64-v2 and no
+    extra features: a cache valid on any x86-64-v2 node).
+    """
+    import logging
+
+    from shardtrain.data.warm_up import warm_up
+
+    if not logging.getLogger("shardtrain").isEnabledFor(logging.DEBUG):  # unless --verbose
+        logging.getLogger("shardtrain.data").setLevel(logging.WARNING)  # its sample runs
+    report = warm_up()
+    stats, target = report.stats, report.target
+    kind = (
+        "portable" if target.portable else "this host only: set NUMBA_CPU_NAME for a portable one"
+    )
+    click.echo(
+        f"warm-up: {sum(stats.compiled.values())} kernel signature(s) compiled, "
+        f"{sum(stats.loaded.values())} loaded from the cache; CPU {target.cpu_name} ({kind}); "
+        f"cache in {', '.join(stats.cache_dirs) or '-'}"
+    )

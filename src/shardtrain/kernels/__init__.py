@@ -6,3 +6,8 @@ Arrow buffers read and built in place (:mod:`.arrow`), and the intrinsics they s
 (:mod:`.native`). Nothing here knows about files, schemas' meaning or storage: callers pass
 flat NumPy/Arrow buffers and get buffers back.
 """
+
+from shardtrain.kernels.cache import install_locator
+
+# Before any kernel is defined: numba picks a kernel's cache folder when it is defined.
+install_locator()

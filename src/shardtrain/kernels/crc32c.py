@@ -3,7 +3,8 @@
 :func:`crc32c` and :func:`masked_crc32c` are the Python API. Kernels in other modules call
 :func:`crc32c_at` (with the address of :func:`crc32c_tables`) and :func:`mask_crc`, which
 are only callable from numba-compiled code. Which implementation a kernel gets is decided
-when it is compiled: the SSE4.2 ``crc32`` instruction where the CPU has it, slicing-by-8
+when it is compiled: the SSE4.2 ``crc32`` instruction where the target CPU has it (see
+:func:`~shardtrain.kernels.native.has_hardware_crc32c`), slicing-by-8
 tables elsewhere (e.g. on ARM). Importing the module has no side effects: kernels compile
 on first use and are cached on disk (``cache=True``), the tables are built on first use.
 """

@@ -24,6 +24,7 @@ hardware).
 from __future__ import annotations
 
 import operator
+from typing import Any
 
 import llvmlite.binding as llvm
 import numba
@@ -322,12 +323,29 @@ def copy_exact(dst, d, src, s, n):
 # --------------------------------------------------------------------------------------------
 
 
+#: The x86-64 micro-architecture levels (``NUMBA_CPU_NAME``) that include SSE4.2.
+_SSE42_LEVELS = ("x86-64-v2", "x86-64-v3", "x86-64-v4")
+
+
 def has_hardware_crc32c() -> bool:
-    """True when the CPU has the SSE4.2 ``crc32`` instruction (every x86-64 CPU since 2008)."""
-    try:
-        return "+sse4.2" in llvm.get_host_cpu_features().flatten().split(",")
-    except RuntimeError:  # not x86 (e.g. aarch64): no such feature list entry
-        return False
+    """True when kernels are compiled for a CPU with the SSE4.2 ``crc32`` instruction.
+
+    The compile target decides, not the host: a portable cache (``NUMBA_CPU_NAME`` and
+    ``NUMBA_CPU_FEATURES`` set, see :mod:`shardtrain.kernels.cache`) must run on every CPU of
+    that target. ``x86-64-v2`` and later include SSE4.2 (every x86-64 server CPU since 2009);
+    ``generic`` does not, and gets the table-driven CRC.
+    """
+    config: Any = numba.config  # NUMBA_CPU_NAME, NUMBA_CPU_FEATURES (not in numba's stubs)
+    name, features = config.CPU_NAME, config.CPU_FEATURES
+    if features is None:  # the host's features (numba's default)
+        try:
+            features = llvm.get_host_cpu_features().flatten()
+        except RuntimeError:  # not x86 (e.g. aarch64): no such feature list entry
+            features = ""
+    flags = features.split(",")
+    if "+sse4.2" in flags or "-sse4.2" in flags:
+        return "+sse4.2" in flags
+    return name is not None and name.lower() in _SSE42_LEVELS
 
 
 @intrinsic

@@ -1,0 +1,73 @@
+"""Compile every kernel a job uses ahead of the job: ``shardtrain warm-up``.
+
+The compiled (numba) kernels are compiled on first use for the argument types they meet and
+cached on disk (:mod:`shardtrain.kernels.cache`). Without a warm cache, the first
+``shardtrain shard`` in a fresh environment spends ~20 s of CPU compiling before it reads a
+row, and so does every shard pod and TFJob replica started from an image that did not ship
+the cache. :func:`warm_up` pays that once, at install time (the Dockerfile and ``make env``
+run it): it runs the real code paths on tiny generated data in a temporary folder, so
+every signature a job meets is compiled and saved:
+
+* a quest CSV (float, integer, boolean and string columns, malformed rows, a gzip copy),
+  sharded split by a key column, and again split by the whole row into uncompressed shards;
+* a tree of JPEG and PNG images, sharded as is and re-encoded to another size;
+* the CRC-32C check the trainer runs over a downloaded shard.
+
+Run it with the same ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` as the jobs (the image sets
+them), or the jobs will not find what it compiled.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+
+from shardtrain.kernels import cache
+
+__all__ = ["WarmUpReport", "warm_up"]
+
+
+@dataclass(frozen=True)
+class WarmUpReport:
+    """What :func:`warm_up` did."""
+
+    target: cache.Target
+    """The CPU the kernels were compiled for."""
+    stats: cache.CompileStats
+    """Kernel signatures compiled now and loaded from an existing cache."""
+
+
+def warm_up() -> WarmUpReport:
+    """Compile (or load) every kernel signature a sharding job or a trainer uses.
+
+    Safe to run again: what is cached already is loaded, not compiled. Runs in one process
+    (no pool) and writes only to a temporary folder and numba's cache.
+    """
+    from shardtrain.data import datagen, sharding
+    from shardtrain.data.shard_config import ShardConfig
+    from shardtrain.kernels.crc32c import crc32c
+
+    with tempfile.TemporaryDirectory(prefix="shardtrain-warm-up-") as tmp:
+        csv = os.path.join(tmp, "quest.csv")
+        csv_gz = os.path.join(tmp, "quest-more.csv.gz")
+        images = os.path.join(tmp, "images")
+        datagen.generate_quest_logs(csv, 2000, seed=1, bad_fraction=0.02)
+        datagen.generate_quest_logs(csv_gz, 500, seed=2)
+        datagen.generate_images(images, 12, size=32, seed=1, manifest=True, threads=1)
+        runs = [
+            ShardConfig(sources=(csv, csv_gz), output=f"{tmp}/out-keyed", label="cleared",
+                        key="attempt_id", processes=1, max_bad_fraction=0.5),
+            ShardConfig(sources=(csv,), output=f"{tmp}/out-rows", label="cleared", processes=1,
+                        compression="none", max_bad_fraction=0.5),
+            ShardConfig(sources=(images,), output=f"{tmp}/out-images", images=True,
+                        label="label", processes=1),
+            ShardConfig(sources=(os.path.join(images, "manifest.csv"),),
+                        output=f"{tmp}/out-resized", image_column="image", label="label",
+                        resize=(16, 16), processes=1),
+        ]  # fmt: skip
+        for config in runs:
+            sharding.shard(config)
+        # The trainer's check of a downloaded shard (shardtrain.train.dataset.verify_shard).
+        crc32c(b"warm-up", 0)
+    return WarmUpReport(target=cache.target(), stats=cache.compile_stats())
