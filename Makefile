@@ -92,3 +92,9 @@ pipeline-yaml: env
 
 clean:
 	rm -rf $(VENV) .venv-3.* .pytest_cache build src/*.egg-info
+
+# `pip install .` resolves in a fresh venv from pyproject's ranges alone (no constraints.txt),
+# as for a user adding shardtrain to their own environment (CI runs it after `make test`).
+.PHONY: test-install
+test-install:
+	scripts/test-install $(PYTHON)
