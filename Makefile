@@ -93,8 +93,15 @@ pipeline-yaml: env
 clean:
 	rm -rf $(VENV) .venv-3.* .pytest_cache build src/*.egg-info
 
-# `pip install .` resolves in a fresh venv from pyproject's ranges alone (no constraints.txt),
-# as for a user adding shardtrain to their own environment (CI runs it after `make test`).
-.PHONY: test-install
+# Ready for a real cluster (CI runs both after `make test`):
+#   test-install  `pip install .` resolves in a fresh venv from pyproject's ranges alone
+#                 (no constraints.txt), as for a user adding shardtrain to their environment
+#   test-image    the Dockerfile's steps replayed into a fresh prefix (no Docker), then shard,
+#                 train, a pipeline step and pipeline compile as the image's uid 10001 with
+#                 site-packages read-only and a fresh HOME (scripts/image-smoke-test)
+.PHONY: test-install test-image
 test-install:
 	scripts/test-install $(PYTHON)
+
+test-image: env
+	$(BIN)/python scripts/image-smoke-test
