@@ -79,7 +79,9 @@ class ShippedCacheLocator(_UserWideCacheLocator):  # type: ignore[misc,valid-typ
     temporary directory. Before numba reads the index, the kernel's index and machine-code
     files are copied there from the install's ``__pycache__`` unless they already are: a copy
     of ~100 KB per kernel, once per user. The copy is written under a temporary name and
-    renamed into place, so processes starting together do not see half a file.
+    renamed into place, so processes starting together do not see half a file. An index
+    there already (e.g. from an older install in a persistent HOME) is left alone: numba sees
+    that the source changed, compiles once and saves over it.
     """
 
     def __init__(self, py_func: Any, py_file: str):
@@ -118,13 +120,18 @@ class ShippedCacheLocator(_UserWideCacheLocator):  # type: ignore[misc,valid-typ
         if os.path.exists(os.path.join(self._cache_path, index)):
             return
         with contextlib.suppress(OSError):  # nothing shipped: numba compiles and saves here
+            # Sorted, "<base>.<n>.nbc" come before "<base>.nbi": the index is published last.
             for src in sorted(self._shipped.glob(f"{self._base}.*")):
                 if src.suffix not in (".nbi", ".nbc"):
                     continue
                 fd, tmp = tempfile.mkstemp(dir=self._cache_path, prefix=".seed-")
                 os.close(fd)
-                shutil.copyfile(src, tmp)
-                os.replace(tmp, os.path.join(self._cache_path, src.name))
+                try:
+                    shutil.copyfile(src, tmp)
+                    os.replace(tmp, os.path.join(self._cache_path, src.name))
+                finally:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(tmp)
 
 
 def _temporary_cache_dir(py_file: str) -> str:
