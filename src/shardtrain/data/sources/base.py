@@ -156,6 +156,9 @@ class Source(abc.ABC):
 
     #: ``data_kind`` of the datasets made from this source (``tabular`` or ``image``).
     data_kind: ClassVar[str]
+    #: Lines of every file before its first row (a CSV header): rejects' line numbers count
+    #: them. 0 for sources without a header (JSON lines; Parquet numbers rows, not lines).
+    header_lines: ClassVar[int] = 1
 
     @abc.abstractmethod
     def plan_inputs(self) -> PlanInputs:
