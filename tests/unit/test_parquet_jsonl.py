@@ -290,8 +290,9 @@ def test_jsonl_types_are_decided_by_all_the_data_not_the_first_block(tmp_path):
     lines = []
     for i in range(3000):
         row = {"id": i, "zip": 98115, "fee": 0, "uid": i, "ok": True, "cleared": i % 2}
+        row["w"] = i / 8
         if i == 2500:  # far past the first block: the column must still hold it
-            row.update(zip="K1A 0B1", fee=45.12, uid=18446744073709551616)
+            row.update(zip="K1A 0B1", fee=45.12, uid=18446744073709551616, w=2**64)
         if i == 2600:
             row.update(zip="07919", ok=None)
         lines.append(json.dumps(row))
@@ -307,6 +308,7 @@ def test_jsonl_types_are_decided_by_all_the_data_not_the_first_block(tmp_path):
         "uid": "string",
         "ok": "bool",
         "cleared": "int",
+        "w": "string",  # an integer beyond int64 among floats: exact text, not rounded
     }
     assert meta["rows_read"] == meta["rows_accepted"] == 3000 and meta["rows_rejected"] == 0
     rows = {r["id"]: r for r in read_examples(str(out))}
@@ -315,6 +317,7 @@ def test_jsonl_types_are_decided_by_all_the_data_not_the_first_block(tmp_path):
     assert rows[2500]["fee"] == pytest.approx(45.12) and rows[0]["fee"] == 0.0
     assert rows[2500]["uid"] == b"18446744073709551616" and rows[7]["uid"] == b"7"
     assert "ok" not in rows[2600] and rows[1]["ok"] == 1
+    assert rows[2500]["w"] == b"18446744073709551616" and rows[3]["w"] == b"0.375"
 
 
 def _logs_with_bad_lines(tmp_path) -> tuple:
@@ -472,3 +475,46 @@ def test_format_flag_reads_a_jsonl_file_with_another_name_and_resumes(tmp_path):
     shutil.rmtree(out)
     proc = run_cli("shard", str(path), "-o", str(out), "--label", "cleared")  # read as CSV
     assert proc.returncode == 1 and "label column 'cleared' not found" in proc.stderr
+
+
+def test_jsonl_arrow_and_line_by_line_reads_give_the_same_batch(monkeypatch):
+    from shardtrain.data.schema import Column, Schema
+    from shardtrain.data.sources import jsonl
+
+    schema = Schema(
+        (
+            Column("zip", "string"),
+            Column("n", "int"),
+            Column("x", "float"),
+            Column("b", "bool"),
+            Column("s", "string"),
+            Column("gone", "string", drop=True),
+            Column("cleared", "int"),
+        ),
+        label="cleared",
+        null_values=(),
+    )
+    lines = [
+        {"zip": 98115, "n": -3, "x": 0.1, "b": True, "s": 'a, "b"', "gone": 1, "cleared": 1},
+        {"zip": 7919, "n": 9223372036854775807, "x": 1e39, "b": False, "cleared": 0},
+        {"zip": None, "n": None, "x": 3, "s": "ünï ✓", "cleared": 1, "extra": [1]},
+        {"zip": 1, "x": -2.5e-7, "b": None, "s": "", "cleared": None},
+        {},
+    ]
+    block = ("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n\n").encode()
+    assert jsonl._read_arrow(block, schema, 5) is not None  # Arrow reads this block
+    fast = jsonl.parse_block(block, schema, lines_before=10)
+    monkeypatch.setattr(jsonl, "_read_arrow", lambda *a: None)
+    slow = jsonl.parse_block(block, schema, lines_before=10)
+    assert fast.table.equals(slow.table)
+    assert fast.table.column("zip").to_pylist() == ["98115", "7919", None]
+    assert list(fast.row_hash) == list(slow.row_hash)
+    assert [(r.line, r.reason) for r in fast.rejects] == [
+        (14, "missing_label"),
+        (15, "missing_label"),
+    ]
+    assert [(r.line, r.reason) for r in slow.rejects] == [
+        (14, "missing_label"),
+        (15, "missing_label"),
+    ]
+    assert fast.rows_read == slow.rows_read == 5 and fast.blank_lines == 1 and fast.lines == 6

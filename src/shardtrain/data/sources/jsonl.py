@@ -77,9 +77,6 @@ SCAN_BLOCK_BYTES = 8 << 20
 _NESTED = "nested"
 _BIGINT = "bigint"
 
-#: 19 digits in a row: maybe an integer beyond int64, which Arrow reads as a (rounded) double.
-_LONG_DIGITS = re.compile(rb"\d{19}")
-
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -200,7 +197,9 @@ def _line_bounds(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _blank(block: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Lines with nothing but spaces or tabs."""
     blank = ends <= starts
-    for i in np.flatnonzero(~blank).tolist():
+    arr = np.frombuffer(block, dtype=np.uint8)
+    first = arr[np.minimum(starts, max(arr.size - 1, 0))] if arr.size else starts
+    for i in np.flatnonzero(~blank & ((first == 32) | (first == 9))).tolist():
         if not block[starts[i] : ends[i]].strip(b" \t"):
             blank[i] = True
     return blank
@@ -211,23 +210,54 @@ def _blank(block: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
+#: The Arrow type the type pass reads a column of one kind with.
+_KIND_TYPES = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "string": pa.string()}
+
+
+def _has_huge_numbers(table: pa.Table) -> bool:
+    """A float column holds a magnitude of 2**63 or more: maybe an integer beyond int64, which
+    Arrow reads as a (rounded) double without a word."""
+    for column in table.columns:
+        if pa.types.is_floating(column.type) and column.null_count < len(column):
+            top = pc.max(pc.abs(column)).as_py()
+            if top is not None and top >= 2.0**63:
+                return True
+    return False
+
+
 def _scan_block(block: bytes, kinds: dict[str, set[str]], where: dict[str, str]) -> None:
-    """Add the kinds of value of each column in ``block`` to ``kinds``."""
-    if not _LONG_DIGITS.search(block):
+    """Add the kinds of value of each column in ``block`` to ``kinds``.
+
+    Columns of one kind so far are read with that kind's type (Arrow's fast typed read, which
+    fails on a value of another kind), the others inferred; a block Arrow refuses either way
+    (mixed kinds in one column, malformed lines), or with numbers that may be integers beyond
+    int64, is classified line by line.
+    """
+    explicit = [
+        (name, _KIND_TYPES[k])
+        for name, ks in kinds.items()
+        if len(ks) == 1 and (k := next(iter(ks))) in _KIND_TYPES
+    ]
+    attempts = [pa.schema(explicit), None] if explicit else [None]
+    for schema in attempts:
         try:
             table = pajson.read_json(
                 pa.py_buffer(block),
                 read_options=pajson.ReadOptions(use_threads=False, block_size=len(block) + 1),
+                parse_options=pajson.ParseOptions(
+                    explicit_schema=schema, unexpected_field_behavior="infer"
+                ),
             )
         except pa.ArrowInvalid:
-            pass  # mixed types, malformed lines: find out line by line
-        else:
-            for f in table.schema:
-                k = _arrow_kind(f.type)
-                column = kinds.setdefault(f.name, set())
-                if k is not None:
-                    column.add(k)
-            return
+            continue  # a value of another kind: infer, or find out line by line
+        if _has_huge_numbers(table):
+            break
+        for f in table.schema:
+            found = _arrow_kind(f.type)
+            column = kinds.setdefault(f.name, set())
+            if found is not None:
+                column.add(found)
+        return
     for line in block.splitlines():
         if not line.strip():
             continue
@@ -239,10 +269,10 @@ def _scan_block(block: bytes, kinds: dict[str, set[str]], where: dict[str, str])
             continue
         for name, value in obj.items():
             column = kinds.setdefault(name, set())
-            k = _kind(value)
-            if k is not None:
-                column.add(k)
-                if k == _NESTED:
+            kind = _kind(value)
+            if kind is not None:
+                column.add(kind)
+                if kind == _NESTED:
                     where.setdefault(name, type(value).__name__)
 
 
@@ -386,20 +416,55 @@ def _arrow_schema(schema: Schema) -> pa.Schema:
     return pa.schema([(c.name, c.arrow_type) for c in schema.columns if not c.drop])
 
 
-def _read_arrow(block: bytes, schema: Schema, rows: int) -> pa.Table | None:
-    """Arrow's typed read of a block, or None when it refuses the block or its rows are not
-    the block's non-blank lines."""
+def _read_json(block: bytes, explicit: pa.Schema, unexpected: str) -> pa.Table | None:
     try:
-        table = pajson.read_json(
+        return pajson.read_json(
             pa.py_buffer(block),
             read_options=pajson.ReadOptions(use_threads=False, block_size=len(block) + 1),
             parse_options=pajson.ParseOptions(
-                explicit_schema=_arrow_schema(schema), unexpected_field_behavior="ignore"
+                explicit_schema=explicit, unexpected_field_behavior=unexpected
             ),
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    return table if table.num_rows == rows else None
+
+
+#: ``-0`` as a JSON value: the one integer whose text Arrow's int64 → string cast changes.
+_MINUS_ZERO = re.compile(rb"[:\[,]\s*-0\s*[,}\]]")
+
+
+def _read_arrow(block: bytes, schema: Schema, rows: int) -> pa.Table | None:
+    """Arrow's typed read of a block, or None when it refuses the block or its rows are not
+    the block's non-blank lines.
+
+    A string column that also holds integers (zip codes, ids) fails the typed read: it is
+    read again with those columns inferred, and integers are turned into their text, which
+    is their JSON text. Anything else Arrow refuses goes line by line.
+    """
+    table = _read_json(block, _arrow_schema(schema), "ignore")
+    if table is None:
+        strings = {c.name for c in schema.columns if c.type == "string" and not c.drop}
+        if not strings or _MINUS_ZERO.search(block):
+            return None
+        others = pa.schema([f for f in _arrow_schema(schema) if f.name not in strings])
+        table = _read_json(block, others, "infer")
+        if table is None:
+            return None
+        for name in strings:
+            if name not in table.column_names:
+                continue
+            column = table.column(name)
+            if pa.types.is_integer(column.type) or pa.types.is_null(column.type):
+                column = pc.cast(column, pa.string())
+            elif column.type != pa.string():
+                return None  # floats, booleans, timestamps: their exact text, line by line
+            table = table.set_column(table.column_names.index(name), name, column)
+    if table.num_rows != rows:
+        return None
+    missing = [f for f in _arrow_schema(schema) if f.name not in table.column_names]
+    for f in missing:  # a column absent from every line of the block
+        table = table.append_column(f, pa.nulls(table.num_rows, f.type))
+    return table
 
 
 def _convert(value: Any, column: Column) -> tuple[Any, bool]:
