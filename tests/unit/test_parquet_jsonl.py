@@ -424,6 +424,14 @@ def test_jsonl_gzip_glob_and_the_same_dataset_in_one_or_three_workers(tmp_path):
     assert split_of["plain"] == split_of["gz"] == split_of["three"]
 
 
+def test_jsonl_byte_order_mark_and_a_last_line_without_newline(tmp_path):
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"k": "a", "cleared": 1}\n{"k": "b", "cleared": 0}')
+    meta = _shard([path], tmp_path / "ds", key="k", min_shards=1)
+    assert meta["rows_read"] == meta["rows_accepted"] == 2
+    assert sorted(r["k"] for r in read_examples(str(tmp_path / "ds"))) == [b"a", b"b"]
+
+
 def test_jsonl_nested_values_are_one_error_and_can_be_dropped(tmp_path):
     path = tmp_path / "nested.ndjson"
     path.write_text('{"user": "a", "cleared": 1}\n{"user": {"id": 3}, "cleared": 0}\n')
@@ -518,3 +526,31 @@ def test_jsonl_arrow_and_line_by_line_reads_give_the_same_batch(monkeypatch):
         (15, "missing_label"),
     ]
     assert fast.rows_read == slow.rows_read == 5 and fast.blank_lines == 1 and fast.lines == 6
+
+
+def test_jsonl_type_pass_is_taken_from_the_stored_plan_for_the_same_files(tmp_path, monkeypatch):
+    from shardtrain.data.sources import jsonl
+
+    path = tmp_path / "e.jsonl"
+    path.write_text(
+        "".join(json.dumps({"k": f"k{i}", "cleared": i % 2}) + "\n" for i in range(300))
+    )
+    common = {"key": "k", "task_bytes": 11_000, "min_shards": 2}
+    whole = _shard([path], tmp_path / "whole", **common)
+    sharding.shard(_config([path], tmp_path / "two", num_workers=2, worker_index=0, **common))
+    scans = []
+    real_scan = jsonl.scan_types
+    monkeypatch.setattr(jsonl, "scan_types", lambda s: scans.append(s) or real_scan(s))
+    sharding.shard(_config([path], tmp_path / "two", num_workers=2, worker_index=1, **common))
+    assert scans == []  # worker 1 read the types from worker 0's plan
+    two = sharding.finalize(str(tmp_path / "two")).to_dict()
+    assert _crc_lists(two) == _crc_lists(whole)
+    # Other content at the same path: the stored types do not apply, and the run says so.
+    path.write_text(path.read_text() + json.dumps({"k": "new", "cleared": "yes"}) + "\n")
+    with pytest.raises(DataError, match="holds a dataset sharded from other inputs"):
+        sharding.shard(_config([path], tmp_path / "two", **common))
+    assert len(scans) == 1
+
+
+def _crc_lists(meta: dict) -> list:
+    return [[s["crc32c"] for s in meta["splits"][n]["shards"]] for n in ("train", "eval")]

@@ -173,6 +173,12 @@ class Source(abc.ABC):
     def read_piece(self, piece: Piece, layout: SourceLayout, block_bytes: int) -> Iterator[Batch]:
         """Stream one piece as batches of about ``block_bytes`` of input each."""
 
+    def recall(self, stored: Mapping[str, Any] | None) -> None:  # noqa: B027 - optional hook
+        """Receive the plan already stored at the output (``_plan.json`` as a dict), if any,
+        before :meth:`plan_inputs`: a source whose planning reads all the data (JSON lines'
+        type pass) takes its findings from there when the inputs are the same. By default
+        nothing is kept: the plan must come out the same with or without it."""
+
     def new_statistics(self, schema: Schema) -> dict[str, ColumnStats]:
         """Empty statistics for every feature column (merged across tasks by the sharder)."""
         return {c.name: new_stats(c.type) for c in schema.features}

@@ -44,7 +44,8 @@ import json
 import logging
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -78,6 +79,7 @@ _NESTED = "nested"
 _BIGINT = "bigint"
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_BOM = b"\xef\xbb\xbf"
 
 
 class _Number(str):
@@ -151,8 +153,12 @@ def _iter_line_blocks(piece: Piece, block_bytes: int) -> Iterator[tuple[bytes, i
     line it lands in, and finishes the line that straddles its end.
     """
     with open_source(piece.uri, gzip=piece.gzip, block_size=block_bytes) as f:
+        carry = b""  # the start of a line that begins at `pos` but is not complete yet
         if piece.start == 0:
+            carry = f.read(len(_BOM))
             pos = 0
+            if carry == _BOM:  # a UTF-8 byte order mark is no part of the first line
+                carry, pos = b"", len(_BOM)
         else:
             # Land one byte early: if that byte is a line end, our first line starts exactly
             # at `start`; otherwise skip the rest of the line begun in the previous piece.
@@ -161,7 +167,6 @@ def _iter_line_blocks(piece: Piece, block_bytes: int) -> Iterator[tuple[bytes, i
         end = math.inf if piece.gzip else piece.end
         if pos >= end:
             return
-        carry = b""
         while True:
             chunk = f.read(block_bytes)
             if not chunk:
@@ -276,15 +281,56 @@ def _scan_block(block: bytes, kinds: dict[str, set[str]], where: dict[str, str])
                     where.setdefault(name, type(value).__name__)
 
 
-def scan_types(
-    sources: list[SourceFile], drop: tuple[str, ...] = ()
-) -> tuple[dict[str, ColumnType | None], int, int]:
-    """The type pass: every column's type over all the data, with the lines and bytes read.
+@dataclass(frozen=True)
+class TypePass:
+    """What the type pass found: each column's type (None: only nulls), the columns holding
+    objects or arrays (with the first file and what), and the lines and bytes read.
+
+    Stored in the plan's options, so that a later run over the same files (a resume, another
+    worker once the plan is written) takes it from there instead of reading everything again.
+    """
+
+    types: dict[str, ColumnType | None]
+    nested: dict[str, tuple[str, str]]
+    lines: int
+    bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "types": self.types,
+            "nested": {k: list(v) for k, v in self.nested.items()},
+            "lines": self.lines,
+            "bytes": self.bytes,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TypePass:
+        return cls(
+            types=dict(d["types"]),
+            nested={k: (v[0], v[1]) for k, v in d["nested"].items()},
+            lines=int(d["lines"]),
+            bytes=int(d["bytes"]),
+        )
+
+    def check_nested(self, drop: tuple[str, ...]) -> None:
+        """Raise the one-line error for the first column of objects/arrays not dropped."""
+        for name, (uri, what) in self.nested.items():
+            if name not in drop:
+                raise DataError(
+                    f"{uri}: column '{name}' holds JSON {what}, which shardtrain cannot "
+                    f"store (only numbers, strings, booleans and nulls); drop it with "
+                    f"'drop: [{name}]' in a --schema file"
+                )
+
+
+def scan_types(sources: list[SourceFile]) -> TypePass:
+    """The type pass: every column's type over all the data (see the module docstring).
 
     Raises:
-        DataError: a column holds objects or arrays (and is not dropped); no file has a row.
+        DataError: no file holds a JSON object.
     """
     kinds: dict[str, set[str]] = {}
+    nested: dict[str, tuple[str, str]] = {}
     lines = 0
     total = 0
     for src in sources:
@@ -294,16 +340,13 @@ def scan_types(
             total += len(block)
             _scan_block(block, kinds, where)
         for name, kind_set in kinds.items():
-            if _NESTED in kind_set and name not in drop:
+            if _NESTED in kind_set and name not in nested:
                 what = "objects or arrays" if name not in where else f"{where[name]} values"
-                raise DataError(
-                    f"{src.uri}: column '{name}' holds JSON {what}, which shardtrain cannot "
-                    f"store (only numbers, strings, booleans and nulls); drop it with "
-                    f"'drop: [{name}]' in a --schema file"
-                )
+                nested[name] = (src.uri, what)
     if not kinds:
         raise DataError(f"{sources[0].uri}: no JSON object in the file(s)")
-    return {name: _column_type(k - {_NESTED}) for name, k in kinds.items()}, lines, total
+    types = {name: _column_type(k - {_NESTED}) for name, k in kinds.items()}
+    return TypePass(types, nested, lines, total)
 
 
 # --------------------------------------------------------------------------------------------
@@ -337,17 +380,27 @@ class JsonLinesSource(Source):
         self.key = key
         self.schema_file = schema_file
 
+    def recall(self, stored: Mapping[str, Any] | None) -> None:
+        """Keep the type pass of a stored plan (``_plan.json``) for :meth:`plan_inputs`."""
+        self._stored = stored
+
     def plan_inputs(self) -> PlanInputs:
         """List the files and type every column by reading all of them (see the module
-        docstring)."""
+        docstring), unless the stored plan holds the type pass of exactly these files (same
+        URIs, sizes and versions)."""
         from shardtrain.data.sources.csv import list_sources
 
         sources = list_sources(self.patterns)
         overrides = SchemaOverrides.load(self.schema_file) if self.schema_file else None
-        types, lines, total = scan_types(sources, overrides.drop if overrides else ())
-        typed.check_label_and_key(list(types), self.label, self.key, sources[0].uri)
+        found = self._stored_pass(sources)
+        if found is None:
+            found = scan_types(sources)
+        else:
+            log.info("types of the JSON lines taken from the stored plan (same files)")
+        found.check_nested(overrides.drop if overrides else ())
+        typed.check_label_and_key(list(found.types), self.label, self.key, sources[0].uri)
         columns = []
-        for name, t in types.items():
+        for name, t in found.types.items():
             if t is None:
                 log.warning(
                     "column '%s' holds only nulls in the JSON lines: treated as string", name
@@ -363,12 +416,22 @@ class JsonLinesSource(Source):
         return PlanInputs(
             sources=sources,
             schema=schema,
-            input_bytes=total,
-            estimated_rows=lines,
-            options={"format": "jsonl"},
+            input_bytes=found.bytes,
+            estimated_rows=found.lines,
+            options={"format": "jsonl", "jsonl_types": found.to_dict()},
             sample=sample,
             sample_bytes=len(first[0]) if first else 0,
         )
+
+    def _stored_pass(self, sources: list[SourceFile]) -> TypePass | None:
+        stored = getattr(self, "_stored", None)
+        if not stored:
+            return None
+        try:
+            same = [SourceFile(**d) for d in stored["sources"]] == sources
+            return TypePass.from_dict(stored["options"]["jsonl_types"]) if same else None
+        except (KeyError, TypeError, ValueError, IndexError):
+            return None  # another kind of plan, or another version's: read the files
 
     def read_piece(self, piece: Piece, layout: SourceLayout, block_bytes: int) -> Iterator[Batch]:
         return read_piece(piece, layout.schema, block_bytes=block_bytes)
