@@ -1,8 +1,9 @@
 """The seam between the sharder and its sources: the :class:`Source` interface and the types
 both sides share.
 
-A source is what the sharder reads rows from: CSV files (:mod:`.csv`), images in a directory
-tree or named by manifests (:mod:`.images`). The sharder (:mod:`shardtrain.data.sharding`)
+A source is what the sharder reads rows from: CSV files (:mod:`.csv`), Parquet files
+(:mod:`.parquet`), JSON lines (:mod:`.jsonl`), images in a directory tree or named by manifests
+(:mod:`.images`). The sharder (:mod:`shardtrain.data.sharding`)
 plans, splits, encodes, writes, resumes and finalizes every dataset the same way; a source only
 answers four questions:
 
