@@ -146,8 +146,8 @@ def _column_type(kinds: set[str]) -> ColumnType | None:
 # --------------------------------------------------------------------------------------------
 
 
-def _iter_line_blocks(piece: Piece, block_bytes: int) -> Iterator[tuple[bytes, int]]:
-    """Yield ``(block, decompressed bytes read)``: blocks of whole lines owned by the piece.
+def _iter_line_blocks(piece: Piece, block_bytes: int) -> Iterator[bytes]:
+    """Yield blocks of whole lines owned by the piece (decompressed).
 
     A line belongs to the piece holding its first byte: a reader starting mid-file skips the
     line it lands in, and finishes the line that straddles its end.
@@ -171,7 +171,7 @@ def _iter_line_blocks(piece: Piece, block_bytes: int) -> Iterator[tuple[bytes, i
             chunk = f.read(block_bytes)
             if not chunk:
                 if carry:  # the last line, without a final newline
-                    yield carry, len(carry)
+                    yield carry
                 return
             cut = chunk.rfind(b"\n")
             if cut < 0:
@@ -181,9 +181,9 @@ def _iter_line_blocks(piece: Piece, block_bytes: int) -> Iterator[tuple[bytes, i
             carry = chunk[cut + 1 :]
             if pos + len(complete) >= end:
                 last_nl = complete.find(b"\n", int(end - pos) - 1)
-                yield complete[: last_nl + 1], last_nl + 1
+                yield complete[: last_nl + 1]
                 return
-            yield complete, len(complete)
+            yield complete
             pos += len(complete)
 
 
@@ -335,7 +335,7 @@ def scan_types(sources: list[SourceFile]) -> TypePass:
     total = 0
     for src in sources:
         where: dict[str, str] = {}
-        for block, _ in _iter_line_blocks(Piece(src.uri, 0, src.size, src.gzip), SCAN_BLOCK_BYTES):
+        for block in _iter_line_blocks(Piece(src.uri, 0, src.size, src.gzip), SCAN_BLOCK_BYTES):
             lines += block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
             total += len(block)
             _scan_block(block, kinds, where)
@@ -412,7 +412,7 @@ class JsonLinesSource(Source):
             _iter_line_blocks(Piece(sources[0].uri, 0, sources[0].size, sources[0].gzip), 1 << 20),
             None,
         )
-        sample = parse_block(first[0], schema, lines_before=0).table if first else None
+        sample = parse_block(first, schema, lines_before=0).table if first else None
         return PlanInputs(
             sources=sources,
             schema=schema,
@@ -420,7 +420,7 @@ class JsonLinesSource(Source):
             estimated_rows=found.lines,
             options={"format": "jsonl", "jsonl_types": found.to_dict()},
             sample=sample,
-            sample_bytes=len(first[0]) if first else 0,
+            sample_bytes=len(first) if first else 0,
         )
 
     def _stored_pass(self, sources: list[SourceFile]) -> TypePass | None:
@@ -464,7 +464,7 @@ class JsonLinesSource(Source):
 def read_piece(piece: Piece, schema: Schema, *, block_bytes: int = 4 << 20) -> Iterator[Batch]:
     """Stream one piece as typed batches with rejects; see the module docstring."""
     lines_before = 0
-    for block, _ in _iter_line_blocks(piece, block_bytes):
+    for block in _iter_line_blocks(piece, block_bytes):
         batch = parse_block(block, schema, lines_before=lines_before, source=piece.uri)
         lines_before += batch.lines
         yield batch
