@@ -6,6 +6,7 @@ Usage (from the repository root, in the project environment)::
     .venv/bin/python benchmarks/shard_bench.py                 # 1 GB, local disk + MinIO
     .venv/bin/python benchmarks/shard_bench.py --gb 0.1 --no-minio
     .venv/bin/python benchmarks/shard_bench.py --rss-scaling   # 0.1 GB vs 1 GB peak RSS
+    .venv/bin/python benchmarks/shard_bench.py --formats       # CSV vs Parquet vs JSON lines
 
 Each sharding run is a separate ``shardtrain shard`` process, sampled every 50 ms for the RSS
 of its whole process tree (the parent plus its worker processes). Figures go to stdout; record
@@ -160,6 +161,64 @@ def baseline_rows_per_second(src: Path, sample_rows: int = 20_000) -> float:
     return n / (time.monotonic() - started)
 
 
+def convert_formats(src: Path, rows_per_group: int = 100_000) -> dict[str, Path]:
+    """The CSV's rows as Parquet (snappy, ``rows_per_group`` rows per row group, as data
+    lakes write them) and as JSON lines, next to it; made once."""
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    paths = {"parquet": src.with_suffix(".parquet"), "jsonl": src.with_suffix(".jsonl")}
+    if not paths["parquet"].exists():
+        reader = pacsv.open_csv(src, read_options=pacsv.ReadOptions(block_size=64 << 20))
+        tmp = paths["parquet"].with_suffix(".tmp")
+        with pq.ParquetWriter(tmp, reader.schema) as writer:
+            for batch in reader:
+                writer.write_batch(batch, row_group_size=rows_per_group)
+        tmp.rename(paths["parquet"])
+    if not paths["jsonl"].exists():
+        tmp = paths["jsonl"].with_suffix(".tmp")
+        pf = pq.ParquetFile(paths["parquet"])
+        with open(tmp, "w") as f:
+            for batch in pf.iter_batches(batch_size=50_000):
+                f.writelines(json.dumps(row) + "\n" for row in batch.to_pylist())
+        tmp.rename(paths["jsonl"])
+    return paths
+
+
+def format_runs(src: Path, work: Path, processes: int, rows: int, size: int) -> None:
+    """``--formats``: shard the same rows from Parquet and JSON lines; MB/s per core counts
+    the *CSV's* bytes (input-equivalent rows), so the figures compare with the CSV runs'."""
+    from shardtrain.data.sharding import ShardConfig, build_plan
+
+    cores = min(processes, os.cpu_count() or 1)
+    csv_run = shard_run(src, str(work / "fmt-csv"), processes, "none")
+    results = {"csv": (src, csv_run)}
+    for fmt, path in convert_formats(src).items():
+        results[fmt] = (path, shard_run(path, str(work / f"fmt-{fmt}"), processes, "none"))
+    print(f"\nformats: the same {rows:,} rows, --compression none, {cores} core(s)")
+    print(
+        f"{'format':<9}{'file MB':>9}{'seconds':>9}{'CSV-eq MB/s/core':>18}{'rows/s/core':>13}"
+        f"{'CSV-eq MB/CPU-s':>17}{'plan s':>8}{'peak RSS tree':>15}"
+    )
+    for fmt, (path, r) in results.items():
+        started = time.monotonic()
+        build_plan(
+            ShardConfig(
+                sources=(str(path),),
+                output=str(work / "fmt-plan"),
+                label="cleared",
+                key="attempt_id",
+            )
+        )
+        plan_s = time.monotonic() - started
+        print(
+            f"{fmt:<9}{path.stat().st_size / 1e6:>9,.0f}{r['seconds']:>9.1f}"
+            f"{size / 1e6 / r['seconds'] / cores:>18.1f}{rows / r['seconds'] / cores:>13,.0f}"
+            f"{size / 1e6 / r['cpu_seconds']:>17.1f}{plan_s:>8.2f}"
+            f"{r['peak_rss_tree_mb']:>12,.0f} MB"
+        )
+
+
 def _minio_env(state: Path) -> dict[str, str]:
     env = {**os.environ, "SHARDTRAIN_MINIO_STATE": str(state), "MINIO_BUCKET": "bench"}
     out = subprocess.run(
@@ -183,6 +242,11 @@ def main() -> None:
         action="store_true",
         help="also shard a 10x smaller file and compare peak RSS",
     )
+    parser.add_argument(
+        "--formats",
+        action="store_true",
+        help="only shard the same rows from CSV, Parquet and JSON lines and compare",
+    )
     args = parser.parse_args()
 
     work = Path(args.workdir)
@@ -196,6 +260,10 @@ def main() -> None:
         f"{args.processes} process(es); machine: {os.cpu_count()} CPUs, "
         f"{psutil.virtual_memory().total / 2**30:.0f} GiB"
     )
+
+    if args.formats:
+        format_runs(src, work, args.processes, rows, size)
+        return
 
     for compression in ("none", "gzip"):
         r = shard_run(src, str(work / f"out-{compression}"), args.processes, compression)

@@ -58,6 +58,38 @@ def format_splits(splits: tuple[tuple[str, float], ...]) -> str:
     return ",".join(f"{name}={fraction:g}" for name, fraction in splits)
 
 
+#: What ``--format auto`` reads files named ``*<suffix>`` (``.gz`` removed first) as.
+FORMAT_SUFFIXES: dict[str, str] = {
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".parq": "parquet",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".txt": "csv",
+}
+
+
+def detect_format(sources: tuple[str, ...] | list[str]) -> str:
+    """The tabular format of ``sources`` (files or globs) from their names: ``parquet`` for
+    ``*.parquet``/``*.pq``/``*.parq``, ``jsonl`` for ``*.jsonl``/``*.ndjson`` (also ``.gz``),
+    else ``csv``.
+
+    Raises:
+        ConfigError: the sources name files of different formats.
+    """
+    found: dict[str, str] = {}
+    for source in sources:
+        name = source.rstrip("/").rsplit("/", 1)[-1].lower().removesuffix(".gz")
+        suffix = "." + name.rsplit(".", 1)[-1] if "." in name else ""
+        found.setdefault(FORMAT_SUFFIXES.get(suffix, "csv"), source)
+    if len(found) > 1:
+        shown = ", ".join(f"{fmt} ({src})" for fmt, src in found.items())
+        raise ConfigError(f"the sources mix formats: {shown}; shard each format separately")
+    return next(iter(found), "csv")
+
+
 @dataclass(frozen=True)
 class ShardConfig:
     """Everything a sharding run needs: every option of ``shardtrain shard`` and of the
@@ -79,8 +111,8 @@ class ShardConfig:
 
     sources: tuple[str, ...] = option(
         argument=True,
-        help="CSV files or globs (local, s3://, gs://; .gz files are decompressed); for "
-        "images, the ROOT of a directory tree, or manifest CSV files.",
+        help="CSV, Parquet or JSON-lines files or globs (local, s3://, gs://; .gz files are "
+        "decompressed); for images, the ROOT of a directory tree, or manifest CSV files.",
         pipeline="sources",
     )
     output: str = option(
@@ -100,10 +132,18 @@ class ShardConfig:
         format=format_splits,
         pipeline="splits",
     )
+    source_format: str = option(
+        "auto",
+        flags=("--format",),
+        choices=("auto", "csv", "parquet", "jsonl"),
+        help="Format of tabular SOURCES: auto picks it from their names (.parquet/.pq, "
+        ".jsonl/.ndjson[.gz], else CSV).",
+        pipeline="source_format",
+    )
     schema_file: str | None = option(
         None,
         flags=("--schema",),
-        help="YAML/JSON file overriding inferred types and dropping columns (CSV only).",
+        help="YAML/JSON file overriding inferred types and dropping columns (not images).",
         pipeline="schema_file",
     )
     compression: str = option(
@@ -221,7 +261,9 @@ class ShardConfig:
             if self.key is not None:
                 raise ConfigError("--key does not apply to images: their path is the split key")
             if self.schema_file is not None:
-                raise ConfigError("--schema applies to CSV sources only")
+                raise ConfigError("--schema applies to tabular sources only")
+            if self.source_format not in ("auto", "csv"):
+                raise ConfigError(f"--format {self.source_format} does not apply to images")
             if self.resize is not None and min(self.resize) < 1:
                 raise ConfigError("--resize must be WIDTHxHEIGHT with both at least 1")
         elif self.resize is not None:
@@ -249,15 +291,38 @@ class ShardConfig:
         """``image`` for a directory tree or manifest of images, else ``tabular`` (CSV)."""
         return "image" if self.images or self.image_column is not None else "tabular"
 
-    def source(self) -> Source:
-        """The source this run reads: CSV files, or images (a tree or manifests)."""
-        from shardtrain.data.sources.csv import CsvSource
-        from shardtrain.data.sources.images import ImageSource
+    @property
+    def tabular_format(self) -> str:
+        """``csv``, ``parquet`` or ``jsonl``: ``--format``, or detected from the sources'
+        names (:func:`detect_format`)."""
+        if self.source_format != "auto":
+            return self.source_format
+        return detect_format(self.sources)
 
+    def source(self) -> Source:
+        """The source this run reads: CSV, Parquet or JSON-lines files, or images (a tree or
+        manifests)."""
         if self.data_kind == "image":
+            from shardtrain.data.sources.images import ImageSource
+
             return ImageSource(
                 self.sources, label=self.label, image_column=self.image_column, resize=self.resize
             )
+        fmt = self.tabular_format
+        if fmt == "parquet":
+            from shardtrain.data.sources.parquet import ParquetSource
+
+            return ParquetSource(
+                self.sources, label=self.label, key=self.key, schema_file=self.schema_file
+            )
+        if fmt == "jsonl":
+            from shardtrain.data.sources.jsonl import JsonLinesSource
+
+            return JsonLinesSource(
+                self.sources, label=self.label, key=self.key, schema_file=self.schema_file
+            )
+        from shardtrain.data.sources.csv import CsvSource
+
         return CsvSource(self.sources, label=self.label, key=self.key, schema_file=self.schema_file)
 
     def plan_options(self) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""The sharder: CSV or images far larger than memory → TFRecord shards of ``tf.train.Example``
-in storage.
+"""The sharder: CSV, Parquet, JSON lines or images far larger than memory → TFRecord shards of
+``tf.train.Example`` in storage.
 
 Layout of a sharded dataset at ``URI``::
 
@@ -38,9 +38,10 @@ here): every field is a ``shardtrain shard`` flag and a pipeline parameter.
 
 The sharder sees its input only through the :class:`~shardtrain.data.sources.base.Source`
 interface: image datasets (a directory tree ``ROOT/<class>/*.jpg`` or a manifest of image
-paths, :mod:`shardtrain.data.sources.images`) go through the same plan, tasks, shards, rejects
-and finalize as CSV; the source only supplies the plan's inputs and reads each piece into the
-same batches (one row per image).
+paths, :mod:`shardtrain.data.sources.images`), Parquet files (row groups,
+:mod:`shardtrain.data.sources.parquet`) and JSON lines (:mod:`shardtrain.data.sources.jsonl`) go
+through the same plan, tasks, shards, rejects and finalize as CSV; the source only supplies the
+plan's inputs and reads each piece into the same batches.
 
 Crash safety: every shard object is atomic (see :mod:`shardtrain.storage`); a task commits by
 writing its manifest after its shards; the dataset commits by writing ``metadata.json`` after

@@ -18,11 +18,13 @@ import zlib
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from shardtrain import storage
 from shardtrain.data import examples
 from shardtrain.data.metadata import FORMAT
 from shardtrain.data.schema import Schema
 from shardtrain.data.shard_config import MIB, ShardConfig
 from shardtrain.data.sources.base import Piece, PlanInputs, SourceFile, SourceLayout, plan_pieces
+from shardtrain.errors import ShardtrainError
 
 PLAN_NAME = "_plan.json"
 
@@ -143,7 +145,9 @@ def build_plan(config: ShardConfig) -> Plan:
         DataError: no sources match, a source is empty/unreadable, the label is missing.
         ConfigError: a schema file or an option is invalid.
     """
-    inputs = config.source().plan_inputs()
+    source = config.source()
+    source.recall(_stored_plan(config.output))
+    inputs = source.plan_inputs()
     sources, schema, input_bytes = inputs.sources, inputs.schema, inputs.input_bytes
     ratio = _output_ratio(inputs, schema, config.compression_level if config.gzip else None)
     estimated_rows = inputs.estimated_rows
@@ -189,6 +193,16 @@ def build_plan(config: ShardConfig) -> Plan:
     payload = plan.to_dict()
     payload.pop("fingerprint")
     return Plan(**{**plan.__dict__, "fingerprint": _fingerprint(payload)})
+
+
+def _stored_plan(output: str) -> dict[str, Any] | None:
+    """The plan stored at ``output`` by an earlier run or another worker, if any and readable
+    (a source may take what it found from it; see :meth:`Source.recall`)."""
+    uri = storage.join(output, PLAN_NAME)
+    try:
+        return storage.read_json(uri) if storage.exists(uri) else None
+    except (ShardtrainError, ValueError):
+        return None
 
 
 def _group_pieces(pieces: list[Piece], n_tasks: int) -> list[list[Piece]]:

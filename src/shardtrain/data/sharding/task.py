@@ -105,7 +105,7 @@ def _run_task(plan: Plan, task: Task, config: ShardConfig, progress: Progress | 
         # Joined before the ExitStack commits (or discards) the shards.
         background = stack.enter_context(BackgroundWriter())
         for piece_no, piece in enumerate(task.pieces):
-            piece_lines = 1 if piece.start == 0 else 0
+            piece_lines = source.header_lines if piece.start == 0 else 0
             for batch in source.read_piece(piece, layout, config.block_bytes):
                 piece_lines += batch.lines
                 _account(result, batch, piece_no, rejects_file)

@@ -1,8 +1,9 @@
 """The seam between the sharder and its sources: the :class:`Source` interface and the types
 both sides share.
 
-A source is what the sharder reads rows from: CSV files (:mod:`.csv`), images in a directory
-tree or named by manifests (:mod:`.images`). The sharder (:mod:`shardtrain.data.sharding`)
+A source is what the sharder reads rows from: CSV files (:mod:`.csv`), Parquet files
+(:mod:`.parquet`), JSON lines (:mod:`.jsonl`), images in a directory tree or named by manifests
+(:mod:`.images`). The sharder (:mod:`shardtrain.data.sharding`)
 plans, splits, encodes, writes, resumes and finalizes every dataset the same way; a source only
 answers four questions:
 
@@ -156,6 +157,9 @@ class Source(abc.ABC):
 
     #: ``data_kind`` of the datasets made from this source (``tabular`` or ``image``).
     data_kind: ClassVar[str]
+    #: Lines of every file before its first row (a CSV header): rejects' line numbers count
+    #: them. 0 for sources without a header (JSON lines; Parquet numbers rows, not lines).
+    header_lines: ClassVar[int] = 1
 
     @abc.abstractmethod
     def plan_inputs(self) -> PlanInputs:
@@ -169,6 +173,12 @@ class Source(abc.ABC):
     @abc.abstractmethod
     def read_piece(self, piece: Piece, layout: SourceLayout, block_bytes: int) -> Iterator[Batch]:
         """Stream one piece as batches of about ``block_bytes`` of input each."""
+
+    def recall(self, stored: Mapping[str, Any] | None) -> None:  # noqa: B027 - optional hook
+        """Receive the plan already stored at the output (``_plan.json`` as a dict), if any,
+        before :meth:`plan_inputs`: a source whose planning reads all the data (JSON lines'
+        type pass) takes its findings from there when the inputs are the same. By default
+        nothing is kept: the plan must come out the same with or without it."""
 
     def new_statistics(self, schema: Schema) -> dict[str, ColumnStats]:
         """Empty statistics for every feature column (merged across tasks by the sharder)."""

@@ -86,6 +86,7 @@ def csv_to_model(
     label: str = "cleared",
     key: str = "",
     splits: str = "train=0.9,eval=0.1",
+    source_format: str = "auto",
     schema_file: str = "",
     compression: str = "gzip",
     compression_level: int = 1,
@@ -121,15 +122,18 @@ def csv_to_model(
     """Shards CSV into TFRecords, trains on a TFJob, evaluates and publishes the model.
 
     Args:
-        sources: CSV files or globs (s3://, gs://; local paths for local runs).
+        sources: CSV, Parquet or JSON-lines files or globs (s3://, gs://; local paths for
+            local runs).
         dataset_uri: Where the TFRecord shards and metadata.json go.
         model_dir: Checkpoints, TensorBoard logs, eval metrics and the SavedModel export.
         serving_uri: Where the exported SavedModel is published (<uri>/<version>/).
         label: The label column (an image tree's is 'label').
         key: Column hashed for the train/eval split ('' hashes the whole row; images: '').
         splits: Named splits and fractions, e.g. train=0.9,eval=0.1.
+        source_format: Format of tabular sources: auto (from their names: .parquet/.pq,
+            .jsonl/.ndjson[.gz], else CSV), csv, parquet or jsonl.
         schema_file: YAML/JSON file (a URI) overriding inferred types and dropping columns
-            (CSV only; '' infers them all).
+            (not images; '' infers them all).
         compression: Shard compression: gzip or none.
         compression_level: gzip level: 1 is fastest (ISA-L); 2-9 are zlib's, smaller, slower.
         num_shards: Shards per split (0 derives it from the data size).
@@ -173,6 +177,7 @@ def csv_to_model(
         label=label,
         key=key,
         splits=splits,
+        source_format=source_format,
         schema_file=schema_file,
         compression=compression,
         compression_level=compression_level,
