@@ -24,7 +24,7 @@ PYTEST_ARGS ?=
 # The Pythons `make test-pythons` checks besides the main one (found by scripts/find-python).
 EXTRA_PYTHONS ?= 3.12 3.13
 
-.PHONY: demo test test-fast test-pythons smoke lint env minio gcs pipeline-yaml clean help
+.PHONY: demo test test-fast test-pythons smoke lint env minio gcs crd pipeline-yaml clean help
 
 help:
 	@echo "make demo   run the end-to-end demo on local storage (no server needed)"
@@ -49,6 +49,11 @@ minio:
 gcs:
 	@scripts/install-fake-gcs >/dev/null
 
+# The TFJob CRD of the pinned training operator (from its Go module): rendered jobs are
+# validated against its schema.
+crd:
+	@scripts/install-tfjob-crd >/dev/null
+
 PY_DIRS := src tests benchmarks
 
 lint: env
@@ -58,7 +63,7 @@ lint: env
 	$(BIN)/mypy
 	$(BIN)/hadolint Dockerfile
 
-test: env minio gcs lint
+test: env minio gcs crd lint
 	$(BIN)/python -m pytest -v --durations=15 $(PYTEST_ARGS)
 
 test-fast: env
