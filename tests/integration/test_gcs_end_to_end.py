@@ -15,6 +15,10 @@ import json
 
 import pytest
 
+# The crash-and-rerun procedure of the MinIO sharding tests (tests/integration is on sys.path
+# under pytest's default import mode).
+from test_sharding_minio import _kill_then_resume  # isort: skip
+
 from helpers import run_cli
 from shardtrain import storage
 from shardtrain.data import datagen
@@ -66,6 +70,17 @@ def test_shard_train_export_and_publish_on_gs(gcs):
     assert manifest["step"] == 40
     assert storage.exists(f"{served}/saved_model.pb")
     assert storage.read_json(f"{serving}/latest.json")["version"] == storage.basename(served)
+
+
+def test_kill_9_mid_shard_then_rerun_gives_every_row_once_on_gs(gcs, tmp_path):
+    """The sharder's resume on gs://: task markers listed from the emulator, shards of
+    unfinished tasks rewritten, every row exactly once (the MinIO test's procedure)."""
+    csv_path = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(csv_path), 150_000, seed=6)
+    src = gcs.uri("crash", "quest.csv")
+    storage.upload_file(str(csv_path), src)
+    info = _kill_then_resume(src, gcs.uri("crash", "ds"), csv_path, kill_when=3)
+    assert 3 <= info["done_before_kill"] < info["tasks"]
 
 
 @pytest.mark.cluster

@@ -14,6 +14,8 @@ credentials. What the emulator showed, and these tests pin down:
 * An upload abandoned before its last chunk leaves nothing visible: the object appears only
   when the upload is finalized, as on GCS.
 * Listing with a delimiter returns "directories" as prefixes, so ``ls`` sees ``deep``.
+* gcsfs caches listings by default: a process polling for objects another process writes (the
+  sharder's task markers) never saw them. The storage layer turns the cache off, as for S3.
 * A missing bucket reads as a missing object (gcsfs raises the same FileNotFoundError for
   both 404s): the error names the URI either way.
 """
@@ -23,6 +25,8 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import urllib.parse
+import urllib.request
 
 import pytest
 
@@ -89,6 +93,27 @@ def test_glob_ls_exists_delete_copy(gcs):
     assert info.size == 5 and info.version
     storage.delete(base, recursive=True)
     assert storage.walk_files(base) == []
+
+
+def _upload_from_elsewhere(gcs, key: str, data: bytes) -> None:
+    """Write an object the way another process would: straight to the emulator's JSON API."""
+    query = urllib.parse.urlencode({"uploadType": "media", "name": key})
+    request = urllib.request.Request(
+        f"{gcs.endpoint}/upload/storage/v1/b/{gcs.bucket}/o?{query}", data=data, method="POST"
+    )
+    urllib.request.urlopen(request, timeout=10).close()
+
+
+def test_listings_see_objects_other_processes_wrote(gcs):
+    base = gcs.uri()
+    prefix = base.split("/", 3)[3]
+    storage.write_text(f"{base}/_tasks/0.json", "{}")
+    assert [storage.basename(u) for u in storage.ls(f"{base}/_tasks")] == ["0.json"]
+    assert not storage.exists(f"{base}/_plan.json")
+    _upload_from_elsewhere(gcs, f"{prefix}/_tasks/1.json", b"{}")
+    _upload_from_elsewhere(gcs, f"{prefix}/_plan.json", b"{}")
+    assert [storage.basename(u) for u in storage.ls(f"{base}/_tasks")] == ["0.json", "1.json"]
+    assert storage.exists(f"{base}/_plan.json")
 
 
 def test_overwrite_changes_the_version(gcs):

@@ -77,8 +77,12 @@ def describe_s3_settings() -> str:
 
 
 def _gcs_filesystem(project: str | None, emulator: str | None) -> fsspec.AbstractFileSystem:
+    # No listings cache (as for S3): a process that polls for another's objects (the sharder's
+    # task markers, a pipeline waiting for a manifest) must see what is there now.
     if emulator is None:
-        return fsspec.filesystem("gs", skip_instance_cache=True, project=project, token=None)
+        return fsspec.filesystem(
+            "gs", skip_instance_cache=True, project=project, token=None, use_listings_cache=False
+        )
     # Under an emulator: anonymous, and gcsfs's core class. The class fsspec registers for
     # gs:// (gcsfs >= 2025.x, ExtendedGcsFileSystem) first asks the Storage Control gRPC API
     # for every bucket's layout (zonal/hierarchical); an emulator does not serve it, and each
@@ -90,6 +94,7 @@ def _gcs_filesystem(project: str | None, emulator: str | None) -> fsspec.Abstrac
         project=project or "shardtrain-emulator",
         token="anon",
         endpoint_url=emulator,
+        use_listings_cache=False,
     )
 
 
