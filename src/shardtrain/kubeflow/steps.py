@@ -388,7 +388,7 @@ def train_step(
         model_dir: where checkpoints, logs, metrics and the export go.
         local: run the TFJob here instead of on the cluster.
         run_id: the pipeline run's id.
-        timeout: seconds the job may take in total.
+        timeout: seconds the job may take in total (time spent queued included).
         **job: the other arguments of :func:`job_config`.
 
     Returns:

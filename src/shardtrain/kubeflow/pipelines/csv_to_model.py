@@ -159,7 +159,8 @@ def csv_to_model(
         batch_size: Global batch size, rounded to split evenly over the training replicas.
         checkpoint_every: Steps between checkpoints.
         train_flags: More `shardtrain train` flags, e.g. --learning-rate 0.003 --dropout 0.1.
-        train_timeout: Seconds the TFJob may take before the train step fails.
+        train_timeout: Seconds the TFJob may take before the train step fails (time spent
+            queued included).
         min_auc: Skip the export when the eval AUC is lower (0 disables the gate).
         image: The project image of every step and of the TFJob.
         secret_name: Kubernetes Secret holding AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
