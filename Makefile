@@ -1,15 +1,16 @@
 # shardtrain — the README's two commands:
 #
 #   make demo   create the environment, install, run the main job end to end on local storage
-#   make test   create the environment, install, build/start MinIO, lint, run the whole suite
+#   make test   create the environment, install, build MinIO and fake-gcs-server, lint, run the
+#               whole suite (the tests start and stop the servers)
 #   make test-fast   the fast tier alone (tests/unit: no TensorFlow, no servers), for the edit loop
 #   make test-pythons   the fast tier and one end-to-end shard + train on the other supported
 #                       Pythons (3.12, 3.13), each in its own .venv-3.X (CI runs it after `make test`)
 #
 # Everything the project needs is installed from here; nothing by hand. The Python
 # environment lives in .venv (re-installed when pyproject.toml or constraints.txt change,
-# re-created when PYTHON is another version); MinIO is built once per machine with
-# `go install` into ~/.cache/shardtrain (scripts/).
+# re-created when PYTHON is another version); MinIO and fake-gcs-server (the GCS emulator)
+# are built once per machine with `go install` into ~/.cache/shardtrain (scripts/).
 #
 # Python 3.11, 3.12 and 3.13 are supported (pyproject's requires-python); PYTHON picks the
 # interpreter, e.g. `make test PYTHON=python3.12`. constraints.txt's pins install on all three.
@@ -23,11 +24,11 @@ PYTEST_ARGS ?=
 # The Pythons `make test-pythons` checks besides the main one (found by scripts/find-python).
 EXTRA_PYTHONS ?= 3.12 3.13
 
-.PHONY: demo test test-fast test-pythons smoke lint env minio pipeline-yaml clean help
+.PHONY: demo test test-fast test-pythons smoke lint env minio gcs crd pipeline-yaml clean help
 
 help:
 	@echo "make demo   run the end-to-end demo on local storage (no server needed)"
-	@echo "make test   lint and run the whole test suite against a live MinIO"
+	@echo "make test   lint and run the whole test suite against live MinIO and fake-gcs-server"
 	@echo "make test-fast   the fast tier (tests/unit): no TensorFlow, no servers"
 	@echo "make test-pythons   fast tier + end-to-end shard/train on Python $(EXTRA_PYTHONS)"
 
@@ -46,6 +47,14 @@ $(STAMP): pyproject.toml constraints.txt
 minio:
 	@scripts/install-minio >/dev/null
 
+gcs:
+	@scripts/install-fake-gcs >/dev/null
+
+# The TFJob CRD of the pinned training operator (from its Go module): rendered jobs are
+# validated against its schema.
+crd:
+	@scripts/install-tfjob-crd >/dev/null
+
 PY_DIRS := src tests benchmarks
 
 lint: env
@@ -55,7 +64,7 @@ lint: env
 	$(BIN)/mypy
 	$(BIN)/hadolint Dockerfile
 
-test: env minio lint
+test: env minio gcs crd lint
 	$(BIN)/python -m pytest -v --durations=15 $(PYTEST_ARGS)
 
 test-fast: env

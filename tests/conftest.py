@@ -1,14 +1,19 @@
-"""Shared fixtures: a real MinIO server for the whole test session, and small helpers.
+"""Shared fixtures: real MinIO and GCS-emulator servers for the test session, and small helpers.
 
 Two tiers, one per folder: ``tests/unit`` is the fast tier (pure Python and compiled kernels
 on tiny data, no TensorFlow, no servers: ``make test-fast``); ``tests/integration`` holds
 everything with TensorFlow, CLI processes, real servers and clusters. The markers say what an
-integration test needs: ``minio`` (the live MinIO server), ``cluster`` (multi-process
-TensorFlow clusters), ``slow`` (more than a few seconds); a unit test carries none of them.
+integration test needs: ``minio`` (the live MinIO server), ``gcs`` (the live fake-gcs-server),
+``cluster`` (multi-process TensorFlow clusters), ``slow`` (more than a few seconds); a unit
+test carries none of them.
 
 The MinIO fixture starts its own server exactly the way users do (``scripts/minio-up``), in a
 private state directory, with fresh credentials, and stops it at the end of the session.
-Nothing in the suite fakes S3.
+Nothing in the suite fakes S3. Likewise ``gcs_server`` starts fake-gcs-server with
+``scripts/gcs-up`` (the emulator gcsfs is itself tested with); the function-scoped ``gcs``
+fixture points ``STORAGE_EMULATOR_HOST`` at it for one test only, because under an emulator
+``gs://`` no longer goes to TensorFlow (:func:`shardtrain.storage.tf_can_open`), which other
+tests of the session check.
 """
 
 from __future__ import annotations
@@ -134,6 +139,73 @@ def minio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MinioServer]:
         subprocess.run([str(SCRIPTS / "minio-down")], env=env, check=False)
 
 
+@dataclass
+class GcsServer:
+    """A live fake-gcs-server started by scripts/gcs-up for this test session."""
+
+    state_dir: Path
+    env: dict[str, str]
+    bucket: str
+
+    @property
+    def endpoint(self) -> str:
+        return self.env["STORAGE_EMULATOR_HOST"]
+
+    def uri(self, *parts: str) -> str:
+        """A gs:// URI in the session bucket under a fresh prefix when no parts are given."""
+        key = "/".join(parts) if parts else f"t-{uuid.uuid4().hex[:10]}"
+        return f"gs://{self.bucket}/{key}"
+
+    def kill(self) -> None:
+        """SIGKILL the server (its data is kept for :meth:`restart`)."""
+        pid = int((self.state_dir / "pid").read_text())
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"fake-gcs-server pid {pid} survived SIGKILL")
+
+    def restart(self) -> None:
+        """Start the server again on the same port and data."""
+        env = {**os.environ, "SHARDTRAIN_GCS_STATE": str(self.state_dir)}
+        env["SHARDTRAIN_GCS_RESUME"] = "1"
+        out = subprocess.run(
+            [str(SCRIPTS / "gcs-up")], env=env, check=True, capture_output=True, text=True
+        )
+        sys.stderr.write(out.stderr)
+
+
+@pytest.fixture(scope="session")
+def gcs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GcsServer]:
+    """A live fake-gcs-server with a fresh bucket (the environment is left alone: see ``gcs``)."""
+    state = tmp_path_factory.mktemp("gcs-state")
+    bucket = "shardtrain-test"
+    env = {**os.environ, "SHARDTRAIN_GCS_STATE": str(state), "GCS_BUCKET": bucket}
+    out = subprocess.run(
+        [str(SCRIPTS / "gcs-up")], env=env, capture_output=True, text=True, timeout=1200
+    )
+    if out.returncode != 0:
+        pytest.fail(f"scripts/gcs-up failed:\n{out.stderr}")
+    try:
+        yield GcsServer(state_dir=state, env=_parse_exports(out.stdout), bucket=bucket)
+    finally:
+        subprocess.run([str(SCRIPTS / "gcs-down")], env=env, check=False)
+
+
+@pytest.fixture
+def gcs(gcs_server: GcsServer, monkeypatch: pytest.MonkeyPatch) -> GcsServer:
+    """The session's fake-gcs-server, with STORAGE_EMULATOR_HOST and GOOGLE_CLOUD_PROJECT
+    pointing at it for this test (and the processes it starts)."""
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    for name, value in gcs_server.env.items():
+        monkeypatch.setenv(name, value)
+    return gcs_server
+
+
 @pytest.fixture
 def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     """Short, bounded storage retries so failure tests finish in seconds."""
@@ -163,7 +235,7 @@ def all_types(tmp_path_factory):
     return out, meta
 
 
-_RESOURCE_MARKERS = ("minio", "cluster", "slow")
+_RESOURCE_MARKERS = ("minio", "gcs", "cluster", "slow")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -18,7 +18,15 @@ from yamllint.config import YamlLintConfig
 from shardtrain.kubeflow import tfjob
 
 K8S = Path(__file__).resolve().parents[2] / "k8s"
-KUSTOMIZATIONS = ("base", "overlays/local", "overlays/local/minio", "overlays/gcp", "rbac")
+KUSTOMIZATIONS = (
+    "base",
+    "overlays/local",
+    "overlays/local/minio",
+    "overlays/gcp",
+    "overlays/kueue",
+    "overlays/volcano",
+    "rbac",
+)
 SECRET_TEMPLATE = K8S / "overlays/local/storage-secret.template.yaml"
 NAMESPACE = "shardtrain"
 #: The oldest Kubernetes the training operator v1.9 supports here, and the newest schemas.
@@ -35,6 +43,10 @@ EXPECTED_JOBS = {
         data="gs://shardtrain-data/quest",
         model_dir="gs://shardtrain-data/models/quest",
         secret=None,
+    ),
+    "overlays/kueue": tfjob.JobConfig(data=BASE.data, model_dir=BASE.model_dir, queue="shardtrain"),
+    "overlays/volcano": tfjob.JobConfig(
+        data=BASE.data, model_dir=BASE.model_dir, gang_scheduler="volcano"
     ),
 }
 
@@ -95,6 +107,7 @@ def test_overlays_hold_the_resources_they_promise():
         "TFJob",
     ]
     assert kinds["overlays/gcp"] == ["ServiceAccount", "TFJob"]
+    assert kinds["overlays/kueue"] == kinds["overlays/volcano"] == ["ServiceAccount", "TFJob"]
     assert kinds["rbac"] == ["Role", "RoleBinding", "ServiceAccount"]
 
 

@@ -323,6 +323,27 @@ def test_job_config_names_each_run_and_maps_the_parameters(monkeypatch, tmp_path
         steps.job_config(run_id="r", **{**kwargs, "train_flags": "--data s3://other"})
 
 
+def test_job_config_maps_the_queue_parameters(compiled):
+    common = dict(
+        data="s3://b/ds", model_dir="s3://b/m", run_id="r", image="reg/st:1", namespace="ns",
+        workers=1, gpus_per_worker=1, evaluator=False, secret="", service_account="sa",
+        cpu="2", memory="4Gi", train_steps=300, batch_size=128, checkpoint_every=100,
+    )  # fmt: skip
+    none = steps.job_config(**common)  # the pipeline's defaults: '' everywhere
+    assert none.queue is none.gang_scheduler is none.priority_class is None
+    kueue = steps.job_config(queue="gpu-team", priority_class="high", **common)
+    assert (kueue.queue, kueue.gang_scheduler, kueue.priority_class) == ("gpu-team", None, "high")
+    gang = steps.job_config(queue="research", gang_scheduler="volcano", **common)
+    assert (gang.queue, gang.gang_scheduler) == ("research", "volcano")
+    # The pipeline passes its parameters of the same names to the train step, '' by default.
+    _, spec, _ = compiled
+    params = spec["root"]["inputDefinitions"]["parameters"]
+    train = spec["root"]["dag"]["tasks"]["train"]["inputs"]["parameters"]
+    for name in ("queue", "gang_scheduler", "priority_class"):
+        assert params[name]["defaultValue"] == "", name
+        assert train[name]["componentInputParameter"] == name, name
+
+
 def test_the_pipeline_is_loaded_from_the_package():
     assert client.load_pipeline().name == "csv-to-model"
     with pytest.raises(ConfigError, match="no pipeline named 'nope'"):

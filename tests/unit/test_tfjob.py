@@ -710,3 +710,210 @@ def test_the_global_batch_splits_evenly_over_the_replicas_in_sync(overrides, bat
     args = _container(_manifest(**overrides), "Chief")["args"]
     got = args[args.index("--batch-size") + 1] if "--batch-size" in args else None
     assert got == batch
+
+
+# --------------------------------------------------------------------------------------------
+# Queues: Kueue and Volcano
+# --------------------------------------------------------------------------------------------
+
+
+def test_no_queue_settings_by_default():
+    m = _manifest()
+    assert tfjob.KUEUE_QUEUE_LABEL not in m["metadata"]["labels"]
+    assert "suspend" not in m["spec"]["runPolicy"]
+    assert "schedulingPolicy" not in m["spec"]["runPolicy"]
+    for rspec in m["spec"]["tfReplicaSpecs"].values():
+        pod = rspec["template"]["spec"]
+        assert "schedulerName" not in pod and "priorityClassName" not in pod
+
+
+def test_a_kueue_queue_labels_the_job_and_creates_it_suspended():
+    m = _manifest(queue="gpu-team", priority_class="high")
+    assert m["metadata"]["labels"][tfjob.KUEUE_QUEUE_LABEL] == "gpu-team"
+    assert m["spec"]["runPolicy"]["suspend"] is True
+    assert "schedulingPolicy" not in m["spec"]["runPolicy"]
+    for rspec in m["spec"]["tfReplicaSpecs"].values():
+        pod = rspec["template"]["spec"]
+        assert pod["priorityClassName"] == "high"  # Kueue's workload priority
+        assert "schedulerName" not in pod
+        # The label is the job's (Kueue reads it there), not the pods'.
+        assert tfjob.KUEUE_QUEUE_LABEL not in rspec["template"]["metadata"]["labels"]
+    assert tfjob.is_queued(tfjob.build_tfjob(_config(queue="gpu-team")))
+    assert not tfjob.is_queued(tfjob.build_tfjob(_config()))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "replicas"),
+    [({}, 4), ({"workers": 0, "evaluator": False}, 1), ({"workers": 5}, 7)],
+)
+def test_volcano_gangs_every_replica(overrides, replicas):
+    m = _manifest(gang_scheduler="volcano", queue="research", priority_class="high", **overrides)
+    assert m["spec"]["runPolicy"]["schedulingPolicy"] == {
+        "minAvailable": replicas,
+        "queue": "research",
+        "priorityClass": "high",
+    }
+    total = sum(r["replicas"] for r in m["spec"]["tfReplicaSpecs"].values())
+    assert total == replicas
+    # A Volcano queue is not a Kueue queue: no label, not suspended.
+    assert tfjob.KUEUE_QUEUE_LABEL not in m["metadata"]["labels"]
+    assert "suspend" not in m["spec"]["runPolicy"]
+    for rspec in m["spec"]["tfReplicaSpecs"].values():
+        assert rspec["template"]["spec"]["schedulerName"] == "volcano"
+        assert rspec["template"]["spec"]["priorityClassName"] == "high"
+
+
+def test_volcano_without_a_queue_leaves_it_to_the_operator():
+    policy = _manifest(gang_scheduler="volcano")["spec"]["runPolicy"]["schedulingPolicy"]
+    assert policy == {"minAvailable": 4}  # the operator's default queue is "default"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"queue": "Team_A"}, "queue 'Team_A' is not a valid queue name"),
+        ({"queue": "q" * 64}, "is not a valid queue name"),
+        ({"gang_scheduler": "yunikorn"}, "gang_scheduler 'yunikorn' is not supported"),
+        ({"priority_class": "High!"}, "priority_class 'High!' is not a valid name"),
+    ],
+)
+def test_bad_queue_settings_fail_with_one_line(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        _config(**overrides)
+
+
+def test_empty_queue_settings_mean_none():
+    cfg = tfjob.JobConfig.from_overrides(
+        data=DATA, model_dir=MODEL_DIR, queue="", gang_scheduler="", priority_class=""
+    )
+    assert cfg.queue is cfg.gang_scheduler is cfg.priority_class is None
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda m: m["spec"]["runPolicy"].update(suspend="yes"), "suspend must be true or false"),
+        (
+            lambda m: m["spec"]["runPolicy"].update(schedulingPolicy={"minAvailable": 5}),
+            r"minAvailable must be between 1 and the job's 4 replicas",
+        ),
+        (
+            lambda m: m["spec"]["runPolicy"].update(schedulingPolicy={"minAvailable": 0}),
+            "minAvailable must be between 1",
+        ),
+    ],
+)
+def test_validate_checks_suspend_and_the_gang_size(edit, message):
+    m = _manifest()
+    edit(m)
+    with pytest.raises(ConfigError, match=message):
+        tfjob.validate(m)
+
+
+def test_queue_manifests_round_trip_through_the_sdk_models():
+    for overrides in ({"queue": "q"}, {"gang_scheduler": "volcano", "queue": "q"}):
+        m = _manifest(priority_class="p", **overrides)
+        assert tfjob.to_manifest(tfjob.from_manifest(m)) == m
+
+
+def test_render_writes_the_queue_options(capsys):
+    code = _main(
+        "tfjob", "render", "--data", DATA, "--model-dir", MODEL_DIR,
+        "--queue", "gpu-team", "--priority-class", "high",
+    )  # fmt: skip
+    assert code == 0
+    m = yaml.safe_load(capsys.readouterr().out)
+    assert m == _manifest(queue="gpu-team", priority_class="high")
+    code = _main(
+        "tfjob", "render", "--data", DATA, "--model-dir", MODEL_DIR,
+        "--gang-scheduler", "volcano", "--queue", "research",
+    )  # fmt: skip
+    assert code == 0
+    m = yaml.safe_load(capsys.readouterr().out)
+    assert m == _manifest(gang_scheduler="volcano", queue="research")
+
+
+def test_the_clis_gang_schedulers_are_the_generators():
+    from shardtrain.cli.jobs import tfjob_render_cmd
+
+    (option,) = [p for p in tfjob_render_cmd.params if p.name == "gang_scheduler"]
+    assert tuple(option.type.choices) == tfjob.GANG_SCHEDULERS
+
+
+def _queued_job(*conditions, suspend: bool) -> models.KubeflowOrgV1TFJob:
+    job = _job_with(*conditions)
+    job.spec.run_policy.suspend = suspend
+    return job
+
+
+SUSPENDED = ("Suspended", "TFJobSuspended", "TFJob shardtrain is suspended.")
+RESUMED = ("Running", "TFJobRunning", "TFJob shardtrain is running.")
+
+
+def test_a_queued_job_is_reported_as_queued_then_admitted_and_succeeds(real_client):
+    """The SDK's own wait loop, with the job as the operator reports it under Kueue: created
+    suspended (condition Suspended), admitted (suspend false, Running), then Succeeded."""
+    client = real_client
+    states = [
+        _queued_job(CREATED, SUSPENDED, suspend=True),
+        _queued_job(CREATED, SUSPENDED, suspend=True),
+        _queued_job(CREATED, RESUMED, suspend=False),
+        _queued_job(CREATED, SUCCEEDED, suspend=False),
+    ]
+    out = io.StringIO()
+    job = tfjob.build_tfjob(_config(queue="gpu-team"))
+    with mock.patch.object(client, "get_job", autospec=True) as get_job:
+        get_job.side_effect = states
+        result = tfjob.submit_and_wait(
+            job, client=client, out=out, wait_timeout=30, poll_interval=0.01, stream_logs=False
+        )
+    text = out.getvalue()
+    assert isinstance(result, tfjob.SubmitResult)
+    assert "waiting up to 30s for it to end (queue time included)" in text
+    assert text.count("is queued: suspended until its queue admits it") == 1
+    assert text.count("was admitted") == 1
+    assert text.index("is queued") < text.index("was admitted") < text.index("succeeded")
+    posted = client.custom_api.create_namespaced_custom_object.call_args.args[4]
+    assert tfjob.to_manifest(posted)["spec"]["runPolicy"]["suspend"] is True
+
+
+def test_a_job_still_queued_at_the_timeout_is_a_timeout_not_a_failure(real_client):
+    client = real_client
+    out = io.StringIO()
+    job = tfjob.build_tfjob(_config(queue="gpu-team"))
+    with mock.patch.object(client, "get_job", autospec=True) as get_job:
+        get_job.return_value = _queued_job(CREATED, SUSPENDED, suspend=True)
+        with pytest.raises(tfjob.JobTimeoutError) as info:
+            tfjob.submit_and_wait(
+                job, client=client, out=out, wait_timeout=0.3, poll_interval=0.05,
+                stream_logs=False,
+            )  # fmt: skip
+    assert "did not end within 0.3s; it is still queued (suspended" in str(info.value)
+    assert not isinstance(info.value, tfjob.JobFailedError)
+    assert "Suspended   True" in out.getvalue()
+
+
+def test_a_preempted_job_is_reported_queued_again(real_client):
+    client = real_client
+    out = io.StringIO()
+    with mock.patch.object(client, "get_job", autospec=True) as get_job:
+        get_job.side_effect = [
+            _queued_job(CREATED, SUSPENDED, suspend=True),
+            _queued_job(CREATED, RESUMED, suspend=False),
+            _queued_job(CREATED, SUSPENDED, suspend=True),  # Kueue preempted it
+            _queued_job(CREATED, RESUMED, suspend=False),
+            _queued_job(CREATED, SUCCEEDED, suspend=False),
+        ]
+        tfjob.submit_and_wait(
+            tfjob.build_tfjob(_config(queue="q")), client=client, out=out, wait_timeout=30,
+            poll_interval=0.01, stream_logs=False,
+        )  # fmt: skip
+    text = out.getvalue()
+    assert text.count("is queued") == 2 and text.count("was admitted") == 2
+
+
+def test_a_queued_manifest_runs_locally_at_once(caplog):
+    caplog.set_level(logging.INFO, logger="shardtrain.kubeflow.tfjob")
+    replicas = tfjob.local_replicas(_manifest(queue="q", workers=1, evaluator=False))
+    assert [r.type for r in replicas] == ["chief", "worker"]
+    assert "queue and gang-scheduling settings apply on a cluster" in caplog.text

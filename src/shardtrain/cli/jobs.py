@@ -114,6 +114,26 @@ def _tfjob_options(*, required: bool):
             default=None,
             help="Fail the job after this many seconds [default: no limit].",
         ),
+        click.option(
+            "--queue",
+            default=None,
+            help="Queue to wait in: a Kueue LocalQueue (label kueue.x-k8s.io/queue-name, "
+            "created suspended until admitted), or with --gang-scheduler volcano a Volcano "
+            "queue [default: none].",
+        ),
+        click.option(
+            "--gang-scheduler",
+            type=click.Choice(["volcano"]),
+            default=None,
+            help="Start all replicas together or none (runPolicy.schedulingPolicy, "
+            "schedulerName); the operator must run with --gang-scheduler-name=volcano "
+            "[default: none].",
+        ),
+        click.option(
+            "--priority-class",
+            default=None,
+            help="PriorityClass of every pod (and of the Volcano PodGroup) [default: none].",
+        ),
     ]
 
     def decorate(func):
@@ -160,7 +180,7 @@ def tfjob_render_cmd(train_args: tuple[str, ...], **settings) -> None:
     type=click.FloatRange(min=1),
     default=86400,
     show_default=True,
-    help="Seconds to wait for the job to end, in total.",
+    help="Seconds to wait for the job to end, in total (time queued included).",
 )
 @click.option(
     "--poll-interval",
@@ -185,6 +205,9 @@ def tfjob_submit_cmd(
 ) -> None:
     """Create the TFJob (kubeconfig or in-cluster credentials), stream the chief's log and wait
     until it ends; exit non-zero when it Failed or did not end within --wait-timeout.
+
+    A job in a Kueue queue (--queue) is reported as queued until Kueue admits it; the wait
+    timeout counts queue time too.
 
     Example: shardtrain tfjob submit --data s3://b/quest --model-dir s3://b/m --delete
     """

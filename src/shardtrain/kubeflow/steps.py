@@ -276,6 +276,9 @@ def job_config(
     batch_size: int,
     checkpoint_every: int,
     train_flags: str = "",
+    queue: str = "",
+    gang_scheduler: str = "",
+    priority_class: str = "",
 ) -> tfjob.JobConfig:
     """The TFJob settings of the pipeline's training step.
 
@@ -296,6 +299,10 @@ def job_config(
         batch_size: global batch size, rounded to a multiple of the training replicas.
         checkpoint_every: steps between checkpoints.
         train_flags: more ``shardtrain train`` flags, shell-quoted (``--dropout 0.1``).
+        queue: the queue the job waits in ('' → none): a Kueue LocalQueue, or the Volcano
+            queue with ``gang_scheduler='volcano'``.
+        gang_scheduler: 'volcano' to gang-schedule the replicas ('' → the default scheduler).
+        priority_class: the pods' PriorityClass ('' → none).
 
     Raises:
         ConfigError: a value the TFJob cannot take.
@@ -328,6 +335,9 @@ def job_config(
         service_account=service_account,
         cpu=cpu,
         memory=memory,
+        queue=queue or None,
+        gang_scheduler=gang_scheduler or None,
+        priority_class=priority_class or None,
         train_args=(
             "--train-steps",
             str(int(train_steps)),
@@ -378,7 +388,7 @@ def train_step(
         model_dir: where checkpoints, logs, metrics and the export go.
         local: run the TFJob here instead of on the cluster.
         run_id: the pipeline run's id.
-        timeout: seconds the job may take in total.
+        timeout: seconds the job may take in total (time spent queued included).
         **job: the other arguments of :func:`job_config`.
 
     Returns:

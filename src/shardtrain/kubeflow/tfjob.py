@@ -34,6 +34,21 @@ What :func:`build_tfjob` writes, and why::
   level), with a dedicated service account whose API token is not mounted (the trainer never
   calls the Kubernetes API), and with ``sidecar.istio.io/inject: "false"`` (an Istio sidecar
   never exits, so the pod would never complete, and it intercepts the workers' gRPC).
+* Queues (off by default; see :class:`JobConfig` ``queue``, ``gang_scheduler``,
+  ``priority_class``). **Kueue**: the label ``kueue.x-k8s.io/queue-name: QUEUE`` names the
+  LocalQueue, and ``runPolicy.suspend: true`` creates the job suspended: no pod exists until
+  Kueue admits the workload and unsuspends it (Kueue's webhook would set it anyway; writing it
+  makes the manifest correct without relying on the webhook, and makes a job applied where
+  Kueue does not manage it visibly wait instead of starting outside its quota). **Volcano**
+  (``gang_scheduler="volcano"``): ``runPolicy.schedulingPolicy`` with ``minAvailable`` = every
+  replica (MultiWorkerMirroredStrategy cannot start until all training replicas are up; a
+  partly scheduled job would hold its GPUs and wait), ``queue`` (the Volcano queue) and
+  ``priorityClass``, and ``schedulerName: volcano`` on every pod. The training operator turns
+  that policy into a Volcano PodGroup only when it runs with ``--gang-scheduler-name=volcano``
+  (it then also sets ``schedulerName`` itself; writing it makes a misconfigured operator show
+  up as pods Volcano schedules one by one, not as a silent default-scheduler job).
+  ``priority_class`` sets every pod's ``priorityClassName`` (Kueue reads the workload's
+  priority from it; Volcano's PodGroup gets it through ``schedulingPolicy.priorityClass``).
 * Storage credentials come only from a Secret, by reference (``valueFrom.secretKeyRef``):
   ``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY``, plus optional ``AWS_ENDPOINT_URL`` and
   ``AWS_REGION``. No value is ever written. Without a Secret (GCS with Workload Identity) no
@@ -112,6 +127,11 @@ STORAGE_ENV = (
     ("AWS_REGION", True),
 )
 LABELS = {"app.kubernetes.io/name": "shardtrain", "app.kubernetes.io/component": "trainer"}
+#: The label naming a job's Kueue LocalQueue.
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+#: Gang schedulers the generator can write a scheduling policy for (the operator's
+#: ``--gang-scheduler-name`` values it supports with a PodGroup of that scheduler).
+GANG_SCHEDULERS = ("volcano",)
 POD_ANNOTATIONS = {"sidecar.istio.io/inject": "false"}
 
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -121,6 +141,8 @@ _DNS1123_SUBDOMAIN = re.compile(
 )
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SUCCEEDED, _FAILED, _RUNNING = "Succeeded", "Failed", "Running"
+#: The operator's condition of a job whose ``runPolicy.suspend`` is true.
+_SUSPENDED = "Suspended"
 
 
 class ClusterError(ShardtrainError):
@@ -188,6 +210,13 @@ class JobConfig:
         termination_grace_seconds: time a replica gets between SIGTERM and SIGKILL (to finish
             its current step and write its checkpoint on preemption or node drain); below
             :data:`MIN_TERMINATION_GRACE_SECONDS` :func:`build_tfjob` warns.
+        queue: the queue the job waits in. Without a gang scheduler: a Kueue LocalQueue (the
+            ``kueue.x-k8s.io/queue-name`` label, created suspended); with
+            ``gang_scheduler="volcano"``: the Volcano queue (``schedulingPolicy.queue``;
+            None: the operator's ``default``). None: no queue.
+        gang_scheduler: ``"volcano"``: gang-schedule all replicas at once through Volcano
+            (``schedulingPolicy``, ``schedulerName``); None: the cluster's default scheduler.
+        priority_class: a PriorityClass for every pod (and the Volcano PodGroup).
     """
 
     data: str
@@ -209,6 +238,9 @@ class JobConfig:
     clean_pod_policy: str = "Running"
     active_deadline_seconds: int | None = None
     termination_grace_seconds: int = 120
+    queue: str | None = None
+    gang_scheduler: str | None = None
+    priority_class: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "train_args", tuple(str(a) for a in self.train_args))
@@ -237,6 +269,20 @@ class JobConfig:
         ):
             if count is not None and (not isinstance(count, int) or count < low):
                 raise ConfigError(f"{what} must be an integer >= {low}, not {count!r}")
+        if self.queue is not None and (
+            not _DNS1123_LABEL.match(self.queue) or len(self.queue) > 63
+        ):
+            raise ConfigError(
+                f"queue '{self.queue}' is not a valid queue name (a DNS-1123 label: a-z, 0-9, "
+                "'-', at most 63 characters)"
+            )
+        if self.gang_scheduler is not None and self.gang_scheduler not in GANG_SCHEDULERS:
+            raise ConfigError(
+                f"gang_scheduler '{self.gang_scheduler}' is not supported (use "
+                f"{', '.join(GANG_SCHEDULERS)}, or none)"
+            )
+        if self.priority_class is not None and not _DNS1123_SUBDOMAIN.match(self.priority_class):
+            raise ConfigError(f"priority_class '{self.priority_class}' is not a valid name")
         if self.clean_pod_policy not in CLEAN_POD_POLICIES:
             raise ConfigError(
                 f"clean_pod_policy '{self.clean_pod_policy}' is not one of "
@@ -293,7 +339,7 @@ class JobConfig:
     def from_overrides(cls, **overrides: Any) -> JobConfig:
         """The defaults with every override that is not None applied (what the CLI passes).
 
-        An empty ``secret`` means "no Secret".
+        An empty ``secret``, ``queue``, ``gang_scheduler`` or ``priority_class`` means none.
 
         Raises:
             ConfigError: data or model_dir is missing, or a value is invalid.
@@ -303,8 +349,9 @@ class JobConfig:
         if unknown:
             raise ConfigError(f"unknown TFJob settings: {', '.join(unknown)}")
         given = {k: v for k, v in overrides.items() if v is not None}
-        if given.get("secret") == "":
-            given["secret"] = None
+        for optional in ("secret", "queue", "gang_scheduler", "priority_class"):
+            if given.get(optional) == "":
+                given[optional] = None
         for required in ("data", "model_dir"):
             if required not in given:
                 raise ConfigError(f"a TFJob needs {required} (--{required.replace('_', '-')})")
@@ -384,16 +431,29 @@ def build_tfjob(cfg: JobConfig) -> KubeflowOrgV1TFJob:
         layout.append(("Worker", cfg.workers, cfg.gpus_per_worker))
     if cfg.evaluator:
         layout.append(("Evaluator", 1, 0))
+    labels = dict(LABELS)
+    kueue = cfg.queue is not None and cfg.gang_scheduler is None
+    if kueue:
+        labels[KUEUE_QUEUE_LABEL] = str(cfg.queue)
+    scheduling = None
+    if cfg.gang_scheduler == "volcano":
+        scheduling = models.KubeflowOrgV1SchedulingPolicy(
+            min_available=sum(count for _, count, _ in layout),
+            queue=cfg.queue,
+            priority_class=cfg.priority_class,
+        )
     job = models.KubeflowOrgV1TFJob(
         api_version=API_VERSION,
         kind=KIND,
-        metadata=models.V1ObjectMeta(name=cfg.name, namespace=cfg.namespace, labels=dict(LABELS)),
+        metadata=models.V1ObjectMeta(name=cfg.name, namespace=cfg.namespace, labels=labels),
         spec=models.KubeflowOrgV1TFJobSpec(
             run_policy=models.KubeflowOrgV1RunPolicy(
                 clean_pod_policy=cfg.clean_pod_policy,
                 backoff_limit=cfg.backoff_limit,
                 ttl_seconds_after_finished=cfg.ttl_seconds_after_finished,
                 active_deadline_seconds=cfg.active_deadline_seconds,
+                suspend=True if kueue else None,
+                scheduling_policy=scheduling,
             ),
             tf_replica_specs={
                 rtype: models.KubeflowOrgV1ReplicaSpec(
@@ -454,6 +514,8 @@ def _pod_template(cfg: JobConfig, gpus: int) -> Any:
     return models.V1PodTemplateSpec(
         metadata=models.V1ObjectMeta(labels=dict(LABELS), annotations=dict(POD_ANNOTATIONS)),
         spec=models.V1PodSpec(
+            scheduler_name=cfg.gang_scheduler,
+            priority_class_name=cfg.priority_class,
             service_account_name=cfg.service_account,
             automount_service_account_token=False,
             termination_grace_period_seconds=cfg.termination_grace_seconds,
@@ -545,8 +607,9 @@ def validate(manifest: Mapping[str, Any]) -> None:
     a container named ``tensorflow`` and every container an image; not both Chief and Master.
     Also checked, because they fail later and more expensively: replica types are the known
     ones (Chief, Master, Worker, PS, Evaluator); at most one chief, master or evaluator
-    replica; counts, restart and clean-pod policies valid; every ``<name>-<type>-<index>`` pod
-    name short enough for the Service the operator creates per replica.
+    replica; counts, restart and clean-pod policies valid; a gang's ``minAvailable`` within the
+    job's replicas (more would never schedule); every ``<name>-<type>-<index>`` pod name short
+    enough for the Service the operator creates per replica.
 
     Args:
         manifest: the TFJob as a dict (as read from YAML).
@@ -618,6 +681,18 @@ def _problems(manifest: Mapping[str, Any]) -> Iterator[str]:
             value = run_policy.get(key)
             if value is not None and (not isinstance(value, int) or value < 0):
                 yield f"runPolicy.{key} must be an integer >= 0"
+        suspend = run_policy.get("suspend")
+        if suspend is not None and not isinstance(suspend, bool):
+            yield "runPolicy.suspend must be true or false"
+        gang = run_policy.get("schedulingPolicy")
+        if isinstance(gang, Mapping) and gang.get("minAvailable") is not None:
+            total = sum(r.get("replicas", 1) for r in specs.values() if isinstance(r, Mapping))
+            least = gang["minAvailable"]
+            if not isinstance(least, int) or isinstance(least, bool) or not 1 <= least <= total:
+                yield (
+                    f"runPolicy.schedulingPolicy.minAvailable must be between 1 and the job's "
+                    f"{total} replicas"
+                )
 
 
 def _containers(rspec: Mapping[str, Any]) -> list[Any]:
@@ -698,6 +773,9 @@ def local_replicas(manifest: Mapping[str, Any]) -> list[Replica]:
     import os
 
     validate(manifest)
+    run_policy = manifest["spec"].get("runPolicy") or {}
+    if run_policy.get("suspend") or run_policy.get("schedulingPolicy"):
+        log.info("queue and gang-scheduling settings apply on a cluster; here all replicas start")
     specs = manifest["spec"]["tfReplicaSpecs"]
     replicas = []
     from_here: dict[str, bool] = {}  # name -> required (a Secret key without optional: true)
@@ -876,6 +954,40 @@ class _ChiefLogs:
         self._out.flush()
 
 
+def is_queued(job: Any) -> bool:
+    """True while a TFJob waits in a queue: ``runPolicy.suspend`` is true (Kueue has not
+    admitted it yet, or preempted it) or the operator reports the ``Suspended`` condition.
+
+    A queued job has no pods and is neither running nor failed.
+    """
+    spec = getattr(job, "spec", None)
+    run_policy = getattr(spec, "run_policy", None)
+    if getattr(run_policy, "suspend", None):
+        return True
+    return any(c.type == _SUSPENDED and c.true for c in _conditions(job))
+
+
+class _QueueWatch:
+    """Reports a job's passage through its queue: called by the SDK's wait loop after each
+    poll with the job; says once when it is queued and once when it is admitted (again after
+    a preemption re-queued it)."""
+
+    def __init__(self, name: str, namespace: str, out: TextIO) -> None:
+        self._what = f"TFJob {namespace}/{name}"
+        self._out = out
+        self.queued = False
+        self.ever_queued = False
+
+    def __call__(self, job: Any) -> None:
+        queued = is_queued(job)
+        if queued and not self.queued:
+            _say(self._out, f"{self._what} is queued: suspended until its queue admits it")
+        elif self.queued and not queued:
+            _say(self._out, f"{self._what} was admitted: its pods are being created")
+        self.queued = queued
+        self.ever_queued = self.ever_queued or queued
+
+
 def submit_and_wait(
     job: KubeflowOrgV1TFJob,
     *,
@@ -893,6 +1005,13 @@ def submit_and_wait(
     ``wait_for_job_conditions(wait_timeout=...)``, while ``request_timeout`` bounds each API
     request (the SDK's ``timeout``). "Failed" is among the awaited conditions, so a failed
     job ends the wait at once and is reported as a failure, never as success.
+
+    A job created in a queue (Kueue: ``runPolicy.suspend``) is reported as queued, and as
+    admitted when its queue lets it start; being queued is neither running nor failing. The
+    timeout counts from creation, **queue time included**: it bounds how long the caller (a
+    pipeline step) waits, whatever the job waits for. A job still queued at the timeout is a
+    :class:`JobTimeoutError` saying so, and stays on the cluster (in its queue) unless
+    ``delete_after``.
 
     Args:
         job: the TFJob (e.g. from :func:`build_tfjob` or :func:`from_manifest`).
@@ -929,7 +1048,12 @@ def submit_and_wait(
         client.create_job(job=job, namespace=namespace)
     except (RuntimeError, TimeoutError, ValueError) as exc:
         raise ClusterError(f"cannot create TFJob {namespace}/{name}: {_one_line(exc)}") from exc
-    _say(out, f"created TFJob {namespace}/{name}; waiting up to {wait_timeout:g}s for it to end")
+    _say(
+        out,
+        f"created TFJob {namespace}/{name}; waiting up to {wait_timeout:g}s for it to end"
+        + (" (queue time included)" if is_queued(job) else ""),
+    )
+    watch = _QueueWatch(name, namespace, out)
 
     logs = _ChiefLogs(client, name, namespace, poll_interval, out) if stream_logs else None
     if logs:
@@ -945,12 +1069,18 @@ def submit_and_wait(
             wait_timeout=wait_timeout,
             # The SDK polls round(wait_timeout / polling_interval) times: at least once.
             polling_interval=min(poll_interval, wait_timeout),
+            callback=watch,
             timeout=request_timeout,
         )
     except TimeoutError as exc:
+        state = (
+            "it is still queued (suspended, never admitted by its queue) and"
+            if watch.queued
+            else "it"
+        )
         error = JobTimeoutError(
-            f"TFJob {namespace}/{name} did not end within {wait_timeout:g}s; it is still on "
-            f"the cluster ({_one_line(exc)})"
+            f"TFJob {namespace}/{name} did not end within {wait_timeout:g}s; {state} is still "
+            f"on the cluster ({_one_line(exc)})"
         )
         error.__cause__ = exc
     except RuntimeError as exc:

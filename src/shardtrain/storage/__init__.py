@@ -25,8 +25,10 @@ Only from the standard places. For ``s3://``: ``AWS_ENDPOINT_URL_S3`` or
 ``AWS_ENDPOINT_URL`` (MinIO, or any S3-compatible server), ``AWS_ACCESS_KEY_ID`` /
 ``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN``, ``AWS_REGION`` (or
 ``AWS_DEFAULT_REGION``), else boto's default chain (IRSA, instance profile, ...). For
-``gs://``: Google application-default credentials (Workload Identity on GKE). Nothing is
-hard-coded and no secret is ever logged (:func:`describe_s3_settings` is the loggable form).
+``gs://``: Google application-default credentials (Workload Identity on GKE), or, when
+``STORAGE_EMULATOR_HOST`` is set, that GCS emulator (fake-gcs-server) without credentials
+(:func:`gcs_emulator`). Nothing is hard-coded and no secret is ever logged
+(:func:`describe_s3_settings` is the loggable form).
 
 Failures and retries
 --------------------
@@ -66,9 +68,10 @@ TensorFlow never gets ``s3://``
 -------------------------------
 TF 2.21 has no working S3 file system: its S3 support lived in tensorflow-io, which no
 longer loads. :func:`tf_can_open` tells callers whether a URI may go to ``tf.io`` /
-``tf.data`` directly (local paths and ``gs://``, which TF reads natively) or must first be
-staged through a local cache with this package (``shardtrain.train.dataset`` does so for
-shards on S3). This package itself never imports TensorFlow or pandas: importing it stays
+``tf.data`` directly (local paths, and ``gs://`` on real GCS, which TF reads natively) or
+must first be staged through a local cache with this package (``shardtrain.train.dataset``
+does so for shards on S3, and on ``gs://`` under a GCS emulator: TF's GCS file system has no
+endpoint override). This package itself never imports TensorFlow or pandas: importing it stays
 cheap for processes that only move data.
 
 Where things are
@@ -126,6 +129,7 @@ from shardtrain.storage.transfer import (
 )
 from shardtrain.storage.uri import (
     basename,
+    gcs_emulator,
     is_local,
     join,
     local_path,
@@ -147,6 +151,7 @@ __all__ = [
     "download_file",
     "exists",
     "filesystem",
+    "gcs_emulator",
     "glob",
     "has_magic",
     "info",

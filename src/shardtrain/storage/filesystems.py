@@ -4,11 +4,14 @@ For ``s3://``: ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL`` (MinIO, or any S3
 server), ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN``,
 ``AWS_REGION`` (or ``AWS_DEFAULT_REGION``), else boto's default chain (IRSA, instance
 profile, ...). For ``gs://``: Google application-default credentials (Workload Identity on
-GKE), ``GOOGLE_CLOUD_PROJECT``. Nothing is hard-coded, and :func:`describe_s3_settings` is the
-only form of the settings fit for a log.
+GKE), ``GOOGLE_CLOUD_PROJECT``; or, when ``STORAGE_EMULATOR_HOST`` is set (fake-gcs-server,
+``scripts/gcs-up``), that emulator without credentials (see :func:`gcs_emulator`). Nothing is
+hard-coded, and :func:`describe_s3_settings` is the only form of the settings fit for a log.
 
-The clients' own retries are kept short: every operation is retried as a whole, with a bound
-and a log line per retry, by :func:`shardtrain.storage.retry.retrying`.
+The clients' own retries are kept short where they can be: every operation is retried as a
+whole, with a bound and a log line per retry, by :func:`shardtrain.storage.retry.retrying`.
+gcsfs retries each HTTP request itself (6 tries over ~30 s, fixed in the library), so a GCS
+outage is ridden out for that long inside one attempt before ``retrying`` counts it.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 import fsspec
 
-from shardtrain.storage.uri import _LOCAL_SCHEMES, _check_scheme, local_path
+from shardtrain.storage.uri import _LOCAL_SCHEMES, _check_scheme, gcs_emulator, local_path
 
 #: Part size of streaming uploads to S3/GCS. Small enough that many shards can be open for
 #: writing at once in bounded memory, large enough for the S3 multipart minimum (5 MiB).
@@ -73,6 +76,28 @@ def describe_s3_settings() -> str:
     return f"endpoint={endpoint}, credentials: {who}"
 
 
+def _gcs_filesystem(project: str | None, emulator: str | None) -> fsspec.AbstractFileSystem:
+    # No listings cache (as for S3): a process that polls for another's objects (the sharder's
+    # task markers, a pipeline waiting for a manifest) must see what is there now.
+    if emulator is None:
+        return fsspec.filesystem(
+            "gs", skip_instance_cache=True, project=project, token=None, use_listings_cache=False
+        )
+    # Under an emulator: anonymous, and gcsfs's core class. The class fsspec registers for
+    # gs:// (gcsfs >= 2025.x, ExtendedGcsFileSystem) first asks the Storage Control gRPC API
+    # for every bucket's layout (zonal/hierarchical); an emulator does not serve it, and each
+    # lookup hangs for its 60 s timeout before falling back (and is never cached).
+    from gcsfs.core import GCSFileSystem
+
+    return GCSFileSystem(
+        skip_instance_cache=True,
+        project=project or "shardtrain-emulator",
+        token="anon",
+        endpoint_url=emulator,
+        use_listings_cache=False,
+    )
+
+
 def _s3_filesystem(settings: dict[str, Any]) -> fsspec.AbstractFileSystem:
     fs = fsspec.filesystem("s3", skip_instance_cache=True, **settings)
     # s3fs retries some errors itself (5 times by default) inside every call; keep that short
@@ -101,10 +126,9 @@ def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
         factory: Callable[[], fsspec.AbstractFileSystem] = lambda: _s3_filesystem(settings)  # noqa: E731
     else:
         project = os.environ.get("GOOGLE_CLOUD_PROJECT")
-        key = ("gs", os.getpid(), project)
-        factory = lambda: fsspec.filesystem(  # noqa: E731
-            "gs", skip_instance_cache=True, project=project, token=None
-        )
+        emulator = gcs_emulator()
+        key = ("gs", os.getpid(), f"{project}@{emulator}")
+        factory = lambda: _gcs_filesystem(project, emulator)  # noqa: E731
     with _fs_lock:
         fs = _fs_cache.get(key)
         if fs is None:

@@ -8,11 +8,11 @@ without knowing where they live. Nothing here touches a file system.
 
 from __future__ import annotations
 
+import os
+
 from shardtrain.errors import StorageError
 
 _LOCAL_SCHEMES = ("", "file", "local")
-#: The schemes TensorFlow's own file system layer reads (see :func:`tf_can_open`).
-_TF_NATIVE_SCHEMES = ("", "file", "local", "gs")
 _SUPPORTED_SCHEMES = ("", "file", "local", "s3", "s3a", "gs", "gcs")
 
 
@@ -28,12 +28,39 @@ def is_local(uri: str) -> bool:
 
 
 def tf_can_open(uri: str) -> bool:
-    """True when TensorFlow's own file system layer can read ``uri`` directly.
+    """True when ``uri`` goes to TensorFlow's own file system layer (``tf.data``, ``tf.io``,
+    summary writers); False when it must be staged through this package (the trainer's shard
+    cache, local scratch directories synced by :mod:`shardtrain.storage`).
 
-    TF 2.21 reads local paths and ``gs://`` natively; ``s3://`` must be staged through a local
-    cache (see ``shardtrain.train.dataset``) because tensorflow-io no longer loads.
+    The one place that decides:
+
+    * local paths: TensorFlow.
+    * ``gs://`` on real GCS: TensorFlow. TF 2.21's GCS file system streams shards with its own
+      block cache and retries, authenticates like gcsfs (application-default credentials,
+      Workload Identity), and needs no local disk, so training reads shards directly.
+    * ``gs://`` under an emulator (``STORAGE_EMULATOR_HOST`` set, e.g. fake-gcs-server):
+      through the cache. TF's GCS file system has no endpoint override and would go to the real
+      storage.googleapis.com; gcsfs honours the emulator.
+    * ``s3://``: through the cache. TF 2.21 has no S3 file system (tensorflow-io no longer
+      loads).
     """
-    return scheme(uri) in _TF_NATIVE_SCHEMES
+    sch = scheme(uri)
+    if sch in ("gs", "gcs"):
+        return sch == "gs" and gcs_emulator() is None
+    return sch in _LOCAL_SCHEMES
+
+
+def gcs_emulator() -> str | None:
+    """The GCS emulator's address from ``STORAGE_EMULATOR_HOST``, or None on real GCS.
+
+    The variable is the one the Google client libraries and gcsfs honour: every ``gs://``
+    request then goes to that server (``http://127.0.0.1:4443``) without credentials.
+    ``default`` or empty means real GCS, as it does for gcsfs.
+    """
+    host = os.environ.get("STORAGE_EMULATOR_HOST", "").strip()
+    if host in ("", "default"):
+        return None
+    return host if host.startswith(("http://", "https://")) else f"http://{host}"
 
 
 def local_path(uri: str) -> str:

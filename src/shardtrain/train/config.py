@@ -140,8 +140,8 @@ class InputConfig:
     cycle_length: int = option(4, min=1, help="Shard files read in parallel per input pipeline.")
     cache_dir: str = option(
         "",
-        help="Where shards TensorFlow cannot open (s3://) are staged [default: a temporary "
-        "directory].",
+        help="Where shards TensorFlow cannot open (s3://; gs:// under a GCS emulator) are "
+        "staged [default: a temporary directory].",
     )
     cache_mb: int = option(
         1024, min=1, help="Bound on staged-but-unread shard MB per input pipeline."

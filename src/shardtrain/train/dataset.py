@@ -213,6 +213,14 @@ class ShardCache:
         with self._cond:
             self._counter += 1
             n = self._counter
+        if n == 1:
+            log.info(
+                "%s:// shards are not read by TensorFlow directly: staging them through the "
+                "shard cache in %s (at most %d MB ahead)",
+                storage.scheme(shard.uri),
+                self.directory,
+                self.max_bytes >> 20,
+            )
         local = os.path.join(self.directory, f"{n:08d}-{storage.basename(shard.uri)}")
         storage.download_file(shard.uri, local)
         with self._cond:

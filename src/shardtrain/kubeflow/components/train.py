@@ -27,11 +27,15 @@ def train(
     batch_size: int,
     checkpoint_every: int,
     train_flags: str,
+    queue: str = "",
+    gang_scheduler: str = "",
+    priority_class: str = "",
 ):
     """Renders the TFJob (chief, workers with gpus_per_worker GPUs, optional evaluator) that
     trains on the dataset into model_dir, submits it and waits for it, failing when the job
     fails or outlasts timeout seconds; with local=True runs the same manifest as local
-    processes. Outputs a Model pointing at model_dir. See shardtrain.kubeflow.steps.train_step.
+    processes. queue/gang_scheduler/priority_class put the job in a Kueue or Volcano queue.
+    Outputs a Model pointing at model_dir. See shardtrain.kubeflow.steps.train_step.
     """
     from shardtrain.kubeflow import steps
 
@@ -55,4 +59,7 @@ def train(
         batch_size=batch_size,
         checkpoint_every=checkpoint_every,
         train_flags=train_flags,
+        queue=queue,
+        gang_scheduler=gang_scheduler,
+        priority_class=priority_class,
     )

@@ -117,6 +117,9 @@ def csv_to_model(
     secret_name: str = JobConfig.default("secret"),
     namespace: str = "",
     service_account: str = JobConfig.default("service_account"),
+    queue: str = "",
+    gang_scheduler: str = "",
+    priority_class: str = "",
     local: bool = False,
 ) -> Outputs:
     """Shards CSV into TFRecords, trains on a TFJob, evaluates and publishes the model.
@@ -160,13 +163,19 @@ def csv_to_model(
         batch_size: Global batch size, rounded to split evenly over the training replicas.
         checkpoint_every: Steps between checkpoints.
         train_flags: More `shardtrain train` flags, e.g. --learning-rate 0.003 --dropout 0.1.
-        train_timeout: Seconds the TFJob may take before the train step fails.
+        train_timeout: Seconds the TFJob may take before the train step fails (time spent
+            queued included).
         min_auc: Skip the export when the eval AUC is lower (0 disables the gate).
         image: The project image of every step and of the TFJob.
         secret_name: Kubernetes Secret holding AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
             optionally AWS_ENDPOINT_URL, AWS_REGION (mounted as environment variables).
         namespace: The TFJob's namespace ('' is the namespace the run is in).
         service_account: Service account of the TFJob's pods.
+        queue: Queue the TFJob waits in: a Kueue LocalQueue (the job is created suspended
+            until admitted), or with gang_scheduler 'volcano' a Volcano queue ('' for none).
+        gang_scheduler: 'volcano' starts all TFJob replicas together or none ('' for the
+            default scheduler).
+        priority_class: PriorityClass of the TFJob's pods ('' for none).
         local: Run the TFJob as local processes (kfp.local runs; never on a cluster).
     """
     # The sharding options (ShardConfig's fields, by their pipeline names): the plan and every
@@ -224,6 +233,9 @@ def csv_to_model(
         batch_size=batch_size,
         checkpoint_every=checkpoint_every,
         train_flags=train_flags,
+        queue=queue,
+        gang_scheduler=gang_scheduler,
+        priority_class=priority_class,
     )
     _small(_step(trained, image, secret_name, "train (TFJob)"))
 

@@ -1,0 +1,45 @@
+"""TFJob manifests of every kind the generator writes, for tests that check them against the
+real training operator: its CRD's openAPI schema (``tests/integration/test_tfjob_crd.py``) and,
+on a real control plane, ``kubectl apply`` / the operator's webhook.
+
+Add a case here when the generator learns a new shape; every checker picks it up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shardtrain.kubeflow import tfjob
+
+_DATA, _MODEL = "s3://shardtrain/quest", "s3://shardtrain/models/quest"
+
+#: name → the JobConfig overrides of one rendering (``shardtrain tfjob render`` flags).
+EXAMPLES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "chief-only-cpu": {"workers": 0, "gpus_per_worker": 0, "evaluator": False},
+    "gcs-no-secret": {
+        "data": "gs://shardtrain-data/quest",
+        "model_dir": "gs://shardtrain-data/models/quest",
+        "secret": None,
+    },
+    "deadline-and-env": {"active_deadline_seconds": 3600, "env": {"TF_CPP_MIN_LOG_LEVEL": "1"}},
+    "kueue": {"queue": "gpu-team"},
+    "kueue-priority": {"queue": "gpu-team", "priority_class": "high-priority"},
+    "volcano": {"gang_scheduler": "volcano"},
+    "volcano-queue-priority": {
+        "gang_scheduler": "volcano",
+        "queue": "research",
+        "priority_class": "high-priority",
+        "workers": 3,
+    },
+}
+
+
+def example_manifests(namespace: str = "shardtrain") -> dict[str, dict[str, Any]]:
+    """name → the TFJob manifest the generator writes for that example (job name = name)."""
+    out = {}
+    for name, overrides in EXAMPLES.items():
+        settings = {"data": _DATA, "model_dir": _MODEL, **overrides}
+        config = tfjob.JobConfig(name=name, namespace=namespace, **settings)
+        out[name] = tfjob.to_manifest(tfjob.build_tfjob(config))
+    return out
