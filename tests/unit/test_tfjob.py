@@ -354,8 +354,8 @@ def test_run_local_runs_a_rendered_manifest_with_operator_shaped_tf_config(tmp_p
     seen = _seen(proc.stdout)
     assert sorted(seen) == ["chief-0", "evaluator-0", "worker-0", "worker-1"]
     cluster = seen["chief-0"]["tf_config"]["cluster"]
-    assert list(cluster) == ["chief", "worker", "evaluator"]
-    assert [len(cluster[t]) for t in cluster] == [1, 2, 1]
+    assert list(cluster) == ["chief", "evaluator", "worker"]  # the operator's order
+    assert [len(cluster[t]) for t in cluster] == [1, 1, 2]
     for name, got in seen.items():
         kind, index = name.rsplit("-", 1)
         assert got["tf_config"] == {
