@@ -339,7 +339,7 @@ def test_submit_trains_chief_two_workers_and_evaluator_on_the_operator(k8s, mini
     assert proc.returncode == 0, text[-5000:] + _describe(k8s, ns)
     assert f"TFJob {ns}/quest succeeded" in text
     # The chief's log streamed through the API server from the node agent.
-    assert "[quest-chief-0]" in text, text[-3000:]
+    assert "[Pod quest-chief-0]: chief: trained to step 60 (from 0)" in text, text[-3000:]
 
     # The operator made the pods and headless services; every training replica ran.
     services = k8s.kubectl("get", "services", "-n", ns, "-o", "name").stdout.split()
@@ -430,8 +430,12 @@ def test_a_preempted_worker_is_recreated_by_the_operator_and_the_job_resumes(
     text = log_path.read_text()
     assert code == 0, text[-5000:] + _describe(k8s, ns)
     job = json.loads(k8s.kubectl("get", "tfjob", "pre", "-n", ns, "-o", "json").stdout)
-    conditions = {c["type"]: c for c in job["status"]["conditions"]}
-    assert "Restarting" in conditions, conditions  # the operator restarted the job's pods
+    assert job["status"]["conditions"][-1]["type"] == "Succeeded", job["status"]
+    # The operator saw the worker exit with 143 and recreated its pod.
+    events = json.loads(k8s.kubectl("get", "events", "-n", ns, "-o", "json").stdout)["items"]
+    said = {(e["reason"], e["message"]) for e in events}
+    assert ("ExitedWithCode", f"Pod: {ns}.pre-worker-0 exited with code 143") in said, said
+    assert any(reason == "TFJobRestarting" for reason, _ in said), said
     assert _pod(k8s, ns, "pre-worker-0")["metadata"]["uid"] != first_uid
     assert "restored checkpoint step" in text, text[-3000:]
     metrics = storage.read_json(storage.join(model_dir, "eval", "metrics.json"))
@@ -576,8 +580,8 @@ def test_the_pipeline_trains_on_the_operator_with_the_launcher_role_only(
         "tfjob_workers": 1,
         "evaluator": True,
         "gpus_per_worker": 0,
-        "cpu": "500m",
-        "memory": "1Gi",
+        "worker_cpu": "500m",
+        "worker_memory": "1Gi",
         "train_steps": 40,
         "batch_size": 32,
         "checkpoint_every": 20,
