@@ -173,20 +173,6 @@ def _probe_manifest(name: str, namespace: str) -> dict:
     return manifest
 
 
-def _wait_for_condition(k8s, namespace: str, name: str, condition: str, timeout: float = 180):
-    out = k8s.kubectl(
-        "wait",
-        f"--for=condition={condition}",
-        f"--timeout={int(timeout)}s",
-        "-n",
-        namespace,
-        f"tfjob/{name}",
-        check=False,
-        timeout=timeout + 30,
-    )
-    assert out.returncode == 0, out.stderr + _describe(k8s, namespace)
-
-
 def _describe(k8s, namespace: str) -> str:
     pods = k8s.kubectl("get", "pods,tfjobs", "-n", namespace, "-o", "wide", check=False)
     return f"\n{pods.stdout}\nnode agent log (tail):\n{k8s.node_log.read_text()[-3000:]}"
@@ -205,8 +191,18 @@ def test_run_local_writes_the_tf_config_the_operator_writes(k8s, tmp_path):
     """The same manifest through the operator and through ``run-local``: same TF_CONFIG."""
     ns = k8s.namespace(service_accounts=("shardtrain-trainer",))
     manifest = _probe_manifest("probe", ns)
-    k8s.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
-    _wait_for_condition(k8s, ns, "probe", "Succeeded")
+    path = tmp_path / "probe.yaml"
+    path.write_text(tfjob.to_yaml(manifest))
+    submit = run_cli("tfjob", "submit", "-f", str(path), "--poll-interval", "1", "--no-logs")
+    assert submit.returncode == 0, submit.stdout + submit.stderr + _describe(k8s, ns)
+    assert f"TFJob {ns}/probe succeeded" in submit.stdout
+    # Submitting it again: the API server refuses (it exists), one line, nothing waits.
+    again = run_cli("tfjob", "submit", "-f", str(path), "--no-logs")
+    assert again.returncode == 1
+    assert again.stderr.strip().splitlines() == [
+        f"error: cannot create TFJob {ns}/probe: HTTP 409: "
+        f'tfjobs.kubeflow.org "probe" already exists'
+    ], again.stderr
 
     # What the operator wrote into the pods (their spec) and what the processes saw (their
     # logs through the API server and the node agent).
@@ -464,9 +460,11 @@ def test_a_permanent_error_fails_the_job_and_the_submit_command(k8s, minio):
     )
     proc = run_cli(*args, timeout=700)
     text = proc.stdout + proc.stderr
-    assert proc.returncode != 0, text[-3000:]
-    assert f"TFJob {ns}/bad failed" in text, text[-3000:]
-    assert "exited with code 1" in text or "Failed" in text, text[-3000:]
+    assert proc.returncode == 1, text[-3000:]
+    # One line with the operator's reason.
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"error: TFJob {ns}/bad failed: TFJobFailed: "), text[-3000:]
+    assert "Chief" in line, line
     pod = _pod(k8s, ns, "bad-chief-0")
     state = pod["status"]["containerStatuses"][0]["state"]["terminated"]
     assert state["exitCode"] == 1
@@ -499,11 +497,14 @@ def test_a_job_outlasting_the_wait_timeout_fails_the_submit_command(k8s):
         "1",
         "--wait-timeout",
         "4",
+        "--delete",
     ]
     proc = run_cli(*args, timeout=120)
     text = proc.stdout + proc.stderr
     assert proc.returncode != 0, text
     assert f"TFJob {ns}/stuck did not end within 4s" in text, text
+    # --delete: the job is gone once the wait ended (its pod stays: no garbage collector).
+    assert "NotFound" in k8s.kubectl("get", "tfjob", "stuck", "-n", ns, check=False).stderr
     pod = _pod(k8s, ns, "stuck-chief-0")
     scheduled = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
     assert scheduled[0]["reason"] == "Unschedulable" and "nvidia.com/gpu" in scheduled[0]["message"]
