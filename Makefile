@@ -9,8 +9,9 @@
 #
 # Everything the project needs is installed from here; nothing by hand. The Python
 # environment lives in .venv (re-installed when pyproject.toml or constraints.txt change,
-# re-created when PYTHON is another version); MinIO and fake-gcs-server (the GCS emulator)
-# are built once per machine with `go install` into ~/.cache/shardtrain (scripts/).
+# re-created when PYTHON is another version); MinIO, fake-gcs-server (the GCS emulator) and the
+# Kubernetes control plane (etcd, kube-apiserver, training operator) are built once per machine
+# from Go modules into ~/.cache/shardtrain (scripts/install-minio, install-fake-gcs, install-k8s).
 #
 # Python 3.11, 3.12 and 3.13 are supported (pyproject's requires-python); PYTHON picks the
 # interpreter, e.g. `make test PYTHON=python3.12`. constraints.txt's pins install on all three.
@@ -24,7 +25,7 @@ PYTEST_ARGS ?=
 # The Pythons `make test-pythons` checks besides the main one (found by scripts/find-python).
 EXTRA_PYTHONS ?= 3.12 3.13
 
-.PHONY: demo test test-fast test-pythons smoke lint env minio gcs crd pipeline-yaml clean help
+.PHONY: demo test test-fast test-pythons smoke lint env minio gcs crd k8s pipeline-yaml clean help
 
 help:
 	@echo "make demo   run the end-to-end demo on local storage (no server needed)"
@@ -55,6 +56,10 @@ gcs:
 crd:
 	@scripts/install-tfjob-crd >/dev/null
 
+# etcd, kube-apiserver and the Kubeflow training operator for the TFJob tests (scripts/k8s-up).
+k8s:
+	@scripts/install-k8s >/dev/null
+
 PY_DIRS := src tests benchmarks
 
 lint: env
@@ -64,7 +69,7 @@ lint: env
 	$(BIN)/mypy
 	$(BIN)/hadolint Dockerfile
 
-test: env minio gcs crd lint
+test: env minio gcs crd k8s lint
 	$(BIN)/python -m pytest -v --durations=15 $(PYTEST_ARGS)
 
 test-fast: env

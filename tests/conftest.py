@@ -4,8 +4,8 @@ Two tiers, one per folder: ``tests/unit`` is the fast tier (pure Python and comp
 on tiny data, no TensorFlow, no servers: ``make test-fast``); ``tests/integration`` holds
 everything with TensorFlow, CLI processes, real servers and clusters. The markers say what an
 integration test needs: ``minio`` (the live MinIO server), ``gcs`` (the live fake-gcs-server),
-``cluster`` (multi-process TensorFlow clusters), ``slow`` (more than a few seconds); a unit
-test carries none of them.
+``k8s`` (the live control plane), ``cluster`` (multi-process TensorFlow clusters), ``slow``
+(more than a few seconds); a unit test carries none of them.
 
 The MinIO fixture starts its own server exactly the way users do (``scripts/minio-up``), in a
 private state directory, with fresh credentials, and stops it at the end of the session.
@@ -13,12 +13,15 @@ Nothing in the suite fakes S3. Likewise ``gcs_server`` starts fake-gcs-server wi
 ``scripts/gcs-up`` (the emulator gcsfs is itself tested with); the function-scoped ``gcs``
 fixture points ``STORAGE_EMULATOR_HOST`` at it for one test only, because under an emulator
 ``gs://`` no longer goes to TensorFlow (:func:`shardtrain.storage.tf_can_open`), which other
-tests of the session check.
+tests of the session check. And the ``k8s`` fixture starts a real Kubernetes control plane
+with the Kubeflow training operator (``scripts/k8s-up``) and a node agent (``shardtrain node
+run``) that runs the operator's pods as local processes.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -235,7 +238,124 @@ def all_types(tmp_path_factory):
     return out, meta
 
 
-_RESOURCE_MARKERS = ("minio", "gcs", "cluster", "slow")
+@dataclass
+class ControlPlane:
+    """A live control plane (scripts/k8s-up) and node agent for this test session."""
+
+    state_dir: Path
+    kubeconfig: str
+    node_name: str
+    node_log: Path
+
+    @property
+    def kubectl_path(self) -> str:
+        """The kubectl scripts/install-k8s built (the same release as the API server)."""
+        env = (self.state_dir / "env").read_text()
+        return re.search(r"^KUBECTL=(.*)$", env, re.M).group(1)
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against the control plane (as its admin)."""
+        out = subprocess.run(
+            [self.kubectl_path, "--kubeconfig", self.kubeconfig, "--request-timeout", "60s", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and out.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{out.stdout}{out.stderr}")
+        return out
+
+    def core(self):
+        """A CoreV1Api client (admin)."""
+        from kubernetes import client, config
+
+        return client.CoreV1Api(config.new_client_from_config(config_file=self.kubeconfig))
+
+    def namespace(self, prefix: str = "t", *, service_accounts: tuple[str, ...] = ()) -> str:
+        """A fresh namespace with the given service accounts (and ``default``)."""
+        ns = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        self.kubectl("create", "namespace", ns)
+        for sa in ("default", *service_accounts):
+            self.kubectl("create", "serviceaccount", sa, "-n", ns)
+        return ns
+
+
+def _node_ready(plane: ControlPlane) -> bool:
+    out = plane.kubectl(
+        "get", "node", plane.node_name, "-o", "jsonpath={.status.conditions[0].status}", check=False
+    )
+    return out.returncode == 0 and out.stdout.strip() == "True"
+
+
+@pytest.fixture(scope="session")
+def k8s(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A live kube-apiserver + training operator, and a node agent running their pods here.
+
+    KUBECONFIG points at it for the session. The first session on a machine builds the
+    binaries (scripts/install-k8s; ``make test`` does that before pytest starts).
+    """
+    state = tmp_path_factory.mktemp("k8s-state")
+    env = {**os.environ, "SHARDTRAIN_K8S_STATE": str(state)}
+    out = subprocess.run(
+        [str(SCRIPTS / "k8s-up")], env=env, capture_output=True, text=True, timeout=3600
+    )
+    if out.returncode != 0:
+        subprocess.run([str(SCRIPTS / "k8s-down")], env=env, check=False)
+        pytest.fail(f"scripts/k8s-up failed:\n{out.stderr}")
+    sys.stderr.write(out.stderr)
+    kubeconfig = _parse_exports(out.stdout)["KUBECONFIG"]
+    plane = ControlPlane(state, kubeconfig, "shardtrain-test-node", state / "node.log")
+    node_env = {
+        **os.environ,
+        "KUBECONFIG": kubeconfig,
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH", "")) if p
+        ),
+    }
+    with open(plane.node_log, "wb") as log:
+        node = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "shardtrain.cli",
+                "node",
+                "run",
+                "--name",
+                plane.node_name,
+                "--log-dir",
+                str(state / "pods"),
+            ],
+            env=node_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    saved = os.environ.get("KUBECONFIG")
+    try:
+        deadline = time.monotonic() + 60
+        while not _node_ready(plane):
+            if node.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the node agent did not start:\n{plane.node_log.read_text()}")
+            time.sleep(0.3)
+        os.environ["KUBECONFIG"] = kubeconfig
+        yield plane
+    finally:
+        if saved is None:
+            os.environ.pop("KUBECONFIG", None)
+        else:
+            os.environ["KUBECONFIG"] = saved
+        node.terminate()
+        try:
+            node.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            node.kill()
+            node.wait()
+        subprocess.run([str(SCRIPTS / "k8s-down")], env=env, check=False)
+
+
+_RESOURCE_MARKERS = ("minio", "gcs", "k8s", "cluster", "slow")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

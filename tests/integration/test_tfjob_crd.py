@@ -1,6 +1,6 @@
 """Every TFJob shape the generator writes validates against the real TFJob CRD's schema.
 
-The CRD is the one the pinned training operator (v1.9.3) installs, fetched from its Go module
+The CRD is the one the pinned training operator (v1.9.4) installs, fetched from its Go module
 by ``scripts/install-tfjob-crd``. Two checks, as the API server makes them: the openAPI v3
 schema (types, required fields, patterns), and structural pruning: a field the schema does
 not know is silently dropped by the API server, so a misplaced ``schedulerName`` or

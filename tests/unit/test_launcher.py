@@ -47,7 +47,8 @@ def test_tf_config_has_the_operators_shape_for_every_replica():
     configs = _configs(out.getvalue())
     assert sorted(configs) == ["chief-0", "evaluator-0", "worker-0", "worker-1"]
     cluster = configs["chief-0"]["cluster"]
-    assert list(cluster) == ["chief", "worker", "evaluator"]
+    # The operator's order (checked against it in tests/integration/test_k8s_operator.py).
+    assert list(cluster) == ["chief", "evaluator", "worker"]
     assert len(cluster["worker"]) == 2 and len(cluster["evaluator"]) == 1
     addresses = [a for v in cluster.values() for a in v]
     assert len(set(addresses)) == 4 and all(a.startswith("127.0.0.1:") for a in addresses)

@@ -12,6 +12,7 @@ subject and are attached to the root group here:
 * :mod:`.data`: ``gen-data quest|images``, ``shard``, ``finalize``, ``inspect``, ``warm-up``;
 * :mod:`.train`: ``train``, ``run-local``;
 * :mod:`.jobs`: ``tfjob render|submit``;
+* :mod:`.node`: ``node run`` (a node agent for a local control plane);
 * :mod:`.pipeline`: ``pipeline params|compile|submit|run-local``, ``demo``.
 
 Start-up is paid by every command, and by every TFJob replica (each runs ``shardtrain
@@ -29,7 +30,7 @@ import sys
 import click
 
 from shardtrain import __version__
-from shardtrain.cli import data, jobs, pipeline, train
+from shardtrain.cli import data, jobs, node, pipeline, train
 from shardtrain.errors import ShardtrainError
 
 
@@ -52,6 +53,7 @@ cli.add_command(data.warm_up_cmd)
 cli.add_command(train.train_cmd)
 cli.add_command(train.run_local_cmd)
 cli.add_command(jobs.tfjob_group)
+cli.add_command(node.node_group)
 cli.add_command(pipeline.pipeline_group)
 cli.add_command(pipeline.demo_cmd)
 

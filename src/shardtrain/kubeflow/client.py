@@ -313,7 +313,9 @@ def _absolute(value: Any) -> Any:
 _URI_PARAMETERS = ("sources", "dataset_uri", "model_dir", "serving_uri")
 
 
-def run_local(arguments: Mapping[str, Any], *, pipeline_root: str) -> LocalRun:
+def run_local(
+    arguments: Mapping[str, Any], *, pipeline_root: str, cluster: bool = False
+) -> LocalRun:
     """Run the whole pipeline on this machine with ``kfp.local``, training on a local TFJob.
 
     Every step runs as a subprocess of this Python environment
@@ -321,9 +323,14 @@ def run_local(arguments: Mapping[str, Any], *, pipeline_root: str) -> LocalRun:
     the TFJob's replicas run as local processes (``local=True`` is forced). Storage may be
     local paths or ``s3://``/``gs://`` URIs.
 
+    With ``cluster=True`` the train step runs as on a cluster instead (``local=False``): it
+    submits the TFJob to the Kubernetes API of the step's environment (``KUBECONFIG``, e.g. the
+    local control plane of ``scripts/k8s-up`` with ``shardtrain node run``) and waits for it.
+
     Args:
         arguments: pipeline arguments (see :func:`parse_arguments`).
         pipeline_root: directory for the tasks' artifacts (reports, metrics, pointers).
+        cluster: submit the TFJob to the cluster of ``KUBECONFIG`` instead of running it here.
 
     Returns:
         Where the model, metrics, report and TensorBoard logs are.
@@ -335,7 +342,7 @@ def run_local(arguments: Mapping[str, Any], *, pipeline_root: str) -> LocalRun:
     from kfp import local
 
     pipeline = load_pipeline()
-    args = {**arguments, "local": True}
+    args = {**arguments, "local": not cluster}
     for name in _URI_PARAMETERS:
         if name in args:
             value = args[name]

@@ -3,8 +3,8 @@
 The Kubeflow training operator starts one pod per replica and gives each a ``TF_CONFIG``::
 
     {"cluster": {"chief": ["<job>-chief-0.<ns>.svc:2222"],
-                 "worker": ["<job>-worker-0.<ns>.svc:2222", ...],
-                 "evaluator": ["<job>-evaluator-0.<ns>.svc:2222"]},
+                 "evaluator": ["<job>-evaluator-0.<ns>.svc:2222"],
+                 "worker": ["<job>-worker-0.<ns>.svc:2222", ...]},
      "task": {"type": "worker", "index": 0},
      "environment": "cloud"}
 
@@ -34,7 +34,8 @@ from shardtrain.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-#: Replica types in the order the operator lists them.
+#: The replica types TF_CONFIG knows (the operator lists them in alphabetical order: Go's
+#: JSON encoding of a map sorts its keys).
 REPLICA_TYPES = ("chief", "master", "worker", "ps", "evaluator")
 
 
@@ -101,7 +102,8 @@ def free_port() -> int:
 
 
 def local_cluster(replicas: Sequence[Replica]) -> dict[str, list[str]]:
-    """The ``cluster`` part of TF_CONFIG with a free localhost port per replica."""
+    """The ``cluster`` part of TF_CONFIG with a free localhost port per replica, its types in
+    the operator's (alphabetical) order."""
     types = [r.type for r in replicas]
     if len(set(types)) != len(types):
         raise ConfigError("each replica type may appear once")
@@ -109,7 +111,7 @@ def local_cluster(replicas: Sequence[Replica]) -> dict[str, list[str]]:
         raise ConfigError("a job cannot have both a chief and a master")
     return {
         r.type: [f"127.0.0.1:{free_port()}" for _ in range(r.count)]
-        for r in sorted(replicas, key=lambda r: REPLICA_TYPES.index(r.type))
+        for r in sorted(replicas, key=lambda r: r.type)
     }
 
 

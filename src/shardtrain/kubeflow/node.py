@@ -1,0 +1,923 @@
+"""A node agent: runs the pods of a Kubernetes control plane as local processes.
+
+With ``scripts/k8s-up`` (etcd, kube-apiserver and the Kubeflow training operator on
+127.0.0.1) and this agent, a TFJob runs on one machine exactly as the operator drives it on a
+cluster: the operator creates the pods and services and writes TF_CONFIG, decides restarts,
+success and failure; the agent plays the part of the scheduler and the kubelet::
+
+    eval "$(scripts/k8s-up)"            # export KUBECONFIG=...
+    shardtrain node run &               # this agent
+    shardtrain tfjob submit --namespace default --data ... --model-dir ...
+
+What :class:`NodeAgent` does, as a kubelet (and the scheduler) would:
+
+* registers a Node (``Ready``, address 127.0.0.1, its log endpoint as the kubelet port);
+* binds every pending pod that asks for no resource the node lacks (a GPU) and whose node
+  selector matches;
+* starts the pod's container command and args (``$(VAR)`` expanded) as a local process in a
+  new session, with the container's environment: plain values, ``secretKeyRef`` and
+  ``configMapKeyRef`` read from the API server, ``fieldRef`` (name, namespace, labels …) and
+  ``envFrom``;
+* reports the pod's status through the status subresource: phase, conditions, ``podIP``,
+  ``containerStatuses`` with the running state or the exit code (128 + signal for a process
+  killed by a signal); restarts the process in place under ``restartPolicy``
+  ``Always``/``OnFailure``;
+* serves ``/containerLogs/<namespace>/<pod>/<container>`` (``follow``, ``tailLines``,
+  ``limitBytes``) over TLS to the API server, which authenticates with its kubelet client
+  certificate (signed by the cluster CA), so ``kubectl logs`` and the kubeflow-training SDK's
+  ``get_job_logs`` work;
+* stops the process of a pod being deleted (SIGTERM to its process group, SIGKILL after the
+  grace period) and finalises the deletion (grace period 0).
+
+What differs from a kubelet:
+
+* The image is ignored: the command runs in this machine's environment (this Python
+  environment's ``shardtrain``: the image's entrypoint ``shardtrain`` and ``python`` map to
+  this interpreter, see :func:`shardtrain.kubeflow.tfjob.local_argv`). Volumes, resources
+  and security settings are not applied. A pod must have exactly one container and no init
+  containers (TFJob pods have one, ``tensorflow``).
+* There is one network: every pod's IP is 127.0.0.1. Service host names in the environment and
+  arguments (``<service>.<namespace>.svc[.cluster.local]:<port>``, e.g. in the operator's
+  TF_CONFIG) are rewritten to ``127.0.0.1:<port of its own>``; each service name and port
+  keeps its local port for the agent's lifetime, so a recreated pod finds its peers again.
+* The process inherits this agent's environment except storage credentials and cluster
+  settings (``AWS_*``, ``GOOGLE_APPLICATION_CREDENTIALS``, ``TF_CONFIG``, ``KUBECONFIG``
+  …): a pod gets those only from its spec, as on a cluster.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime
+import http.server
+import logging
+import os
+import re
+import signal
+import ssl
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shardtrain.errors import ShardtrainError
+from shardtrain.kubeflow.launcher import free_port
+from shardtrain.kubeflow.tfjob import ENTRYPOINT, local_argv
+
+log = logging.getLogger(__name__)
+
+#: Variables of the agent's environment a pod never inherits (it gets them from its spec).
+WITHHELD_ENV = re.compile(
+    r"^(AWS_.*|GOOGLE_APPLICATION_CREDENTIALS|CLOUDSDK_.*|TF_CONFIG|KUBECONFIG|KUBERNETES_.*)$"
+)
+#: A Kubernetes service address as pods use it.
+_SERVICE_ADDRESS = re.compile(
+    r"\b([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.svc"
+    r"(\.cluster\.local)?:(\d+)\b"
+)
+_VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+_NODE_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
+
+
+class NodeError(ShardtrainError):
+    """The node agent cannot reach or register with the API server."""
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """How the node agent runs.
+
+    Attributes:
+        name: the Node's name.
+        kubeconfig: kubeconfig file (default: ``$KUBECONFIG``, then ``~/.kube/config``).
+        log_dir: where container logs and pods' working directories go (default: a new
+            temporary directory, deleted on exit).
+        port: the log endpoint's port on 127.0.0.1 (0: a free one).
+        poll_seconds: how often pods are listed and processes checked.
+        cpu: the Node's CPU capacity (default: this machine's cores).
+        memory: the Node's memory capacity, e.g. ``16Gi`` (default: this machine's).
+        extended_resources: extra capacity, e.g. ``{"nvidia.com/gpu": "1"}`` (pods asking
+            for a resource the node lacks stay Pending, as with a scheduler).
+    """
+
+    name: str = "shardtrain-node"
+    kubeconfig: str | None = None
+    log_dir: str | None = None
+    port: int = 0
+    poll_seconds: float = 0.3
+    cpu: str | None = None
+    memory: str | None = None
+    extended_resources: Mapping[str, str] = field(default_factory=dict)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class _Container:
+    """The local process of one pod's container (one run of it)."""
+
+    uid: str
+    namespace: str
+    pod: str
+    name: str
+    log_path: Path
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+    proc: subprocess.Popen | None = None
+    started_at: str = ""
+    restarts: int = 0
+    exit_code: int | None = None
+    finished_at: str = ""
+    last_terminated: dict[str, Any] | None = None
+    reported: str = ""  # the last state reported: waiting/running/terminated:<code>
+    stopping: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def poll(self) -> int | None:
+        if self.proc is None:
+            return None
+        code = self.proc.poll()
+        if code is None:
+            return None
+        return code if code >= 0 else 128 - code  # killed by signal N: 128 + N, as runtimes do
+
+
+class NodeAgent:
+    """Registers a Node and runs the pods bound to it; see the module documentation."""
+
+    def __init__(self, cfg: NodeConfig) -> None:
+        from kubernetes import client, config
+
+        self.cfg = cfg
+        try:
+            api_client = config.new_client_from_config(config_file=cfg.kubeconfig)
+        except Exception as exc:  # ConfigException, OSError, yaml errors
+            raise NodeError(f"no usable kubeconfig ({exc})") from exc
+        self._ca_pem = _cluster_ca(api_client)
+        self.core = client.CoreV1Api(api_client)
+        self._own_log_dir = cfg.log_dir is None
+        self.log_dir = Path(cfg.log_dir or tempfile.mkdtemp(prefix="shardtrain-node-"))
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._containers: dict[str, _Container] = {}
+        self._ports = ServicePorts()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._server: http.server.ThreadingHTTPServer | None = None
+        self.port = cfg.port
+
+    # ---- life cycle -------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Serve logs, register the Node and run pods until :meth:`stop` (or SIGTERM/SIGINT)."""
+        self._serve_logs()
+        self._register()
+        log.info("node %s: ready, log endpoint https://127.0.0.1:%d", self.cfg.name, self.port)
+        try:
+            while not self._stop.is_set():
+                try:
+                    self._sync()
+                except Exception as exc:  # the API server restarting must not end the agent
+                    log.warning("node %s: sync failed: %s", self.cfg.name, _one_line(exc))
+                self._stop.wait(self.cfg.poll_seconds)
+        finally:
+            self._shutdown()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _shutdown(self) -> None:
+        with self._lock:
+            running = [c for c in self._containers.values() if c.poll() is None and c.proc]
+        for c in running:
+            self._kill(c, grace=10)
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        with contextlib.suppress(Exception):
+            self.core.delete_node(self.cfg.name, _request_timeout=5)
+        if self._own_log_dir:
+            import shutil
+
+            shutil.rmtree(self.log_dir, ignore_errors=True)
+        log.info("node %s: stopped", self.cfg.name)
+
+    # ---- the Node -----------------------------------------------------------------------------
+
+    def _capacity(self) -> dict[str, str]:
+        cpu = self.cfg.cpu or str(os.cpu_count() or 1)
+        if self.cfg.memory:
+            memory = self.cfg.memory
+        else:
+            pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+            memory = f"{pages // 1024}Ki"
+        return {"cpu": cpu, "memory": memory, "pods": "110", **dict(self.cfg.extended_resources)}
+
+    def _register(self) -> None:
+        from kubernetes.client.rest import ApiException
+
+        name = self.cfg.name
+        labels = {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "shardtrain.io/node-agent": "true",
+        }
+        try:
+            with contextlib.suppress(ApiException):
+                self.core.delete_node(name)  # a stale registration of an earlier run
+            self.core.create_node({"metadata": {"name": name, "labels": labels}})
+        except ApiException as exc:
+            raise NodeError(f"cannot register node {name}: {_one_line(exc)}") from exc
+        except Exception as exc:  # urllib3 connection errors
+            raise NodeError(f"cannot reach the API server: {_one_line(exc)}") from exc
+        capacity = self._capacity()
+        now = _now()
+        status = {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "addresses": [
+                {"type": "InternalIP", "address": "127.0.0.1"},
+                {"type": "Hostname", "address": name},
+            ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": self.port}},
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "shardtrain node agent is running pods as local processes",
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": now,
+                }
+            ],
+            "nodeInfo": {
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "kubeletVersion": "shardtrain-node",
+                "kubeProxyVersion": "",
+                "containerRuntimeVersion": "local-process://",
+                "osImage": "",
+                "kernelVersion": os.uname().release,
+                "machineID": "",
+                "systemUUID": "",
+                "bootID": "",
+            },
+        }
+        self.core.patch_node_status(name, {"status": status})
+
+    # ---- the loop ------------------------------------------------------------------------------
+
+    def _sync(self) -> None:
+        pods = self.core.list_pod_for_all_namespaces(_request_timeout=30).items
+        seen = set()
+        for pod in pods:
+            uid = pod.metadata.uid
+            seen.add(uid)
+            if not pod.spec.node_name:
+                if pod.metadata.deletion_timestamp is None:
+                    self._maybe_bind(pod)
+                continue
+            if pod.spec.node_name != self.cfg.name:
+                continue
+            if pod.metadata.deletion_timestamp is not None:
+                self._delete(pod)
+                continue
+            self._step(pod)
+        with self._lock:  # pods deleted by someone else with grace period 0
+            gone = [c for uid, c in self._containers.items() if uid not in seen]
+        for c in gone:
+            if c.poll() is None and c.proc is not None and not c.stopping:
+                c.stopping = True
+                threading.Thread(target=self._kill, args=(c, 0), daemon=True).start()
+            if c.poll() is not None or c.proc is None:
+                with self._lock:
+                    self._containers.pop(c.uid, None)
+
+    def _maybe_bind(self, pod: Any) -> None:
+        """Bind a pending pod to this node, as the scheduler would (or say why not)."""
+        reason = self._unschedulable(pod)
+        ns, name = pod.metadata.namespace, pod.metadata.name
+        if reason:
+            cond = {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": reason,
+            }
+            current = [c for c in (pod.status.conditions or []) if c.type == "PodScheduled"]
+            if not current or current[0].message != reason:
+                log.warning("pod %s/%s: not scheduled: %s", ns, name, reason)
+                self._patch_status(pod, {"conditions": [cond]}, merge=True)
+            return
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "uid": pod.metadata.uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": self.cfg.name},
+        }
+        from kubernetes.client.rest import ApiException
+
+        try:  # the client cannot deserialise the (empty) reply: keep it raw
+            self.core.create_namespaced_pod_binding(name, ns, body, _preload_content=False)
+            log.info("pod %s/%s: bound to %s", ns, name, self.cfg.name)
+        except ApiException as exc:
+            if exc.status not in (404, 409):
+                raise
+
+    def _unschedulable(self, pod: Any) -> str:
+        capacity = self._capacity()
+        labels = {
+            "kubernetes.io/hostname": self.cfg.name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+        }
+        for key, value in (pod.spec.node_selector or {}).items():
+            if labels.get(key) != value:
+                return f"node {self.cfg.name} does not match the node selector {key}={value}"
+        for c in pod.spec.containers:
+            res = c.resources
+            wanted = {**((res and res.requests) or {}), **((res and res.limits) or {})}
+            for resource, amount in wanted.items():
+                if resource in _NODE_RESOURCES or resource.startswith("hugepages-"):
+                    continue
+                if resource not in capacity or _quantity(amount) > _quantity(capacity[resource]):
+                    return f"node {self.cfg.name} has no {amount} {resource}"
+        return ""
+
+    def _step(self, pod: Any) -> None:
+        """Start, watch, restart and report the container of a pod bound here."""
+        uid = pod.metadata.uid
+        phase = pod.status.phase if pod.status else None
+        with self._lock:
+            c = self._containers.get(uid)
+        if c is None:
+            if phase in ("Succeeded", "Failed"):
+                return  # finished before this agent started (or by an earlier run of it)
+            c = self._start(pod)
+            if c is None:
+                return
+        if c.proc is None or c.stopping:
+            return
+        code = c.poll()
+        if code is None:
+            if c.reported != "running":
+                self._report(pod, c)
+            return
+        if c.exit_code is None:
+            c.exit_code, c.finished_at = code, _now()
+            log.info("pod %s/%s: exited with code %d", c.namespace, c.pod, code)
+        policy = pod.spec.restart_policy or "Always"
+        if policy == "Always" or (policy == "OnFailure" and code != 0):
+            self._restart(pod, c)
+            return
+        if c.reported != f"terminated:{code}":
+            self._report(pod, c)
+            c.done.set()
+
+    # ---- processes ----------------------------------------------------------------------------
+
+    def _start(self, pod: Any) -> _Container | None:
+        ns, name, uid = pod.metadata.namespace, pod.metadata.name, pod.metadata.uid
+        if len(pod.spec.containers) != 1 or pod.spec.init_containers:
+            self._fail(pod, "Unsupported", "the node agent runs pods with exactly one container")
+            return None
+        spec = pod.spec.containers[0]
+        pod_dir = self.log_dir / ns / name / uid
+        pod_dir.mkdir(parents=True, exist_ok=True)
+        c = _Container(uid, ns, name, spec.name, pod_dir / f"{spec.name}-0.log")
+        try:
+            env = self._environment(pod, spec)
+        except _ConfigError as exc:
+            # As a kubelet: the pod stays Pending with the reason; retried on the next sync.
+            waiting = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
+            if pod.status.container_statuses is None or "ConfigError" not in str(
+                pod.status.container_statuses
+            ):
+                log.warning("pod %s/%s: %s", ns, name, exc)
+                self._patch_status(pod, self._status(pod, c, state=waiting, phase="Pending"))
+            return None
+        c.argv, c.env, c.cwd = self._argv(spec, env), env, pod_dir
+        self._spawn(c)
+        with self._lock:
+            self._containers[uid] = c
+        self._report(pod, c)
+        return c
+
+    def _spawn(self, c: _Container) -> None:
+        c.log_path = c.log_path.with_name(f"{c.name}-{c.restarts}.log")
+        with open(c.log_path, "ab") as out:
+            c.proc = subprocess.Popen(
+                c.argv,
+                env=c.env,
+                cwd=c.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: stopped as a whole
+            )
+        c.started_at, c.exit_code, c.reported = _now(), None, ""
+        log.info("pod %s/%s: started pid %d: %s", c.namespace, c.pod, c.proc.pid, c.log_path)
+
+    def _restart(self, pod: Any, c: _Container) -> None:
+        c.last_terminated = {
+            "terminated": {
+                "exitCode": c.exit_code,
+                "reason": "Completed" if c.exit_code == 0 else "Error",
+                "startedAt": c.started_at,
+                "finishedAt": c.finished_at,
+            }
+        }
+        c.restarts += 1
+        self._spawn(c)
+        self._report(pod, c)
+
+    def _argv(self, spec: Any, env: Mapping[str, str]) -> list[str]:
+        command = [_expand(a, env) for a in (spec.command or [ENTRYPOINT])]
+        args = [_expand(a, env) for a in (spec.args or [])]
+        return [self._ports.localise(a) for a in (*local_argv(command), *args)]
+
+    def _environment(self, pod: Any, spec: Any) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not WITHHELD_ENV.match(k)}
+        env["HOSTNAME"] = pod.metadata.name
+        ns = pod.metadata.namespace
+        for source in spec.env_from or ():
+            prefix = source.prefix or ""
+            if source.secret_ref is not None:
+                data = self._secret(ns, source.secret_ref.name, source.secret_ref.optional)
+            elif source.config_map_ref is not None:
+                data = self._config_map(
+                    ns, source.config_map_ref.name, source.config_map_ref.optional
+                )
+            else:
+                continue
+            env.update({prefix + k: v for k, v in data.items()})
+        for var in spec.env or ():
+            if var.value_from is None:
+                env[var.name] = _expand(var.value or "", env)
+                continue
+            value = self._value_from(pod, var.name, var.value_from)
+            if value is not None:
+                env[var.name] = value
+        return {k: self._ports.localise(v) for k, v in env.items()}
+
+    def _value_from(self, pod: Any, name: str, source: Any) -> str | None:
+        ns = pod.metadata.namespace
+        if source.secret_key_ref is not None:
+            ref = source.secret_key_ref
+            data = self._secret(ns, ref.name, ref.optional)
+            if ref.key not in data:
+                if ref.optional:
+                    return None
+                raise _ConfigError(f"{name}: key {ref.key!r} not in Secret {ns}/{ref.name}")
+            return data[ref.key]
+        if source.config_map_key_ref is not None:
+            ref = source.config_map_key_ref
+            data = self._config_map(ns, ref.name, ref.optional)
+            if ref.key not in data:
+                if ref.optional:
+                    return None
+                raise _ConfigError(f"{name}: key {ref.key!r} not in ConfigMap {ns}/{ref.name}")
+            return data[ref.key]
+        if source.field_ref is not None:
+            return _field(pod, source.field_ref.field_path)
+        raise _ConfigError(f"{name}: only secretKeyRef, configMapKeyRef and fieldRef are supported")
+
+    def _secret(self, ns: str, name: str, optional: bool | None) -> dict[str, str]:
+        from kubernetes.client.rest import ApiException
+
+        try:
+            secret = self.core.read_namespaced_secret(name, ns)
+        except ApiException as exc:
+            if exc.status == 404 and optional:
+                return {}
+            raise _ConfigError(f"secret {ns}/{name}: {_one_line(exc)}") from exc
+        return {
+            k: base64.b64decode(v).decode("utf-8", "replace")
+            for k, v in (secret.data or {}).items()
+        }
+
+    def _config_map(self, ns: str, name: str, optional: bool | None) -> dict[str, str]:
+        from kubernetes.client.rest import ApiException
+
+        try:
+            cm = self.core.read_namespaced_config_map(name, ns)
+        except ApiException as exc:
+            if exc.status == 404 and optional:
+                return {}
+            raise _ConfigError(f"configmap {ns}/{name}: {_one_line(exc)}") from exc
+        return dict(cm.data or {})
+
+    def _kill(self, c: _Container, grace: float) -> None:
+        """SIGTERM the container's process group; SIGKILL it after ``grace`` seconds."""
+        proc = c.proc
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        with contextlib.suppress(ProcessLookupError):  # what is left of its group
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    def _delete(self, pod: Any) -> None:
+        """A pod being deleted: stop its process, then finalise the deletion."""
+        uid = pod.metadata.uid
+        with self._lock:
+            c = self._containers.get(uid)
+        if c is not None and c.proc is not None and c.poll() is None:
+            if not c.stopping:
+                c.stopping = True
+                grace = pod.metadata.deletion_grace_period_seconds
+                if grace is None:
+                    grace = pod.spec.termination_grace_period_seconds or 30
+                log.info("pod %s/%s: deleting; stopping pid %d", c.namespace, c.pod, c.proc.pid)
+                threading.Thread(
+                    target=self._stop_and_finalise, args=(pod, c, grace), daemon=True
+                ).start()
+            return
+        if c is not None and c.stopping:
+            return  # its stopping thread finalises
+        self._finalise(pod)
+
+    def _stop_and_finalise(self, pod: Any, c: _Container, grace: float) -> None:
+        try:
+            self._kill(c, grace)
+            code = c.poll()
+            if code is not None:
+                c.exit_code, c.finished_at = code, _now()
+                with contextlib.suppress(Exception):
+                    self._report(pod, c)
+            self._finalise(pod)
+        except Exception as exc:
+            log.warning("pod %s/%s: deletion: %s", c.namespace, c.pod, _one_line(exc))
+        finally:
+            c.stopping = False
+            c.done.set()
+
+    def _finalise(self, pod: Any) -> None:
+        from kubernetes.client.rest import ApiException
+
+        ns, name, uid = pod.metadata.namespace, pod.metadata.name, pod.metadata.uid
+        try:
+            self.core.delete_namespaced_pod(
+                name,
+                ns,
+                grace_period_seconds=0,
+                body={"preconditions": {"uid": uid}, "gracePeriodSeconds": 0},
+            )
+            log.info("pod %s/%s: deleted", ns, name)
+        except ApiException as exc:
+            if exc.status not in (404, 409):
+                raise
+        with self._lock:
+            c = self._containers.get(uid)
+            if c is None or c.poll() is not None or c.proc is None:
+                self._containers.pop(uid, None)
+
+    def container_pid(self, namespace: str, pod: str) -> int | None:
+        """The pid of a pod's running process (for tests that preempt one)."""
+        with self._lock:
+            for c in self._containers.values():
+                if c.namespace == namespace and c.pod == pod and c.proc and c.poll() is None:
+                    return c.proc.pid
+        return None
+
+    # ---- status ---------------------------------------------------------------------------
+
+    def _report(self, pod: Any, c: _Container) -> None:
+        code = c.poll() if c.exit_code is None else c.exit_code
+        state: dict[str, Any]
+        if code is None:
+            state = {"running": {"startedAt": c.started_at}}
+            phase, tag = "Running", "running"
+        else:
+            state = {
+                "terminated": {
+                    "exitCode": code,
+                    "reason": "Completed" if code == 0 else "Error",
+                    "startedAt": c.started_at,
+                    "finishedAt": c.finished_at or _now(),
+                    "containerID": f"local-process://{c.proc.pid if c.proc else 0}",
+                }
+            }
+            phase, tag = ("Succeeded" if code == 0 else "Failed"), f"terminated:{code}"
+        self._patch_status(pod, self._status(pod, c, state=state, phase=phase))
+        c.reported = tag
+
+    def _status(self, pod: Any, c: _Container, *, state: dict, phase: str) -> dict[str, Any]:
+        running = "running" in state
+        ready = "True" if running else "False"
+        start = (pod.status.start_time if pod.status else None) or None
+        container = {
+            "name": c.name,
+            "image": pod.spec.containers[0].image or "",
+            "imageID": "",
+            "ready": running,
+            "started": running,
+            "restartCount": c.restarts,
+            "state": state,
+        }
+        if c.proc is not None:
+            container["containerID"] = f"local-process://{c.proc.pid}"
+        if c.last_terminated:
+            container["lastState"] = c.last_terminated
+        status = {
+            "phase": phase,
+            "hostIP": "127.0.0.1",
+            "hostIPs": [{"ip": "127.0.0.1"}],
+            "podIP": "127.0.0.1",
+            "podIPs": [{"ip": "127.0.0.1"}],
+            "startTime": start.strftime("%Y-%m-%dT%H:%M:%SZ") if start else _now(),
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Initialized", "status": "True"},
+                {"type": "ContainersReady", "status": ready},
+                {"type": "Ready", "status": ready},
+            ],
+            "containerStatuses": [container],
+        }
+        if pod.status is not None and pod.status.qos_class:
+            status["qosClass"] = pod.status.qos_class
+        return status
+
+    def _fail(self, pod: Any, reason: str, message: str) -> None:
+        log.warning("pod %s/%s: %s", pod.metadata.namespace, pod.metadata.name, message)
+        status = {"phase": "Failed", "reason": reason, "message": message}
+        if pod.status is not None and pod.status.qos_class:
+            status["qosClass"] = pod.status.qos_class
+        self._patch_status(pod, status)
+
+    def _patch_status(self, pod: Any, status: dict[str, Any], *, merge: bool = False) -> None:
+        from kubernetes.client.rest import ApiException
+
+        # A JSON patch replaces the status as a whole (a strategic merge would keep the
+        # container's old "running" next to its new "terminated").
+        body: Any = (
+            {"status": status} if merge else [{"op": "add", "path": "/status", "value": status}]
+        )
+        try:
+            self.core.patch_namespaced_pod_status(pod.metadata.name, pod.metadata.namespace, body)
+        except ApiException as exc:
+            if exc.status not in (404, 409, 422):
+                raise
+            log.info("pod %s: status not updated: %s", pod.metadata.name, _one_line(exc))
+
+    # ---- logs ------------------------------------------------------------------------------
+
+    def _serve_logs(self) -> None:
+        agent = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                log.debug("log endpoint: " + format, *args)
+
+            def do_GET(self) -> None:
+                agent._handle(self)
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", self.cfg.port), Handler)
+        server.daemon_threads = True
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        cert, key = _self_signed(self.cfg.name, self.log_dir)
+        ctx.load_cert_chain(cert, key)
+        # Only the API server (its kubelet client certificate, signed by the cluster CA).
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        ctx.load_verify_locations(cadata=self._ca_pem)
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
+        self._server = server
+        self.port = server.server_address[1]
+        threading.Thread(target=server.serve_forever, name="node-logs", daemon=True).start()
+
+    def _handle(self, req: http.server.BaseHTTPRequestHandler) -> None:
+        url = urllib.parse.urlsplit(req.path)
+        parts = url.path.strip("/").split("/")
+        query = dict(urllib.parse.parse_qsl(url.query))
+        if url.path == "/healthz":
+            _reply(req, 200, b"ok")
+            return
+        if len(parts) != 4 or parts[0] != "containerLogs":
+            _reply(req, 404, b"not found")
+            return
+        _, ns, pod, container = parts
+        with self._lock:
+            runs = [
+                c
+                for c in self._containers.values()
+                if c.namespace == ns and c.pod == pod and c.name == container
+            ]
+        if not runs:
+            _reply(req, 404, f"no container {container} of pod {ns}/{pod} here".encode())
+            return
+        c = runs[-1]
+        path = c.log_path
+        if query.get("previous") == "true":
+            if c.restarts == 0:
+                _reply(req, 400, f"previous terminated container {container} not found".encode())
+                return
+            path = c.log_path.with_name(f"{c.name}-{c.restarts - 1}.log")
+        follow = query.get("follow") == "true" and path == c.log_path
+        tail = int(query["tailLines"]) if query.get("tailLines") else None
+        limit = int(query["limitBytes"]) if query.get("limitBytes") else None
+        req.send_response(200)
+        req.send_header("Content-Type", "text/plain")
+        req.send_header("Connection", "close")
+        req.end_headers()
+        sent = 0
+        try:
+            for chunk in _read_log(path, tail=tail, follow=follow, ended=lambda: _ended(c, path)):
+                if limit is not None:
+                    chunk = chunk[: max(0, limit - sent)]
+                req.wfile.write(chunk)
+                req.wfile.flush()
+                sent += len(chunk)
+                if limit is not None and sent >= limit:
+                    break
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+            pass
+
+
+class ServicePorts:
+    """Service addresses → ``127.0.0.1:<port>``: one local port per service name and port.
+
+    ``quest-worker-1.team.svc:2222`` (or ``...svc.cluster.local:2222``) always maps to the same
+    local port, so a recreated pod and its peers find each other again.
+    """
+
+    def __init__(self) -> None:
+        self._ports: dict[tuple[str, str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def localise(self, text: str) -> str:
+        def local(m: re.Match[str]) -> str:
+            key = (m.group(3), m.group(1), m.group(6))  # namespace, service, port
+            with self._lock:
+                if key not in self._ports:
+                    self._ports[key] = free_port()
+                return f"127.0.0.1:{self._ports[key]}"
+
+        return _SERVICE_ADDRESS.sub(local, text)
+
+
+class _ConfigError(Exception):
+    """A container's environment cannot be built (a missing Secret or key)."""
+
+
+def _ended(c: _Container, path: Path) -> bool:
+    return c.log_path != path or c.proc is None or c.proc.poll() is not None
+
+
+def _read_log(path: Path, *, tail: int | None, follow: bool, ended: Any) -> Iterator[bytes]:
+    """A log file's bytes (its last ``tail`` lines), then (``follow``) what is appended until
+    the process has ended."""
+    with open(path, "rb") as f:
+        data = f.read()
+        if tail is not None:
+            lines = data.splitlines(keepends=True)
+            data = b"".join(lines[-tail:]) if tail > 0 else b""
+        if data:
+            yield data
+        while follow:
+            finished = ended()
+            chunk = f.read(65536)
+            if chunk:
+                yield chunk
+                continue
+            if finished:
+                return
+            time.sleep(0.2)
+
+
+def _reply(req: http.server.BaseHTTPRequestHandler, code: int, body: bytes) -> None:
+    req.send_response(code)
+    req.send_header("Content-Type", "text/plain")
+    req.send_header("Content-Length", str(len(body)))
+    req.end_headers()
+    req.wfile.write(body)
+
+
+def _expand(text: str, env: Mapping[str, str]) -> str:
+    """Kubernetes' ``$(VAR)`` expansion: known variables are replaced, ``$$`` is ``$``, unknown
+    references stay as written."""
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        return env.get(m.group(1), m.group(0))
+
+    return _VAR_REF.sub(sub, text)
+
+
+def _field(pod: Any, path: str) -> str:
+    meta = pod.metadata
+    simple = {
+        "metadata.name": meta.name,
+        "metadata.namespace": meta.namespace,
+        "metadata.uid": meta.uid,
+        "spec.nodeName": pod.spec.node_name,
+        "spec.serviceAccountName": pod.spec.service_account_name,
+        "status.podIP": "127.0.0.1",
+        "status.hostIP": "127.0.0.1",
+    }
+    if path in simple:
+        return simple[path] or ""
+    m = re.fullmatch(r"metadata\.(labels|annotations)\['(.+)'\]", path)
+    if m:
+        return ((meta.labels if m.group(1) == "labels" else meta.annotations) or {}).get(
+            m.group(2), ""
+        )
+    raise _ConfigError(f"unsupported fieldRef {path!r}")
+
+
+_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3, "M": 10**6, "G": 10**9}
+
+
+def _quantity(text: Any) -> float:
+    """A Kubernetes quantity (``2``, ``500m``, ``16Gi``) as a number."""
+    s = str(text)
+    if s.endswith("m"):
+        return float(s[:-1]) / 1000
+    for suffix, factor in _SUFFIXES.items():
+        if s.endswith(suffix):
+            return float(s[: -len(suffix)]) * factor
+    return float(s)
+
+
+def _cluster_ca(api_client: Any) -> str:
+    """The cluster CA (PEM) the API server's client certificates are signed by."""
+    path = api_client.configuration.ssl_ca_cert
+    if not path:
+        raise NodeError("the kubeconfig names no certificate authority for the cluster")
+    return Path(path).read_text()
+
+
+def _self_signed(name: str, directory: Path) -> tuple[str, str]:
+    """A fresh self-signed serving certificate for 127.0.0.1 (the API server does not check a
+    kubelet's certificate unless given --kubelet-certificate-authority)."""
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=30))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName(name)]
+            ),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "node.crt", directory / "node.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+    return str(cert_path), str(key_path)
+
+
+def _one_line(exc: BaseException) -> str:
+    from shardtrain.kubeflow.tfjob import _one_line as one_line
+
+    return one_line(exc)
+
+
+def run(cfg: NodeConfig) -> None:
+    """Run the node agent in the foreground until SIGTERM or SIGINT (``shardtrain node run``)."""
+    agent = NodeAgent(cfg)
+
+    def stop(signum: int, frame: Any) -> None:
+        agent.stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    agent.run()
