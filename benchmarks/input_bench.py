@@ -69,6 +69,10 @@ def _labels_rows(batch) -> int:
     return int(batch[1].shape[0])
 
 
+def _records_rows(batch) -> int:
+    return int(batch.shape[0])
+
+
 # ------------------------------------------------------------------------------------------
 # The naive loader
 # ------------------------------------------------------------------------------------------
@@ -192,6 +196,67 @@ def input_rate(uri: str, batch: int, batches: int, warmup: int) -> float:
             cache.close()
 
 
+def stage_rates(uri: str, batch: int, batches: int, warmup: int) -> dict[str, float]:
+    """Rows/s after each stage of ``train_dataset``'s pipeline on ``uri`` (one pipeline).
+
+    Each stage is the pipeline up to it, ending in a batch of ``batch`` records: read one
+    record per element (the old reader), read blocks of records, + the block shuffle and group
+    permutation, + parsing (= ``train_dataset``), and ``train_dataset`` through
+    ``distribute_datasets_from_function`` (MirroredStrategy on the CPU: what the trainer
+    iterates, including the copy to the replica's device).
+    """
+    import tensorflow as tf
+
+    from shardtrain.data.metadata import DatasetMetadata
+    from shardtrain.train import dataset
+    from shardtrain.train.features import FeatureSpec
+
+    meta = DatasetMetadata.load(uri)
+    spec = FeatureSpec.from_metadata(meta)
+    shards = [s for s in dataset.split_shards(uri, meta, "train") if s.num_records]
+    block = dataset.block_records(shards)
+    columnar = meta.record_format == "columnar"
+
+    def records(block_size: int):
+        return dataset.record_dataset(
+            shards, compression=meta.compression, block=block_size, repeat=True,
+            shuffle_files=True, seed=0,
+        )  # fmt: skip
+
+    out = {}
+    if columnar:
+        blocks = records(1).batch(-(-batch // 256))
+        out["read blocks of rows"] = _rate(iter(blocks), lambda b: batch, batches, warmup)
+    else:
+        per_record = records(1).batch(batch, drop_remainder=True)
+        out["read, one record per element"] = _rate(
+            iter(per_record), _records_rows, batches, warmup
+        )
+        blocked = records(block).rebatch(batch, drop_remainder=True)
+        out[f"read, blocks of {block} records"] = _rate(
+            iter(blocked), _records_rows, batches, warmup
+        )
+        group = max(batch, dataset.GROUP_RECORDS)
+        mixed = (
+            records(block).shuffle(10_000 // block).rebatch(group).enumerate()
+            .map(dataset._permuted(0), num_parallel_calls=tf.data.AUTOTUNE)
+            .rebatch(batch, drop_remainder=True)
+        )  # fmt: skip
+        out["+ block shuffle + group permutation"] = _rate(
+            iter(mixed), _records_rows, batches, warmup
+        )
+    full = dataset.train_dataset(uri, meta, spec, split="train", batch_size=batch)
+    out["+ parse (train_dataset)"] = _rate(iter(full), _labels_rows, batches, warmup)
+    strategy = tf.distribute.MirroredStrategy()
+    distributed = strategy.distribute_datasets_from_function(
+        lambda ctx: dataset.train_dataset(uri, meta, spec, split="train", batch_size=batch)
+    )
+    out["+ distribute_datasets_from_function"] = _rate(
+        iter(distributed), _labels_rows, batches, warmup
+    )
+    return out
+
+
 def model_rate(uri: str, batch: int, steps: int) -> float:
     """Rows/s the tabular model trains on, one batch fed repeatedly (input excluded)."""
     import keras
@@ -229,7 +294,7 @@ _PROGRESS = re.compile(r"step (\d+)/\d+: loss [\d.naif]+, (\d+) examples/s")
 
 
 def train_rate(
-    data: str, model_dir: str, batch: int, steps: int, workers: int
+    data: str, model_dir: str, batch: int, steps: int, workers: int, extra: tuple[str, ...] = ()
 ) -> tuple[float, list[float], str]:
     """Examples/s of ``shardtrain train`` (``workers`` > 0: through ``run-local``).
 
@@ -252,6 +317,7 @@ def train_rate(
         str(steps),
         "--eval-steps",
         "5",
+        *extra,
     ]
     command = train if not workers else ["run-local", "--workers", str(workers), "--", *train]
     proc = subprocess.run(
@@ -309,6 +375,7 @@ def main() -> None:
     parser.add_argument("--no-minio", action="store_true")
     parser.add_argument("--no-train", action="store_true", help="skip the end-to-end runs")
     parser.add_argument("--quick", action="store_true", help="small sanity run: 1 round")
+    parser.add_argument("--stages", action="store_true", help="also rows/s after each stage")
     args = parser.parse_args()
     if args.quick:
         args.rows, args.batches, args.rounds, args.train_steps = 60_000, 40, 1, 300
@@ -395,6 +462,12 @@ def main() -> None:
                 check=False,
             )
 
+    stages: dict[str, dict[str, float]] = {}
+    if args.stages:
+        for name, uri in local.items():
+            stages[name] = stage_rates(uri, args.batch, args.batches, warm)
+            print(f"stages, {name}: {stages[name]}", flush=True)
+
     naive = max(figures[measures[0][0]])
     model = max(figures[measures[-1][0]])
     print(
@@ -411,6 +484,10 @@ def main() -> None:
         )
     for name, rate, _ in train_figures:
         print(f"| {name} | {rate:,.0f} | | {rate / naive:.2f} | {rate / model:.2f} |")
+    for name, by_stage in stages.items():
+        print(f"\nstages, {name}, local (rows/s, one round):")
+        for stage, rate in by_stage.items():
+            print(f"  {stage:45} {rate:12,.0f}")
     for fmt, comp in FORMATS:
         here, there = f"train_dataset {fmt}, {comp}, local", f"train_dataset {fmt}, {comp}, MinIO"
         if there in figures:

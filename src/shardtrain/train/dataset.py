@@ -381,6 +381,26 @@ def record_dataset(
 
 #: Bound on the bytes of serialized records held by one input pipeline's shuffle buffer.
 SHUFFLE_BUFFER_BYTES = 128 << 20
+#: Records permuted together before batches are cut from them: a batch draws its records
+#: from about this many / block random blocks, not from a few runs of consecutive records
+#: (shards keep their source's order: an image tree is listed class by class). Bounded in
+#: bytes for big records.
+GROUP_RECORDS = 4096
+GROUP_BYTES = 32 << 20
+
+
+def _permuted(seed: int):
+    """``(group number, records) -> records`` in a random order: a stateless shuffle seeded
+    by ``(seed, group number)``, the same every run (under ``TF_DETERMINISTIC_OPS``)."""
+    import tensorflow as tf
+
+    def permute(index, records):
+        order = tf.random.experimental.stateless_shuffle(
+            tf.range(tf.shape(records, out_type=tf.int64)[0]), seed=tf.stack([seed, index])
+        )
+        return tf.gather(records, order)
+
+    return permute
 
 
 def train_dataset(
@@ -404,8 +424,9 @@ def train_dataset(
     *blocks* of consecutive records (:func:`block_records`); shuffles the blocks in a buffer
     of about ``shuffle_buffer`` records; cuts the stream into batches (``rebatch``) and
     *then* parses them with ``spec.parse_examples`` (vectorised), in parallel; prefetches.
-    A batch therefore holds ``batch_size / block`` random blocks of the shards; the shards
-    themselves are random subsets of the rows (the sharder hashes rows to shards).
+    Between the block shuffle and the batches, groups of :data:`GROUP_RECORDS` records
+    are permuted (a gather, cheap): a batch draws its records from about
+    ``GROUP_RECORDS / block`` random blocks, not from runs of consecutive records.
 
     Args:
         batch_size: the per-replica batch (the global batch divided by the replicas in sync).
@@ -447,8 +468,12 @@ def train_dataset(
     # images (~100 KB each) would take a gigabyte per input pipeline.
     record_bytes = max(1, sum(s.bytes for s in mine) // max(1, sum(s.num_records for s in mine)))
     buffer = max(1, min(shuffle_buffer, SHUFFLE_BUFFER_BYTES // record_bytes))
+    group = max(batch_size, min(GROUP_RECORDS, GROUP_BYTES // record_bytes))
     batches = (
         records.shuffle(max(1, buffer // block), seed=seed + pipeline_id)
+        .rebatch(group)
+        .enumerate()
+        .map(_permuted(seed + pipeline_id), num_parallel_calls=tf.data.AUTOTUNE)
         .rebatch(batch_size, drop_remainder=True)
         .map(spec.parse_examples, num_parallel_calls=tf.data.AUTOTUNE)
     )
@@ -460,7 +485,7 @@ def train_dataset(
 
 #: Rows parsed together and permuted before batches are cut from them (columnar records):
 #: a batch then draws its rows from about this many / 256 random blocks.
-COLUMNAR_GROUP_ROWS = 4096
+COLUMNAR_GROUP_ROWS = GROUP_RECORDS
 
 
 def _columnar_train(
