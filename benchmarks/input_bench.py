@@ -34,6 +34,7 @@ benchmarks/RESULTS.md.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import statistics
@@ -299,7 +300,8 @@ def train_rate(
     """Examples/s of ``shardtrain train`` (``workers`` > 0: through ``run-local``).
 
     Returns the median of the logged loop rates after the first loop (its time includes
-    tracing), every logged rate, and the log's tail on failure.
+    tracing), every logged rate, and the log's tail on failure (else the chief's lines about
+    the all-reduce).
     """
     train = [
         "train",
@@ -333,7 +335,9 @@ def train_rate(
     lines = [ln for ln in text.splitlines() if "[worker-" not in ln]
     rates = [float(m.group(2)) for ln in lines if (m := _PROGRESS.search(ln))]
     later = rates[1:] or rates
-    return (statistics.median(later) if later else float("nan")), rates, ""
+    # The chief's measurement of the all-reduce, and its warning if the collective dominates.
+    notes = [ln.split("] ", 1)[-1] for ln in lines if "all-reduce" in ln]
+    return (statistics.median(later) if later else float("nan")), rates, "\n".join(notes)
 
 
 # ------------------------------------------------------------------------------------------
@@ -436,23 +440,23 @@ def main() -> None:
         train_figures: list[tuple[str, float, list[float]]] = []
         if not args.no_train:
             runs = [
-                (f"{fmt}, {comp}", uri, workers)
+                (f"{fmt}, {comp}", uri, workers, args.batch)
                 for fmt, comp, uri in (
                     ("example", "gzip", local["example, gzip"]),
                     ("columnar", "none", local["columnar, none"]),
                 )
                 for workers in (0, 1)
             ]
-            for label, uri, workers in runs:
+            # The issue's multi-worker figure: chief + worker at batch 128.
+            runs.append(("example, gzip", local["example, gzip"], 1, 128))
+            for label, uri, workers, batch in runs:
                 model_dir = tempfile.mkdtemp(prefix="input-bench-model-", dir=work)
-                rate, rates, error = train_rate(
-                    uri, model_dir, args.batch, args.train_steps, workers
-                )
+                rate, rates, error = train_rate(uri, model_dir, batch, args.train_steps, workers)
                 who = "chief + worker" if workers else "1 process"
-                name = f"shardtrain train, {who}, {label}"
+                name = f"shardtrain train, {who}, batch {batch}, {label}"
                 print(f"{name}: {rate:,.0f} (logged: {[round(r) for r in rates]})", flush=True)
-                if error:
-                    print(error, file=sys.stderr)
+                if error:  # the log's tail on failure, else the all-reduce lines
+                    print(error, file=sys.stderr if math.isnan(rate) else sys.stdout)
                 train_figures.append((name, rate, rates))
     finally:
         if not args.no_minio:
@@ -494,7 +498,7 @@ def main() -> None:
             ratio = max(figures[there]) / max(figures[here])
             print(f"MinIO / local, {fmt}, {comp}: {ratio:.2f}")
     for name, rate, _ in train_figures:
-        if "1 process" in name:
+        if "1 process" in name and f"batch {args.batch}," in name:
             fmt, comp = name.rsplit(", ", 2)[-2:]
             ceiling = min(max(figures[f"train_dataset {fmt}, {comp}, local"]), model)
             print(f"{name}: {rate / ceiling:.2f} of min(input alone, model alone)")

@@ -243,6 +243,8 @@ class Controller:
         clock: Callable[[], float] = time.monotonic,
         collective_seconds: float = 0.0,
     ):
+        if steps_per_loop < 1:
+            raise ValueError(f"steps_per_loop must be >= 1, got {steps_per_loop}")
         self.step_fn = step_fn
         self.train_steps = train_steps
         self.steps_per_loop = steps_per_loop

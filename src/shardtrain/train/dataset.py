@@ -177,7 +177,9 @@ class ShardCache:
     ``paths(files)`` yields local paths in order; upcoming files are downloaded in the
     background while they fit in ``max_bytes``. ``release(path)`` deletes a file
     the reader has finished, making room for the next download. Files that TensorFlow can read
-    natively are yielded as they are, without copying.
+    natively are yielded as they are, without copying. Files named by :meth:`retain` (a set
+    that fits in ``max_bytes``) are kept after reading and reused by later passes: an input
+    pipeline whose share of the shards fits downloads each once, not once per epoch.
 
     Args:
         directory: where to keep files (default: a new temporary directory).
@@ -199,11 +201,24 @@ class ShardCache:
         self.peak_bytes = 0
         #: The first downloaded shard that failed its CRC-32C check (see :func:`input_error`).
         self.error: DataError | None = None
+        self._retain: set[str] = set()  # URIs kept after reading
+        self._kept: dict[str, str] = {}  # URI -> local path of a kept download
+
+    def retain(self, files: Sequence[ShardFile]) -> bool:
+        """Keep ``files`` once downloaded (for later passes) if together they fit in
+        ``max_bytes``; returns whether they do (else they stream as usual)."""
+        if sum(f.bytes for f in files) > self.max_bytes:
+            return False
+        with self._cond:
+            self._retain = {f.uri for f in files}
+        return True
 
     def _start(self, shard: ShardFile) -> Future:
-        if storage.tf_can_open(shard.uri):
+        with self._cond:
+            kept = self._kept.get(shard.uri)
+        if kept is not None or storage.tf_can_open(shard.uri):
             done: Future = Future()
-            done.set_result(shard.uri)
+            done.set_result(kept or shard.uri)
             return done
         with self._cond:
             self._in_use += shard.bytes
@@ -228,6 +243,9 @@ class ShardCache:
             with self._cond:
                 self.error = self.error or exc
             raise
+        with self._cond:
+            if shard.uri in self._retain:
+                self._kept[shard.uri] = local
         return local
 
     def paths(self, files: Sequence[ShardFile]) -> Iterator[str]:
@@ -260,6 +278,8 @@ class ShardCache:
     def release(self, path: str) -> None:
         """The reader is done with ``path``: delete it (if cached) and free its bytes."""
         with self._cond:
+            if path in self._kept.values():
+                return  # kept for the next pass
             size = self._sizes.pop(path, None)
             if size is None:
                 return  # a native path, or released already
@@ -334,6 +354,8 @@ def record_dataset(
         )
     if cache is None:
         raise ConfigError("a ShardCache is needed to read shards TensorFlow cannot open")
+    if repeat:  # every pass reads the same files: download them once if they fit
+        cache.retain(files)
 
     def ordered(epoch: int) -> list[ShardFile]:
         if not shuffle_files:

@@ -182,7 +182,7 @@ def _train(
     controller = Controller(
         loop.DistributedSteps(train_loop, iterator, state),
         train_steps=config.train_steps,
-        steps_per_loop=config.steps_per_loop,
+        steps_per_loop=config.loop_steps,
         checkpoint_every=config.checkpoint_every,
         eval_every=config.eval_every,
         global_batch=config.batch_size,
