@@ -1,27 +1,48 @@
-"""Training input speed: examples/s the input pipeline delivers from local disk and from MinIO,
-and examples/s the tabular model consumes on the CPU.
+"""Training input speed: every figure of issue 17's table, in one run, on the same data.
 
 Usage (from the repository root, in the project environment)::
 
-    .venv/bin/python benchmarks/input_bench.py                  # 1 M rows, local + MinIO
-    .venv/bin/python benchmarks/input_bench.py --rows 200000 --no-minio
+    .venv/bin/python benchmarks/input_bench.py            # 300 k rows, 3 rounds, MinIO, train runs
+    .venv/bin/python benchmarks/input_bench.py --quick    # a sanity run: small, 1 round
+    .venv/bin/python benchmarks/input_bench.py --no-minio --no-train
 
-Targets (issue "Distributed trainer"): from MinIO at least 80% of the local-disk rate, and the
-input pipeline at least 3x what the model consumes, so input is never the bottleneck. The
-input is measured alone (``shardtrain.train.dataset.train_dataset``: interleave, shuffle, batch,
-``parse_example``, prefetch — through the bounded shard cache for ``s3://``); the model is
-measured alone on one cached batch fed again and again, with the trainer's own distributed
-loop (``shardtrain.train.loop.build_train_loop``). Record the figures in benchmarks/RESULTS.md.
+One 300 k-row quest CSV (``gen-data quest``: 30 numeric + 5 categorical columns) feeds:
+
+* **the naive loader** our users come from: the CSV pre-split into 1000-row CSV files, read
+  by a ``keras.utils.PyDataset`` with pandas (categorical columns hashed to ids: Keras takes
+  no strings from it), 2 worker processes, consumed through Keras's own adapter (what
+  ``model.fit`` does with it: ``PyDatasetAdapter.get_tf_dataset``);
+* **a plain tf.data pipeline** on the per-row gzip shards (interleave 4, shuffle 10 k records,
+  batch, parallel ``parse_example``, prefetch): the textbook recipe;
+* **``shardtrain.train.dataset.train_dataset``** for every record format (``example``: one
+  ``tf.train.Example`` per row, ``columnar``: one per block of rows) and compression, from
+  local disk and from MinIO (``s3://`` through the shard cache; a private MinIO started with
+  ``scripts/minio-up``, as the shard benchmark does);
+* **the model alone**: the tabular model trained by the trainer's own distributed loop
+  (``build_train_loop``) on one cached batch fed again and again (no input cost);
+* **end to end**: ``shardtrain train`` examples/s (the trainer's own progress lines, the
+  median of the logged loops after the first) for one process and for chief + worker
+  (``shardtrain run-local --workers 1``), on the default and the columnar format.
+
+Every input figure is measured ``--rounds`` times, the variants interleaved round by round
+(the 2 cores are shared: compare variants of the same run only); the table shows the best
+and the median. Targets (issue 17): input >= 2x the naive loader and >= 3x the model; MinIO
+>= 80% of local; one-process training within 20% of min(input, model). Figures go to
+benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import re
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,10 +50,137 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from shard_bench import _minio_env  # noqa: E402  (the same private MinIO as the shard bench)
 
 NUMERIC, CATEGORICAL = 30, 5
+LABEL, KEY = "cleared", "attempt_id"
+NAIVE_FILE_ROWS = 1000
+FORMATS = (("example", "gzip"), ("example", "none"), ("columnar", "gzip"), ("columnar", "none"))
 
 
-def input_rate(uri: str, batch: int, batches: int, warmup: int = 20) -> float:
-    """Examples/s delivered by one input pipeline reading ``uri``'s train split."""
+def _rate(batches, batch_rows: Callable[[object], int], count: int, warmup: int) -> float:
+    """Rows/s over ``count`` batches of the iterator ``batches`` after ``warmup`` batches."""
+    for _ in range(warmup):
+        next(batches)
+    rows = 0
+    started = time.monotonic()
+    for _ in range(count):
+        rows += batch_rows(next(batches))
+    return rows / (time.monotonic() - started)
+
+
+def _labels_rows(batch) -> int:
+    return int(batch[1].shape[0])
+
+
+def _records_rows(batch) -> int:
+    return int(batch.shape[0])
+
+
+# ------------------------------------------------------------------------------------------
+# The naive loader
+# ------------------------------------------------------------------------------------------
+
+
+def split_csv(csv: Path, out: Path, rows: int = NAIVE_FILE_ROWS) -> list[str]:
+    """The CSV cut into files of ``rows`` rows each (with the header): the naive layout."""
+    if out.exists() and any(out.iterdir()):
+        return sorted(str(p) for p in out.iterdir())
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    with open(csv) as f:
+        header = f.readline()
+        chunk: list[str] = []
+        for line in f:
+            chunk.append(line)
+            if len(chunk) == rows:
+                files.append(_write_chunk(out, len(files), header, chunk))
+                chunk = []
+        if chunk:
+            files.append(_write_chunk(out, len(files), header, chunk))
+    return files
+
+
+def _write_chunk(out: Path, index: int, header: str, lines: list[str]) -> str:
+    path = out / f"part-{index:05d}.csv"
+    path.write_text(header + "".join(lines))
+    return str(path)
+
+
+def naive_dataset(files: list[str], workers: int = 2):
+    """A ``keras.utils.PyDataset``: item ``i`` is CSV file ``i`` read with pandas, as
+    ``({column: array}, label)``: numeric columns float32, categorical ones hashed to
+    int64 bucket ids (Keras's adapters refuse string arrays)."""
+    import keras
+    import numpy as np
+    import pandas as pd
+
+    class CsvFiles(keras.utils.PyDataset):
+        def __len__(self) -> int:
+            return len(files)
+
+        def __getitem__(self, index: int):
+            frame = pd.read_csv(files[index])
+            label = frame.pop(LABEL).to_numpy(np.int64)
+            frame.pop(KEY)
+            features = {}
+            for name in frame.columns:
+                col = frame[name]
+                if col.dtype.kind in "fiub":
+                    features[name] = col.to_numpy(np.float32)
+                else:  # Keras adapters take no strings: hashed into 1000 buckets
+                    hashed = pd.util.hash_array(col.fillna("").to_numpy(object))
+                    features[name] = (hashed % 1000).astype(np.int64)
+            return features, label
+
+    return CsvFiles(workers=workers, use_multiprocessing=True)
+
+
+def naive_rate(files: list[str], batches: int, warmup: int) -> float:
+    """Rows/s the naive loader delivers as tensors, through Keras's PyDataset adapter."""
+    from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
+
+    adapter = PyDatasetAdapter(naive_dataset(files), shuffle=True)
+    ds = adapter.get_tf_dataset().repeat()
+    try:
+        return _rate(iter(ds), _labels_rows, batches, warmup)
+    finally:
+        adapter.on_epoch_end()
+
+
+# ------------------------------------------------------------------------------------------
+# tf.data pipelines
+# ------------------------------------------------------------------------------------------
+
+
+def plain_tfdata_rate(uri: str, batch: int, batches: int, warmup: int) -> float:
+    """The textbook pipeline on per-row shards: interleave 4, shuffle 10 k, batch, parse."""
+    import tensorflow as tf
+
+    from shardtrain.data.metadata import DatasetMetadata
+    from shardtrain.train import dataset
+    from shardtrain.train.features import FeatureSpec
+
+    meta = DatasetMetadata.load(uri)
+    spec = FeatureSpec.from_metadata(meta)
+    files = [s.uri for s in dataset.split_shards(uri, meta, "train")]
+    comp = "GZIP" if meta.compression == "GZIP" else ""
+    ds = (
+        tf.data.Dataset.from_tensor_slices(files)
+        .repeat()
+        .interleave(
+            lambda p: tf.data.TFRecordDataset(p, compression_type=comp),
+            cycle_length=4,
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=False,
+        )
+        .shuffle(10_000)
+        .batch(batch, drop_remainder=True)
+        .map(spec.parse_examples, num_parallel_calls=tf.data.AUTOTUNE)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    return _rate(iter(ds), _labels_rows, batches, warmup)
+
+
+def input_rate(uri: str, batch: int, batches: int, warmup: int) -> float:
+    """Rows/s delivered by ``train_dataset`` reading ``uri``'s train split (one pipeline)."""
     from shardtrain import storage
     from shardtrain.data.metadata import DatasetMetadata
     from shardtrain.train import dataset
@@ -43,20 +191,75 @@ def input_rate(uri: str, batch: int, batches: int, warmup: int = 20) -> float:
     cache = None if storage.tf_can_open(uri) else dataset.ShardCache(max_bytes=512 << 20)
     try:
         ds = dataset.train_dataset(uri, meta, spec, split="train", batch_size=batch, cache=cache)
-        it = iter(ds)
-        for _ in range(warmup):
-            next(it)
-        started = time.monotonic()
-        for _ in range(batches):
-            next(it)
-        return batches * batch / (time.monotonic() - started)
+        return _rate(iter(ds), _labels_rows, batches, warmup)
     finally:
         if cache is not None:
             cache.close()
 
 
+def stage_rates(uri: str, batch: int, batches: int, warmup: int) -> dict[str, float]:
+    """Rows/s after each stage of ``train_dataset``'s pipeline on ``uri`` (one pipeline).
+
+    Each stage is the pipeline up to it, ending in a batch of ``batch`` records: read one
+    record per element (the old reader), read blocks of records, + the block shuffle and group
+    permutation, + parsing (= ``train_dataset``), and ``train_dataset`` through
+    ``distribute_datasets_from_function`` (MirroredStrategy on the CPU: what the trainer
+    iterates, including the copy to the replica's device).
+    """
+    import tensorflow as tf
+
+    from shardtrain.data.metadata import DatasetMetadata
+    from shardtrain.train import dataset
+    from shardtrain.train.features import FeatureSpec
+
+    meta = DatasetMetadata.load(uri)
+    spec = FeatureSpec.from_metadata(meta)
+    shards = [s for s in dataset.split_shards(uri, meta, "train") if s.num_records]
+    block = dataset.block_records(shards)
+    columnar = meta.record_format == "columnar"
+
+    def records(block_size: int):
+        return dataset.record_dataset(
+            shards, compression=meta.compression, block=block_size, repeat=True,
+            shuffle_files=True, seed=0,
+        )  # fmt: skip
+
+    out = {}
+    if columnar:
+        blocks = records(1).batch(-(-batch // 256))
+        out["read blocks of rows"] = _rate(iter(blocks), lambda b: batch, batches, warmup)
+    else:
+        per_record = records(1).batch(batch, drop_remainder=True)
+        out["read, one record per element"] = _rate(
+            iter(per_record), _records_rows, batches, warmup
+        )
+        blocked = records(block).rebatch(batch, drop_remainder=True)
+        out[f"read, blocks of {block} records"] = _rate(
+            iter(blocked), _records_rows, batches, warmup
+        )
+        group = max(batch, dataset.GROUP_RECORDS)
+        mixed = (
+            records(block).shuffle(10_000 // block).rebatch(group).enumerate()
+            .map(dataset._permuted(0), num_parallel_calls=tf.data.AUTOTUNE)
+            .rebatch(batch, drop_remainder=True)
+        )  # fmt: skip
+        out["+ block shuffle + group permutation"] = _rate(
+            iter(mixed), _records_rows, batches, warmup
+        )
+    full = dataset.train_dataset(uri, meta, spec, split="train", batch_size=batch)
+    out["+ parse (train_dataset)"] = _rate(iter(full), _labels_rows, batches, warmup)
+    strategy = tf.distribute.MirroredStrategy()
+    distributed = strategy.distribute_datasets_from_function(
+        lambda ctx: dataset.train_dataset(uri, meta, spec, split="train", batch_size=batch)
+    )
+    out["+ distribute_datasets_from_function"] = _rate(
+        iter(distributed), _labels_rows, batches, warmup
+    )
+    return out
+
+
 def model_rate(uri: str, batch: int, steps: int) -> float:
-    """Examples/s the tabular model trains on, one batch fed repeatedly (input excluded)."""
+    """Rows/s the tabular model trains on, one batch fed repeatedly (input excluded)."""
     import keras
     import tensorflow as tf
 
@@ -84,61 +287,230 @@ def model_rate(uri: str, batch: int, steps: int) -> float:
     return steps * batch / (time.monotonic() - started)
 
 
+# ------------------------------------------------------------------------------------------
+# End to end
+# ------------------------------------------------------------------------------------------
+
+_PROGRESS = re.compile(r"step (\d+)/\d+: loss [\d.naif]+, (\d+) examples/s")
+
+
+def train_rate(
+    data: str, model_dir: str, batch: int, steps: int, workers: int, extra: tuple[str, ...] = ()
+) -> tuple[float, list[float], str]:
+    """Examples/s of ``shardtrain train`` (``workers`` > 0: through ``run-local``).
+
+    Returns the median of the logged loop rates after the first loop (its time includes
+    tracing), every logged rate, and the log's tail on failure (else the chief's lines about
+    the all-reduce).
+    """
+    train = [
+        "train",
+        "--data",
+        data,
+        "--model-dir",
+        model_dir,
+        "--train-steps",
+        str(steps),
+        "--batch-size",
+        str(batch),
+        "--checkpoint-every",
+        str(steps),
+        "--eval-every",
+        str(steps),
+        "--eval-steps",
+        "5",
+        *extra,
+    ]
+    command = train if not workers else ["run-local", "--workers", str(workers), "--", *train]
+    proc = subprocess.run(
+        [sys.executable, "-m", "shardtrain.cli", *command],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    text = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        return float("nan"), [], text[-3000:]
+    # A chief + worker job logs the same steps twice: the chief's lines are enough.
+    lines = [ln for ln in text.splitlines() if "[worker-" not in ln]
+    rates = [float(m.group(2)) for ln in lines if (m := _PROGRESS.search(ln))]
+    later = rates[1:] or rates
+    # The chief's measurement of the all-reduce, and its warning if the collective dominates.
+    notes = [ln.split("] ", 1)[-1] for ln in lines if "all-reduce" in ln]
+    return (statistics.median(later) if later else float("nan")), rates, "\n".join(notes)
+
+
+# ------------------------------------------------------------------------------------------
+
+
+def _shard(csv: Path, out: str, record_format: str, compression: str) -> None:
+    from shardtrain.data import sharding
+    from shardtrain.data.metadata import DatasetMetadata
+
+    try:
+        meta = DatasetMetadata.load(out)
+        if meta.record_format == record_format and meta.compression.lower() == (
+            "gzip" if compression == "gzip" else "none"
+        ):
+            return
+    except Exception:  # not there yet
+        pass
+    sharding.shard(
+        sharding.ShardConfig(
+            sources=(str(csv),),
+            output=out,
+            label=LABEL,
+            key=KEY,
+            overwrite=True,
+            compression=compression,
+            record_format=record_format,
+        )
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rows", type=int, default=300_000)
     parser.add_argument("--batch", type=int, default=1024, help="batch size (examples)")
-    parser.add_argument("--batches", type=int, default=400, help="batches timed per source")
+    parser.add_argument("--batches", type=int, default=200, help="batches timed per figure")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved repetitions")
+    parser.add_argument("--train-steps", type=int, default=2000, help="steps of each train run")
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "input-bench"))
     parser.add_argument("--no-minio", action="store_true")
+    parser.add_argument("--no-train", action="store_true", help="skip the end-to-end runs")
+    parser.add_argument("--quick", action="store_true", help="small sanity run: 1 round")
+    parser.add_argument("--stages", action="store_true", help="also rows/s after each stage")
     args = parser.parse_args()
+    if args.quick:
+        args.rows, args.batches, args.rounds, args.train_steps = 60_000, 40, 1, 300
 
-    from shardtrain.data import datagen, sharding
+    from shardtrain.data import datagen
 
-    work = Path(args.workdir)
+    work = Path(args.workdir) / f"rows-{args.rows}"
     work.mkdir(parents=True, exist_ok=True)
     csv = work / "quest.csv"
     if not csv.exists():
         datagen.generate_quest_logs(
             str(csv), args.rows, numeric=NUMERIC, categorical=CATEGORICAL, seed=5
         )
-    local = str(work / "ds")
+    naive_files = split_csv(csv, work / "naive")
+    local = {f"{fmt}, {comp}": str(work / f"ds-{fmt}-{comp}") for fmt, comp in FORMATS}
+    for (fmt, comp), uri in zip(FORMATS, local.values(), strict=True):
+        _shard(csv, uri, fmt, comp)
+    warm = max(5, args.batches // 10)
 
-    def shard(out: str) -> None:
-        sharding.shard(
-            sharding.ShardConfig(
-                sources=(str(csv),), output=out, label="cleared", key="attempt_id", overwrite=True
-            )
-        )
+    figures: dict[str, list[float]] = {}
 
-    if not (work / "ds" / "metadata.json").exists():
-        shard(local)
-    results = {"local disk": input_rate(local, args.batch, args.batches)}
+    def reads(uri: str, warmup: int = warm) -> Callable[[], float]:
+        return lambda: input_rate(uri, args.batch, args.batches, warmup)
+
+    # One pass over the train split: MinIO is measured on the first pass (every shard
+    # downloaded while read) and on later ones (a pipeline's shards that fit the cache are
+    # kept: what a training run of several epochs sees).
+    epoch = -(-int(args.rows * 0.9) // args.batch)
+
+    naive_batches = max(20, args.batches * args.batch // NAIVE_FILE_ROWS)
+    measures: list[tuple[str, Callable[[], float]]] = [
+        (
+            "naive loader (1000-row CSV files, PyDataset + pandas, 2 workers)",
+            lambda: naive_rate(naive_files, naive_batches, warm),
+        ),
+        (
+            "plain tf.data (example, gzip: interleave, shuffle 10k, batch, parse)",
+            lambda: plain_tfdata_rate(local["example, gzip"], args.batch, args.batches, warm),
+        ),
+    ]
+    measures += [(f"train_dataset {name}, local", reads(uri)) for name, uri in local.items()]
+
+    minio_state = work / "minio-state"
     if not args.no_minio:
-        state = work / "minio-state"
-        os.environ.update(_minio_env(state))  # its bucket "bench" exists
-        try:
-            shard("s3://bench/ds")
-            results["MinIO (s3://, shard cache)"] = input_rate(
-                "s3://bench/ds", args.batch, args.batches
+        os.environ.update(_minio_env(minio_state))  # its bucket "bench" exists
+        for fmt, comp in FORMATS:
+            uri = f"s3://bench/rows-{args.rows}/ds-{fmt}-{comp}"
+            _shard(csv, uri, fmt, comp)
+            measures.append((f"train_dataset {fmt}, {comp}, MinIO", reads(uri)))
+            measures.append(
+                (f"train_dataset {fmt}, {comp}, MinIO, after one pass", reads(uri, epoch + warm))
             )
-        finally:
+    measures.append(
+        (
+            "tabular model alone (training on one cached batch, CPU)",
+            lambda: model_rate(local["example, gzip"], args.batch, steps=max(50, args.batches)),
+        )
+    )
+    try:
+        for round_no in range(args.rounds):
+            for name, measure in measures:
+                rate = measure()
+                figures.setdefault(name, []).append(rate)
+                print(f"round {round_no + 1} {name}: {rate:,.0f}", flush=True)
+
+        train_figures: list[tuple[str, float, list[float]]] = []
+        if not args.no_train:
+            runs = [
+                (f"{fmt}, {comp}", uri, workers, args.batch)
+                for fmt, comp, uri in (
+                    ("example", "gzip", local["example, gzip"]),
+                    ("columnar", "none", local["columnar, none"]),
+                )
+                for workers in (0, 1)
+            ]
+            # The issue's multi-worker figure: chief + worker at batch 128.
+            runs.append(("example, gzip", local["example, gzip"], 1, 128))
+            for label, uri, workers, batch in runs:
+                model_dir = tempfile.mkdtemp(prefix="input-bench-model-", dir=work)
+                rate, rates, error = train_rate(uri, model_dir, batch, args.train_steps, workers)
+                who = "chief + worker" if workers else "1 process"
+                name = f"shardtrain train, {who}, batch {batch}, {label}"
+                print(f"{name}: {rate:,.0f} (logged: {[round(r) for r in rates]})", flush=True)
+                if error:  # the log's tail on failure, else the all-reduce lines
+                    print(error, file=sys.stderr if math.isnan(rate) else sys.stdout)
+                train_figures.append((name, rate, rates))
+    finally:
+        if not args.no_minio:
             subprocess.run(
                 [str(REPO / "scripts" / "minio-down")],
-                env={**os.environ, "SHARDTRAIN_MINIO_STATE": str(state)},
+                env={**os.environ, "SHARDTRAIN_MINIO_STATE": str(minio_state)},
                 check=False,
             )
-    consumed = model_rate(local, args.batch, steps=200)
 
+    stages: dict[str, dict[str, float]] = {}
+    if args.stages:
+        for name, uri in local.items():
+            stages[name] = stage_rates(uri, args.batch, args.batches, warm)
+            print(f"stages, {name}: {stages[name]}", flush=True)
+
+    naive = max(figures[measures[0][0]])
+    model = max(figures[measures[-1][0]])
     print(
-        f"\nrows {args.rows:,} ({NUMERIC} numeric + {CATEGORICAL} categorical), "
-        f"batch {args.batch}, cores {os.cpu_count()}"
+        f"\nrows {args.rows:,} ({NUMERIC} numeric + {CATEGORICAL} categorical), batch "
+        f"{args.batch}, cores {os.cpu_count()}, {args.rounds} interleaved round(s); "
+        f"load average {os.getloadavg()[0]:.1f}"
     )
-    print(f"{'source':32} {'examples/s':>12} {'vs local':>9} {'vs model':>9}")
-    base = results["local disk"]
-    for name, rate in results.items():
-        print(f"{name:32} {rate:12,.0f} {rate / base:9.2f} {rate / consumed:9.2f}")
-    print(f"{'tabular model (training, CPU)':32} {consumed:12,.0f}")
+    print("| input | best examples/s | median | vs naive | vs model |\n|---|---|---|---|---|")
+    for name, rates in figures.items():
+        best = max(rates)
+        print(
+            f"| {name} | {best:,.0f} | {statistics.median(rates):,.0f} | {best / naive:.2f} | "
+            f"{best / model:.2f} |"
+        )
+    for name, rate, _ in train_figures:
+        print(f"| {name} | {rate:,.0f} | | {rate / naive:.2f} | {rate / model:.2f} |")
+    for name, by_stage in stages.items():
+        print(f"\nstages, {name}, local (rows/s, one round):")
+        for stage, rate in by_stage.items():
+            print(f"  {stage:45} {rate:12,.0f}")
+    for fmt, comp in FORMATS:
+        here, there = f"train_dataset {fmt}, {comp}, local", f"train_dataset {fmt}, {comp}, MinIO"
+        if there in figures:
+            ratio = max(figures[there]) / max(figures[here])
+            later = max(figures[f"{there}, after one pass"]) / max(figures[here])
+            print(f"MinIO / local, {fmt}, {comp}: {ratio:.2f} first pass, {later:.2f} after")
+    for name, rate, _ in train_figures:
+        if "1 process" in name and f"batch {args.batch}," in name:
+            fmt, comp = name.rsplit(", ", 2)[-2:]
+            ceiling = min(max(figures[f"train_dataset {fmt}, {comp}, local"]), model)
+            print(f"{name}: {rate / ceiling:.2f} of min(input alone, model alone)")
 
 
 if __name__ == "__main__":

@@ -93,3 +93,32 @@ def test_a_corrupt_s3_shard_is_named_by_the_cache(minio, quest_csv, tmp_path):
         cache.close()
     assert isinstance(error, DataError)
     assert str(error).startswith(f"{shards[1].uri}: corrupt (CRC-32C ")
+
+
+@pytest.mark.minio
+def test_an_endless_pass_that_fits_the_cache_downloads_each_shard_once(minio, quest_csv, tmp_path):
+    """Training repeats over the same files: when a pipeline's share fits in the cache bound
+    the files are kept after the first pass (MinIO is read once, not once per epoch); when
+    it does not, they stream through the bound every pass."""
+    out = minio.uri("retain")
+    meta = _shard(quest_csv, out, num_shards=4)
+    shards = dataset.split_shards(out, meta, "train")
+    rows = meta.splits["train"].num_records
+    total = sum(f.bytes for f in shards)
+    for max_bytes, kept in ((total, True), (total - 1, False)):
+        cache = dataset.ShardCache(str(tmp_path / f"cache-{max_bytes}"), max_bytes=max_bytes)
+        try:
+            ds = dataset.record_dataset(
+                shards, compression=meta.compression, cache=cache, repeat=True,
+                shuffle_files=True, seed=1, block=256,
+            )  # fmt: skip
+            blocks = iter(ds)
+            seen = 0
+            while seen < 3 * rows:  # three passes over the files
+                seen += int(next(blocks).shape[0])
+        finally:
+            cache.close()
+        if kept:
+            assert cache.downloaded == len(shards)
+        else:
+            assert cache.downloaded >= 2 * len(shards)

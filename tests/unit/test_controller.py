@@ -255,3 +255,33 @@ def test_the_stop_flag_reclaims_signals_taken_by_someone_else():
         assert flag.signum == signal.SIGTERM
         flag.signum = None  # so that the block restores the handlers
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_collective_that_dominates_the_step_is_reported_once(caplog):
+    """Steps of 10 ms (a fake clock) and an all-reduce of 8 ms: warned once, after the first
+    call (whose time includes tracing); 3 ms: not warned."""
+    for collective, warned in ((0.008, 1), (0.003, 0)):
+        now = [0.0]
+
+        def tick(n: int, now=now) -> None:
+            now[0] += 0.010 * n
+
+        class ClockedSteps(FakeSteps):
+            def __call__(self, n: int) -> LoopOutput:
+                tick(n)
+                return super().__call__(n)
+
+        steps, rec = ClockedSteps(), Recorder()
+        controller = make(steps, rec, train_steps=200, steps_per_loop=20, checkpoint_every=100)
+        controller.collective_seconds = collective
+        controller._clock = lambda now=now: now[0]
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="shardtrain.train.trainer"):
+            controller.run(0)
+        lines = [r.getMessage() for r in caplog.records if "all-reduce" in r.getMessage()]
+        assert len(lines) == warned, lines
+        if warned:
+            assert (
+                "8.0 ms of each 10.0 ms step (80%)" in lines[0]
+                and "--batch-size (now 8)" in lines[0]
+            )

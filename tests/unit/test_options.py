@@ -176,7 +176,8 @@ def test_shard_flags_become_the_config_fields():
     result, config = _shard(
         "a.csv", "-o", "out", "--label", "y", "--key", "id", "--split", "a=0.5,b=0.5",
         "--schema", "s.yaml", "--compression", "none", "--compression-level", "6",
-        "--num-shards", "3", "--target-shard-mb", "64", "--min-shards", "2", "--task-mb", "0.5",
+        "--record-format", "columnar", "--num-shards", "3", "--target-shard-mb", "64",
+        "--min-shards", "2", "--task-mb", "0.5",
         "--block-mb", "2", "--max-bad-fraction", "0.5", "--top-k", "7", "--processes", "2",
         "--overwrite",
     )  # fmt: skip
@@ -190,6 +191,7 @@ def test_shard_flags_become_the_config_fields():
         schema_file="s.yaml",
         compression="none",
         compression_level=6,
+        record_format="columnar",
         num_shards=3,
         target_shard_bytes=64 * MIB,
         min_shards=2,
@@ -316,6 +318,7 @@ CSV_ARGS = dict(
     schema_file="s3://b/schema.yaml",
     compression="none",
     compression_level=6,
+    record_format="columnar",
     num_shards=3,
     target_shard_mb=64.0,
     min_shards=2,
@@ -346,6 +349,7 @@ def test_shard_config_maps_every_pipeline_parameter():
         schema_file="s3://b/schema.yaml",
         compression="none",
         compression_level=6,
+        record_format="columnar",
         num_shards=3,
         target_shard_bytes=64 * MIB,
         min_shards=2,

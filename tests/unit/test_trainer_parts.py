@@ -154,3 +154,11 @@ def test_checkpoint_store_publishes_pointer_last_and_prunes(tmp_path):
     prefix = reader.fetch(latest)
     with open(prefix + ".index") as f:
         assert f.read() == "step 30"
+
+
+def test_steps_per_loop_auto_runs_about_100k_examples_a_call():
+    assert TrainConfig(batch_size=128).loop_steps == 782
+    assert TrainConfig(batch_size=1024).loop_steps == 98
+    assert TrainConfig(batch_size=1 << 20).loop_steps == 20  # at least 20
+    assert TrainConfig(batch_size=8).loop_steps == 1000  # at most 1000
+    assert TrainConfig(batch_size=128, steps_per_loop=7).loop_steps == 7  # as given

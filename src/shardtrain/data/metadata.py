@@ -167,6 +167,12 @@ class DatasetMetadata:
     format: str = FORMAT
 
     @property
+    def record_format(self) -> str:
+        """``example`` (one ``tf.train.Example`` per row) or ``columnar`` (one per block of
+        rows: :mod:`shardtrain.data.column_blocks`); from ``options``, ``example`` if absent."""
+        return str(self.options.get("record_format", "example"))
+
+    @property
     def is_image(self) -> bool:
         return self.data_kind == "image"
 

@@ -47,6 +47,8 @@ log = logging.getLogger("shardtrain.train.trainer")
 
 #: The progress line is logged at least every this many steps (and at the end).
 LOG_EVERY = 500
+#: The all-reduce between replicas "dominates" a step above this share of the step's time.
+COLLECTIVE_DOMINATES = 0.5
 
 
 class StopFlag:
@@ -218,6 +220,9 @@ class Controller:
         summaries: where training scalars go (none by default).
         checkpoint_uri: where checkpoints are published, for the interruption message.
         clock: a monotonic clock in seconds (for examples/s).
+        collective_seconds: what one all-reduce of the gradients between the replicas takes
+            (measured by :func:`shardtrain.train.loop.measure_all_reduce`; 0: no collective).
+            When it exceeds :data:`COLLECTIVE_DOMINATES` of a step, a warning says so once.
     """
 
     def __init__(
@@ -236,7 +241,10 @@ class Controller:
         summaries: ScalarSummaries | None = None,
         checkpoint_uri: str = "",
         clock: Callable[[], float] = time.monotonic,
+        collective_seconds: float = 0.0,
     ):
+        if steps_per_loop < 1:
+            raise ValueError(f"steps_per_loop must be >= 1, got {steps_per_loop}")
         self.step_fn = step_fn
         self.train_steps = train_steps
         self.steps_per_loop = steps_per_loop
@@ -250,6 +258,9 @@ class Controller:
         self.summaries: ScalarSummaries = summaries or _NoSummaries()
         self.checkpoint_uri = checkpoint_uri
         self._clock = clock
+        self.collective_seconds = collective_seconds
+        self._calls = 0
+        self._warned_collective = False
 
     def loop_steps(self, step: int) -> int:
         """Steps of the next call from ``step``: at most ``steps_per_loop``, ending on the
@@ -297,6 +308,9 @@ class Controller:
         """Summaries and the progress line of one call; fail on a loss that is not finite."""
         examples = n * self.global_batch
         rate = examples / max(seconds, 1e-9)
+        self._calls += 1
+        if self._calls > 1:  # the first call's time includes tracing the step function
+            self._check_collective(seconds / max(n, 1))
         self.summaries.scalars(
             step,
             {
@@ -319,6 +333,22 @@ class Controller:
                 out.loss_sum / examples,
                 rate,
             )
+
+    def _check_collective(self, step_seconds: float) -> None:
+        """Warn once when the all-reduce between replicas takes most of each step."""
+        share = self.collective_seconds / max(step_seconds, 1e-9)
+        if self._warned_collective or share <= COLLECTIVE_DOMINATES:
+            return
+        self._warned_collective = True
+        log.warning(
+            "the all-reduce between replicas takes %.1f ms of each %.1f ms step (%.0f%%): the "
+            "replicas mostly wait on each other, not compute; a larger --batch-size (now %d) "
+            "spreads that fixed cost over more examples",
+            self.collective_seconds * 1e3,
+            step_seconds * 1e3,
+            min(share, 1.0) * 100,
+            self.global_batch,
+        )
 
     def _checkpoint(self, step: int) -> None:
         self._save(step)

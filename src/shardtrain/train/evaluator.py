@@ -181,11 +181,15 @@ class CheckpointEvaluator:
             # activations.
             chunk = 32 if self.spec.image is not None else SAMPLE_SIZE
             raw = tf.data.TFRecordDataset(local, compression_type=comp).take(SAMPLE_SIZE)
+            parse = dataset.record_parser(self.metadata, self.spec)
             rows: list[tuple[Any, Any, Any]] = []  # (key, label, probabilities)
-            for serialized in raw.batch(chunk):
-                features, labels, keys = self.spec.parse_examples(serialized, with_key=True)
+            for serialized in raw.batch(chunk):  # a columnar record holds many rows
+                features, labels, keys = parse(serialized, with_key=True)
                 probs = self._predict(features).numpy()
                 rows += zip(keys.numpy(), labels.numpy(), probs, strict=True)
+                if len(rows) >= SAMPLE_SIZE:
+                    rows = rows[:SAMPLE_SIZE]
+                    break
         finally:
             if tmp:
                 shutil.rmtree(tmp, ignore_errors=True)

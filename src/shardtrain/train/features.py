@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from shardtrain.data import column_blocks
 from shardtrain.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
@@ -40,8 +41,8 @@ if TYPE_CHECKING:
 #: Column types stored as numbers in the Examples; parsed as float32 for the model.
 NUMERIC_TYPES = ("int", "float", "bool")
 #: What a missing int/bool parses as before it becomes NaN (the one int64 never seen in data
-#: a model could use: it would also be read as missing).
-INT_MISSING = -(2**63)
+#: a model could use: it would also be read as missing). Columnar blocks store it explicitly.
+INT_MISSING = column_blocks.INT_MISSING
 
 #: The image size used when the statistics say nothing about the images' sizes.
 DEFAULT_IMAGE_SIZE = 224
@@ -343,10 +344,46 @@ class FeatureSpec:
 
         raw = self._raw_features()
         if with_key and self.key:
-            dtype = {"string": tf.string, "float": tf.float32}.get(self.key_type, tf.int64)
+            dtype = self._key_dtype()
             raw[self.key] = tf.io.FixedLenFeature([], dtype, default_value=tf.zeros([], dtype))
         serialized = tf.reshape(serialized, [-1])  # a batch: rank 1, even if unknown upstream
+        return self._model_inputs(tf.io.parse_example(serialized, raw), with_key)
+
+    def parse_blocks(self, serialized, *, with_key: bool = False):
+        """Parse a batch of *columnar* records (:mod:`shardtrain.data.column_blocks`): every
+        row of every block, in order, as :meth:`parse_examples` returns them.
+
+        One ``tf.io.parse_example`` call over the blocks (each feature a ragged list per
+        block, flattened): the per-record cost is paid once per block of up to 256 rows.
+
+        Args:
+            serialized: string tensor ``[blocks]`` of serialized block Examples.
+            with_key: as in :meth:`parse_examples`.
+        """
+        import tensorflow as tf
+
+        if self.image is not None:
+            raise DataError("columnar records hold tabular data, not images")
+        raw = {
+            name: tf.io.RaggedFeature(feature.dtype, row_splits_dtype=tf.int64)
+            for name, feature in self._raw_features().items()
+        }
+        if with_key and self.key:
+            raw[self.key] = tf.io.RaggedFeature(self._key_dtype(), row_splits_dtype=tf.int64)
+        serialized = tf.reshape(serialized, [-1])
         parsed = tf.io.parse_example(serialized, raw)
+        return self._model_inputs({k: v.flat_values for k, v in parsed.items()}, with_key)
+
+    def _key_dtype(self):
+        import tensorflow as tf
+
+        return {"string": tf.string, "float": tf.float32}.get(self.key_type, tf.int64)
+
+    def _model_inputs(self, parsed, with_key: bool):
+        """Parsed raw columns (``{name: [rows]}``, missing values as defaults) → the model's
+        ``(features, label_index[, keys])``."""
+        import tensorflow as tf
+
         features = {}
         for f in self.numeric:
             value = parsed[f.name]

@@ -21,6 +21,7 @@ initialises the TensorFlow runtime, and importing this module must stay cheap.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -266,6 +267,47 @@ def current_learning_rate(optimizer) -> float:
     value = optimizer.learning_rate
     # A constant rate is a Keras variable around a (possibly mirrored) tf.Variable.
     return float(tf.convert_to_tensor(getattr(value, "value", value)))
+
+
+def measure_all_reduce(strategy, model, repeats: int = 20) -> float:
+    """Seconds one all-reduce of ``model``'s gradients between the replicas takes.
+
+    What every training step pays on top of its computation under a multi-replica
+    strategy (over gRPC between workers): ``repeats`` all-reduces of zero tensors shaped like
+    the trainable variables, in one ``tf.function`` loop, after one warm-up. A collective:
+    every replica must call it at the same point. 0.0 with a single replica.
+    """
+    import tensorflow as tf
+
+    if strategy.num_replicas_in_sync < 2:
+        return 0.0
+    shapes = [(v.shape, v.dtype) for v in model.trainable_variables]
+
+    def all_reduce():
+        ctx = tf.distribute.get_replica_context()
+        grads = [tf.zeros(shape, dtype) for shape, dtype in shapes]
+        return ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)[0]
+
+    @tf.function
+    def run(n):
+        for _ in tf.range(n):
+            strategy.run(all_reduce)
+
+    run(tf.constant(2))  # trace and warm up
+    started = time.monotonic()
+    run(tf.constant(repeats))
+    return (time.monotonic() - started) / repeats
+
+
+def gradient_bytes(model) -> int:
+    """Bytes of ``model``'s gradients (what each step all-reduces)."""
+    import math
+
+    import numpy as np
+
+    return sum(
+        math.prod(v.shape) * np.dtype(str(v.dtype)).itemsize for v in model.trainable_variables
+    )
 
 
 def stop_request_variable():

@@ -151,6 +151,16 @@ def _train(
         stop_requested=stop_requested,
     )
     vote = loop.build_stop_vote(strategy)
+    # Every replica at the same point: a collective.
+    collective = loop.measure_all_reduce(strategy, state.model)
+    if collective:
+        size = loop.gradient_bytes(state.model)
+        log.info(
+            "all-reduce of the gradients (%.2f MB) between %d replicas: %.2f ms a step",
+            size / 1e6,
+            strategy.num_replicas_in_sync,
+            collective * 1e3,
+        )
     summaries = Summaries(config.model_dir, scratch, "train", enabled=role.is_chief)
     evaluator = None
     if role.is_chief:
@@ -172,7 +182,7 @@ def _train(
     controller = Controller(
         loop.DistributedSteps(train_loop, iterator, state),
         train_steps=config.train_steps,
-        steps_per_loop=config.steps_per_loop,
+        steps_per_loop=config.loop_steps,
         checkpoint_every=config.checkpoint_every,
         eval_every=config.eval_every,
         global_batch=config.batch_size,
@@ -183,6 +193,7 @@ def _train(
         evaluate=evaluate if evaluator is not None and not role.has_evaluator else None,
         summaries=summaries,
         checkpoint_uri=store.uri,
+        collective_seconds=collective,
     )
     try:
         step = controller.run(int(state.global_step.numpy()))

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from shardtrain import storage
+from shardtrain.data import column_blocks
 from shardtrain.data.shard_config import ShardConfig
 from shardtrain.data.sharding.plan import Plan, Task
 from shardtrain.data.sharding.writer import BackgroundWriter, ShardWriter, write_batch
@@ -88,6 +89,7 @@ def _run_task(plan: Plan, task: Task, config: ShardConfig, progress: Progress | 
     base = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
     counts_arr = np.asarray(counts, dtype=np.uint64)
     gzip_level = config.compression_level if plan.compression == "gzip" else None
+    record_format = plan.options.get("record_format", column_blocks.EXAMPLE)
     reject_budget = max(1000, int(2 * config.max_bad_fraction * max(plan.estimated_rows, 1)))
 
     _remove_stale_temporaries(plan, task)
@@ -97,7 +99,13 @@ def _run_task(plan: Plan, task: Task, config: ShardConfig, progress: Progress | 
             for shard in range(first, end):
                 path = plan.shard_path(s, shard)
                 writers.append(
-                    ShardWriter(storage.join(plan.output, path), path, gzip_level, stack)
+                    ShardWriter(
+                        storage.join(plan.output, path),
+                        path,
+                        gzip_level,
+                        stack,
+                        in_place=record_format == column_blocks.EXAMPLE,
+                    )
                 )
         rejects_file = stack.enter_context(
             storage.open(task_uri(plan.output, task.index, ".rejects.jsonl"), "w")
@@ -121,7 +129,14 @@ def _run_task(plan: Plan, task: Task, config: ShardConfig, progress: Progress | 
                 if n:
                     background.submit(
                         write_batch(
-                            table, batch.row_hash, schema, fractions, base, counts_arr, writers
+                            table,
+                            batch.row_hash,
+                            schema,
+                            fractions,
+                            base,
+                            counts_arr,
+                            writers,
+                            record_format,
                         )
                     )
                     for name, stats in column_stats.items():

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from shardtrain import storage
-from shardtrain.data import examples
+from shardtrain.data import column_blocks, examples
 from shardtrain.data.schema import Schema
 from shardtrain.data.shard_config import MIB
 from shardtrain.kernels import crc32c, example_encode
@@ -54,7 +54,15 @@ class ShardWriter:
     (see ``storage.direct._DirectWriter.write_in_place``).
     """
 
-    def __init__(self, uri: str, path: str, gzip_level: int | None, stack: contextlib.ExitStack):
+    def __init__(
+        self,
+        uri: str,
+        path: str,
+        gzip_level: int | None,
+        stack: contextlib.ExitStack,
+        *,
+        in_place: bool = True,
+    ):
         self.uri = uri
         self.path = path
         self.records = 0
@@ -66,7 +74,8 @@ class ShardWriter:
             storage.open(uri, "wb", block_size=5 * MIB, direct=True)
         )
         self._z = _gzip_compressor(gzip_level) if gzip_level else None
-        self.in_place = self._z is None and hasattr(self._f, "write_in_place")
+        # Columnar blocks are framed apart from the per-row encoder: written normally.
+        self.in_place = in_place and self._z is None and hasattr(self._f, "write_in_place")
         self.queued = 0  # bytes handed to write() so far, counted where jobs are made
 
     @property
@@ -120,9 +129,14 @@ def write_batch(
     base: np.ndarray,
     counts: np.ndarray,
     writers: list[ShardWriter],
+    record_format: str = column_blocks.EXAMPLE,
 ) -> list[tuple[ShardWriter, np.ndarray, int, int, int]]:
     """Encode a batch into TFRecord frames grouped by shard; returns the writes to do:
-    ``(writer, buffer, start, end, records)``."""
+    ``(writer, buffer, start, end, rows)``.
+
+    ``record_format`` ``columnar`` writes blocks of rows per record
+    (:mod:`shardtrain.data.column_blocks`) instead of one Example per row.
+    """
     # High 53 bits → split (uniform in [0, 1)); low 32 bits → shard inside the task's range.
     unit = (row_hash >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
     split = np.minimum(np.searchsorted(fractions, unit, side="right"), len(fractions) - 1)
@@ -135,6 +149,17 @@ def write_batch(
     order = np.argsort(keys, kind="stable")
     per_slot = np.bincount(slot, minlength=len(writers))
     bounds = np.concatenate(([0], np.cumsum(per_slot)))
+    if record_format == column_blocks.COLUMNAR:
+        slots = np.flatnonzero(per_slot).tolist()
+        grouped = table.take(pa.array(order))
+        framed, spans = column_blocks.encode_blocks(
+            grouped, schema, [(int(bounds[s]), int(bounds[s + 1])) for s in slots]
+        )
+        jobs = []
+        for s, (start, end, rows) in zip(slots, spans, strict=True):
+            writers[s].queued += end - start
+            jobs.append((writers[s], framed, start, end, rows))
+        return jobs
     columns, arrays = examples.encoder_input(table, schema)
     if all(w.in_place for w in writers):
         phases = np.array([w.phase for w in writers], dtype=np.int64)

@@ -90,6 +90,7 @@ def csv_to_model(
     schema_file: str = "",
     compression: str = "gzip",
     compression_level: int = 1,
+    record_format: str = "example",
     num_shards: int = 0,
     target_shard_mb: float = 128.0,
     min_shards: int = 8,
@@ -139,6 +140,8 @@ def csv_to_model(
             (not images; '' infers them all).
         compression: Shard compression: gzip or none.
         compression_level: gzip level: 1 is fastest (ISA-L); 2-9 are zlib's, smaller, slower.
+        record_format: example (one tf.train.Example per row, any TensorFlow tool reads it) or
+            columnar (an Example per block of rows: several times faster training input).
         num_shards: Shards per split (0 derives it from the data size).
         target_shard_mb: Shard size (MB) aimed at when num_shards is 0.
         min_shards: Never fewer shards per split.
@@ -190,6 +193,7 @@ def csv_to_model(
         schema_file=schema_file,
         compression=compression,
         compression_level=compression_level,
+        record_format=record_format,
         num_shards=num_shards,
         target_shard_mb=target_shard_mb,
         min_shards=min_shards,

@@ -1,0 +1,136 @@
+"""The columnar record format: one ``tf.train.Example`` holds a *block* of rows.
+
+The default shards hold one ``tf.train.Example`` per row (``record_format: example``): every
+TensorFlow tool reads them, and a missing value is an absent feature. Parsing them costs per
+row, and on a CPU that is the ceiling of the training input (~300-450 k rows/s on 2 cores,
+figures in benchmarks/RESULTS.md). With ``shardtrain shard --record-format columnar`` each
+record is still a ``tf.train.Example``, but of up to :data:`BLOCK_ROWS` consecutive rows of
+one shard: every column is one feature holding the block's values in row order, e.g.::
+
+    features {
+      feature { key: "player_level" value { float_list { value: [12.0, 40.0, nan, ...] } } }
+      feature { key: "region"       value { bytes_list { value: ["eu", "", "us", ...] } } }
+      feature { key: "cleared"      value { int64_list { value: [1, 0, 0, ...] } } }
+    }
+
+so one vectorised ``tf.io.parse_example`` call parses hundreds of rows per record. Every
+written column has exactly as many values as the block has rows; a missing value is stored
+explicitly: ``NaN`` (float), :data:`INT_MISSING` (int, bool), ``""`` (string) — the values the
+per-row parser gives an absent feature, so both formats parse to the same tensors.
+``ShardInfo.num_records`` still counts rows. Image datasets keep the per-row format (an image
+is already a large record).
+
+The encoder is NumPy over Arrow buffers: no TensorFlow in the data layer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from shardtrain.data.schema import Schema
+from shardtrain.kernels.tfrecord import frame_records
+
+#: ``record_format`` values (``metadata.json`` ``options.record_format``; absent = example).
+EXAMPLE = "example"
+COLUMNAR = "columnar"
+RECORD_FORMATS = (EXAMPLE, COLUMNAR)
+
+#: Rows in one record at most. The reader's per-record cost is ~5 us of tf.data bookkeeping
+#: plus ~2 us of parsing per record and feature, so 256 rows make it negligible; smaller
+#: blocks mix better when batches are drawn from them.
+BLOCK_ROWS = 256
+
+#: What a missing int/bool is stored as (and what the per-row parser gives an absent one).
+INT_MISSING = -(2**63)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _varints(values: np.ndarray) -> bytes:
+    """Protobuf varints of int64 ``values`` (two's complement: negatives take 10 bytes)."""
+    u = values.astype(np.int64).view(np.uint64)
+    # Bytes per value: 1 + (bit length - 1) // 7, at least 1.
+    nbytes = np.ones(len(u), dtype=np.int64)
+    for k in range(1, 10):
+        nbytes += u >= np.uint64(1 << (7 * k))
+    out = np.zeros((len(u), 10), dtype=np.uint8)
+    for k in range(10):
+        chunk = ((u >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8)
+        more = (k < nbytes - 1).astype(np.uint8) << 7
+        out[:, k] = chunk | more
+    keep = np.arange(10)[None, :] < nbytes[:, None]
+    return out[keep].tobytes()
+
+
+def _field(tag: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (wire type 2)."""
+    return bytes([(tag << 3) | 2]) + _varint(len(payload)) + payload
+
+
+def _feature(kind: str, values: pa.Array) -> bytes:
+    """The serialized ``tf.train.Feature`` of one column of a block (nulls → missing values)."""
+    if kind == "float":
+        floats = pc.fill_null(pc.cast(values, pa.float32()), float("nan"))
+        packed = np.asarray(floats.to_numpy(zero_copy_only=False), dtype="<f4").tobytes()
+        return _field(2, _field(1, packed))  # float_list, packed
+    if kind == "int":
+        ints = pc.fill_null(pc.cast(values, pa.int64()), INT_MISSING)
+        return _field(3, _field(1, _varints(ints.to_numpy(zero_copy_only=False))))  # int64_list
+    if values.type not in (pa.string(), pa.binary(), pa.large_string(), pa.large_binary()):
+        values = pc.cast(values, pa.string())
+    items = []
+    for v in pc.fill_null(values, "").to_pylist():
+        data = v.encode() if isinstance(v, str) else v
+        items.append(b"\x0a" + _varint(len(data)) + data)
+    return _field(1, b"".join(items))  # bytes_list: repeated bytes
+
+
+def encode_block(table: pa.Table, schema: Schema) -> bytes:
+    """One serialized ``tf.train.Example`` holding every row of ``table`` (see the module)."""
+    entries = []
+    for column in schema.written:
+        name = column.name.encode()
+        feature = _feature(column.example_kind, table.column(column.name).combine_chunks())
+        entries.append(_field(1, _field(1, name) + _field(2, feature)))  # map<string, Feature>
+    return _field(1, b"".join(entries))  # Example.features
+
+
+def encode_blocks(
+    table: pa.Table, schema: Schema, groups: list[tuple[int, int]], block_rows: int = BLOCK_ROWS
+) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+    """TFRecord-framed blocks of ``table``'s row ranges ``groups`` (one per shard).
+
+    Each ``(start, end)`` range is cut into blocks of at most ``block_rows`` rows.
+
+    Returns:
+        ``(framed, spans)``: the frames back to back, and per group ``(start, end, rows)``:
+        its frames are ``framed[start:end]``.
+    """
+    payloads: list[bytes] = []
+    per_group: list[tuple[int, int]] = []  # (first block, rows) per group
+    for start, end in groups:
+        per_group.append((len(payloads), end - start))
+        for first in range(start, end, block_rows):
+            payloads.append(encode_block(table.slice(first, min(block_rows, end - first)), schema))
+    lengths = np.array([len(p) for p in payloads], dtype=np.int64)
+    offsets = np.zeros(len(payloads) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = np.frombuffer(b"".join(payloads), dtype=np.uint8)
+    framed, framed_offsets = frame_records(data, offsets)
+    spans = []
+    for (first, rows), (start, end) in zip(per_group, groups, strict=True):
+        count = -(-(end - start) // block_rows)
+        spans.append((int(framed_offsets[first]), int(framed_offsets[first + count]), rows))
+    return framed, spans

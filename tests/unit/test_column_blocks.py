@@ -1,0 +1,126 @@
+"""The columnar record format: blocks of rows per Example, the same rows as the per-row shards.
+
+Read back without TensorFlow (``example_proto``); the TensorFlow parse of both formats is
+compared in tests/integration/test_tf_interop.py.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from example_proto import iter_records, parse_example
+from helpers import ALL_TYPES, read_examples
+from shardtrain import storage
+from shardtrain.data import column_blocks, datagen, sharding
+from shardtrain.data.metadata import DatasetMetadata
+from shardtrain.errors import ConfigError
+
+
+def _shard(source, out, **kw) -> DatasetMetadata:
+    config = sharding.ShardConfig(
+        sources=(str(source),), output=str(out), label=kw.pop("label", "cleared"), processes=1, **kw
+    )
+    return sharding.shard(config).metadata
+
+
+def _block_rows(uri: str, split: str) -> list[dict]:
+    """Every row of a columnar split, in shard and record order, as {column: value}."""
+    meta = DatasetMetadata.load(uri)
+    rows = []
+    for shard_uri in meta.shard_uris(uri, split):
+        compressed = meta.compression == "GZIP"
+        for record in iter_records(storage.local_path(shard_uri), compressed):
+            block = parse_example(record)
+            sizes = {len(values) for values in block.values()}
+            assert len(sizes) == 1, sizes  # every column holds one value per row
+            (n,) = sizes
+            assert 1 <= n <= column_blocks.BLOCK_ROWS
+            rows += [{k: v[i] for k, v in block.items()} for i in range(n)]
+    return rows
+
+
+def _as_missing(row: dict, types: dict[str, str]) -> dict:
+    """A per-row Example's values with absent features as the columnar format stores them."""
+    out = {}
+    for name, kind in types.items():
+        value = row.get(name)
+        if value is None:
+            value = {"float": math.nan, "int": column_blocks.INT_MISSING, "bytes": b""}[kind]
+        out[name] = value
+    return out
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or np.float32(a) == np.float32(b)
+    return a == b
+
+
+@pytest.mark.parametrize("compression", ["gzip", "none"])
+def test_columnar_shards_hold_the_per_row_shards_rows_in_blocks(tmp_path, compression):
+    rows_out, cols_out = tmp_path / "rows", tmp_path / "cols"
+    common = dict(key="id", compression=compression, min_shards=2)
+    rows_meta = _shard(ALL_TYPES, rows_out, **common)
+    cols_meta = _shard(ALL_TYPES, cols_out, record_format="columnar", **common)
+    assert rows_meta.record_format == "example" and "record_format" not in rows_meta.options
+    assert cols_meta.record_format == "columnar"
+    types = {c.name: c.example_kind for c in cols_meta.schema.written}
+    for split, info in cols_meta.splits.items():
+        # The same rows in the same shards and order; num_records counts rows.
+        assert [s.num_records for s in info.shards] == [
+            s.num_records for s in rows_meta.splits[split].shards
+        ]
+        want = [
+            _as_missing({k: v for k, v in r.items() if k != "__split__"}, types)
+            for r in read_examples(str(rows_out), split)
+        ]
+        got = _block_rows(str(cols_out), split)
+        assert len(got) == len(want) == info.num_records
+        for g, w in zip(got, want, strict=True):
+            assert set(g) == set(w)
+            assert all(_same(g[k], w[k]) for k in w), (g, w)
+    # Missing values of each kind are in the data, stored explicitly.
+    every = [
+        v
+        for split in cols_meta.splits
+        for r in _block_rows(str(cols_out), split)
+        for v in r.values()
+    ]
+    assert column_blocks.INT_MISSING in every and b"" in every
+    assert any(isinstance(v, float) and math.isnan(v) for v in every)
+
+
+def test_big_shards_are_cut_into_blocks_of_at_most_block_rows(tmp_path):
+    csv = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(csv), 3000, seed=3)
+    meta = _shard(csv, tmp_path / "ds", record_format="columnar", num_shards=2, compression="none")
+    for shard_uri in meta.shard_uris(str(tmp_path / "ds"), "train"):
+        sizes = [
+            len(parse_example(r)["cleared"])
+            for r in iter_records(storage.local_path(shard_uri), False)
+        ]
+        assert max(sizes) == column_blocks.BLOCK_ROWS and sum(sizes) > column_blocks.BLOCK_ROWS
+
+
+def test_varints_match_protobuf():
+    from example_proto import Example
+
+    values = np.array([0, 1, 127, 128, 300, 2**35, -1, -(2**63), 2**63 - 1], dtype=np.int64)
+    table = pa.table({"v": values})
+
+    schema = SimpleNamespace(written=[SimpleNamespace(name="v", example_kind="int")])
+    record = column_blocks.encode_block(table, schema)  # type: ignore[arg-type]
+    assert list(Example.FromString(record).features.feature["v"].int64_list.value) == list(values)
+
+
+def test_images_cannot_be_columnar(tmp_path):
+    with pytest.raises(ConfigError, match="columnar applies to CSV data only"):
+        sharding.ShardConfig(
+            sources=(str(tmp_path),), output=str(tmp_path / "o"), images=True,
+            record_format="columnar",
+        )  # fmt: skip
