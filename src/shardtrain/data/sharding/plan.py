@@ -143,7 +143,8 @@ def build_plan(config: ShardConfig) -> Plan:
         DataError: no sources match, a source is empty/unreadable, the label is missing.
         ConfigError: a schema file or an option is invalid.
     """
-    inputs = config.source().plan_inputs()
+    source = config.source()
+    inputs = source.plan_inputs()
     sources, schema, input_bytes = inputs.sources, inputs.schema, inputs.input_bytes
     ratio = _output_ratio(inputs, schema, config.compression_level if config.gzip else None)
     estimated_rows = inputs.estimated_rows
@@ -163,7 +164,7 @@ def build_plan(config: ShardConfig) -> Plan:
     n_tasks = max(1, min(wanted, min(num_shards)))
     plain_bytes = sum(s.size for s in sources if not s.gzip)
     piece_bytes = max(64 * 1024, math.ceil(plain_bytes / n_tasks)) if plain_bytes else MIB
-    pieces = plan_pieces(sources, piece_bytes)
+    pieces = source.align_pieces(plan_pieces(sources, piece_bytes), inputs)
     n_tasks = min(n_tasks, len(pieces))
     groups = _group_pieces(pieces, n_tasks)
     tasks = tuple(

@@ -170,6 +170,11 @@ class Source(abc.ABC):
     def read_piece(self, piece: Piece, layout: SourceLayout, block_bytes: int) -> Iterator[Batch]:
         """Stream one piece as batches of about ``block_bytes`` of input each."""
 
+    def align_pieces(self, pieces: list[Piece], inputs: PlanInputs) -> list[Piece]:
+        """Move the boundaries :func:`plan_pieces` placed to where this source's rows can be
+        cut (CSV: record starts, never inside a quoted field). By default they stay."""
+        return pieces
+
     def new_statistics(self, schema: Schema) -> dict[str, ColumnStats]:
         """Empty statistics for every feature column (merged across tasks by the sharder)."""
         return {c.name: new_stats(c.type) for c in schema.features}

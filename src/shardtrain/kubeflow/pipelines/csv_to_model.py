@@ -87,6 +87,14 @@ def csv_to_model(
     key: str = "",
     splits: str = "train=0.9,eval=0.1",
     schema_file: str = "",
+    delimiter: str = "",
+    quote_char: str = '"',
+    escape_char: str = "",
+    encoding: str = "utf-8",
+    no_header: bool = False,
+    columns: str = "",
+    null_values: str = "",
+    skip_initial_space: bool = False,
     compression: str = "gzip",
     compression_level: int = 1,
     num_shards: int = 0,
@@ -130,6 +138,14 @@ def csv_to_model(
         splits: Named splits and fractions, e.g. train=0.9,eval=0.1.
         schema_file: YAML/JSON file (a URI) overriding inferred types and dropping columns
             (CSV only; '' infers them all).
+        delimiter: CSV field delimiter: one character, or tab ('' detects it among , ; tab |).
+        quote_char: CSV quote character ('' reads quotes as text).
+        escape_char: CSV escape character, e.g. \\ ('' for none: quotes are doubled).
+        encoding: Text encoding of the CSV files (utf-8, cp932, latin-1, utf-16...).
+        no_header: The CSV files have no header line (name the columns with columns).
+        columns: Column names of header-less CSV files, a,b,c ('' takes the schema file's).
+        null_values: CSV values read as missing, V,V,... ('' for '', NA, N/A, NULL, null).
+        skip_initial_space: Ignore spaces after each CSV delimiter.
         compression: Shard compression: gzip or none.
         compression_level: gzip level: 1 is fastest (ISA-L); 2-9 are zlib's, smaller, slower.
         num_shards: Shards per split (0 derives it from the data size).
@@ -174,6 +190,14 @@ def csv_to_model(
         key=key,
         splits=splits,
         schema_file=schema_file,
+        delimiter=delimiter,
+        quote_char=quote_char,
+        escape_char=escape_char,
+        encoding=encoding,
+        no_header=no_header,
+        columns=columns,
+        null_values=null_values,
+        skip_initial_space=skip_initial_space,
         compression=compression,
         compression_level=compression_level,
         num_shards=num_shards,
