@@ -334,7 +334,8 @@ def parse_header(line: bytes, source: str, dialect: CsvDialect | None = None) ->
         )
     except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
         raise DataError(f"{source}: cannot read the CSV header ({_first_line(exc)})") from exc
-    names = [str(v[0].as_py()) if len(v) else "" for v in table.columns]
+    # An empty name reads as a null column: it must not become the name "None".
+    names = ["" if not len(v) or v[0].as_py() is None else str(v[0].as_py()) for v in table.columns]
     blank = [i + 1 for i, n in enumerate(names) if n.strip() == ""]
     if not names or blank:
         where = ", ".join(str(i) for i in blank)
