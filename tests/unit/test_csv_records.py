@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import random
 
 from shardtrain.data.csv_dialect import CsvDialect
@@ -55,7 +56,7 @@ def test_piece_boundaries_move_to_record_starts_outside_quotes(tmp_path):
     pieces = plan_pieces([SourceFile(str(path), len(data), "v")], 4096)
     aligned = align_pieces(pieces, CsvDialect(delimiter=","))
     assert aligned[0].start == 0 and aligned[-1].end == len(data)
-    for a, b in zip(aligned, aligned[1:], strict=False):
+    for a, b in itertools.pairwise(aligned):
         assert a.end == b.start
     # Each piece parses into whole records on its own, and together they are the file.
     rows = []
