@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import logging
 import math
 import os
 from collections.abc import Iterator, Mapping
@@ -67,6 +68,8 @@ from shardtrain.data.sources.base import (
 )
 from shardtrain.errors import DataError, StorageError
 from shardtrain.kernels import arrow, csv_parse, csv_records, xxh64
+
+log = logging.getLogger(__name__)
 
 #: Environment variable that turns the compiled CSV fast path off when set to ``0``.
 FAST_PATH_ENV = "SHARDTRAIN_CSV_FAST"
@@ -265,7 +268,11 @@ class CsvSource(Source):
         input_bytes = sum(s.size * (4 if s.gzip else 1) for s in sources)
         sample_lines = max(sample.count(b"\n") - 1, 1)
         body = sample[sample.find(b"\n") + 1 :] if dialect.header else sample
-        parsed = parse_block(body, schema, lines_before=1, dialect=dialect).table if body else None
+        parsed = (
+            parse_block(body, schema, lines_before=1, dialect=dialect, report=False).table
+            if body
+            else None
+        )
         return PlanInputs(
             sources=sources,
             schema=schema,
@@ -739,6 +746,7 @@ def parse_block(
     source: str = "CSV",
     fast: bool | None = None,
     dialect: CsvDialect | None = None,
+    report: bool = True,
 ) -> Batch:
     """Parse a block of whole CSV records (no header) into a :class:`Batch`.
 
@@ -751,6 +759,8 @@ def parse_block(
         fast: try the compiled fast path first (see the module docstring); None follows
             ``SHARDTRAIN_CSV_FAST``. Either way the result is the same.
         dialect: delimiter, quoting and escapes; None: :data:`DEFAULT_DIALECT`.
+        report: log values stored changed (floats beyond float32: ±inf); False for samples
+            parsed again later.
 
     Raises:
         DataError: the block is not CSV the reader can parse.
@@ -827,6 +837,20 @@ def parse_block(
             for i in np.flatnonzero(col_bad & ~bad):
                 bad_detail[int(i)] = f"column '{col.name}' is not {col.type}"
             bad |= col_bad
+        if col.type == "float" and report:
+            _warn_float32_overflow(
+                values,
+                col.name,
+                block,
+                starts,
+                ends,
+                row_lines,
+                dialect,
+                source,
+                lines_before,
+                line_of,
+                schema.names.index(col.name),
+            )
         columns.append(values)
 
     key_hash = None
@@ -884,6 +908,52 @@ def parse_block(
         key_hash = xxh64.hash_slices(arr, starts[lines], ends[lines])
     batch.row_hash = key_hash
     return batch
+
+
+_INF_WORDS = {"inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
+
+
+def _warn_float32_overflow(
+    values: pa.Array,
+    name: str,
+    block: bytes,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    row_lines: np.ndarray,
+    dialect: CsvDialect,
+    source: str,
+    lines_before: int,
+    line_of: Any,
+    index: int,
+) -> None:
+    """Log the values of a float column that are beyond float32's range (stored as ±inf).
+
+    Infinities are rare, so only their rows are looked at again: a row whose text is not an
+    ``inf`` spelling was a finite number too large for float32 (``1e39``).
+    """
+    data = values.to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(np.isinf(data))
+    if rows.size == 0:
+        return
+    found = []
+    for i in rows.tolist():
+        record = row_lines[i]
+        text = bytes(block[starts[record] : ends[record]]).decode("utf-8", "replace")
+        fields = next(iter(dialect.python_reader(text)), [])
+        field = fields[index].strip() if index < len(fields) else ""
+        if field.lower() not in _INF_WORDS:
+            found.append((lines_before + line_of(int(record)) + 1, field))
+    if found:
+        line, field = found[0]
+        log.warning(
+            "%s: %d value(s) of column '%s' beyond the float32 range stored as ±inf "
+            "(first: line %d, %s); make the column a string in --schema to keep them exact",
+            source,
+            len(found),
+            name,
+            line,
+            field[:40],
+        )
 
 
 def _hash_string_array(values: pa.Array) -> np.ndarray:
