@@ -2,28 +2,33 @@
 
 The sharder (:mod:`shardtrain.data.sharding`) is source-agnostic; this module supplies its CSV hook:
 
-* :func:`plan_pieces` cuts plain CSV files into byte ranges so that many tasks (on one machine
-  or many pods) read one large file in parallel. A line belongs to the range holding its first
-  byte: a reader starting mid-file skips the partial line it lands in, and a reader finishes
-  the line that straddles its end. Gzip files cannot be cut and form one piece each.
+* :func:`~shardtrain.data.sources.base.plan_pieces` cuts plain CSV files into byte ranges
+  so that many tasks (on one machine or many pods) read one large file in parallel, and
+  :func:`align_pieces` moves every boundary to the start of a record -- never inside a quoted
+  field, which may hold line breaks -- by reading the file once with the quote state machine
+  (:mod:`shardtrain.kernels.csv_records`). Gzip files and files in another encoding than
+  UTF-8 cannot be cut and form one piece each.
 * :func:`read_piece` streams one piece in blocks of about ``block_bytes`` (never the whole
-  file), parses each block into typed columns and yields :class:`Batch` es: the accepted
-  rows, a 64-bit hash per row for the split, and the rejected rows with their reason and
-  line number.
+  file), cut at record ends, parses each block into typed columns and yields
+  :class:`Batch` es: the accepted rows, a 64-bit hash per row for the split, and the
+  rejected rows with their reason and line number.
 
-Blocks without a double quote (most real files never quote) are parsed by a compiled kernel
-(:mod:`shardtrain.kernels.csv_parse`) at about twice the speed of Arrow's CSV reader; every other
-block -- quotes, a bare carriage return, invalid UTF-8 -- is read by Arrow. Both give the same
-rows, values, rejects and line numbers (the kernel reproduces Arrow's conversions value by
-value); ``SHARDTRAIN_CSV_FAST=0`` turns the kernel off, to compare or to rule it out.
+Blocks without a quote character (most real files never quote) and with ``,`` between
+fields are parsed by a compiled kernel (:mod:`shardtrain.kernels.csv_parse`) at about twice
+the speed of Arrow's CSV reader; every other block -- quotes, other delimiters, a bare
+carriage return, invalid UTF-8 -- is read by Arrow (with line breaks in values), and what
+Arrow cannot map back to records by Python's csv module. All give the same rows, values,
+rejects and line numbers; ``SHARDTRAIN_CSV_FAST=0`` turns the kernel off, to compare or to
+rule it out. The dialect (:class:`~shardtrain.data.csv_dialect.CsvDialect`) is stored in the
+plan, so every task reads the same way.
 
 Rejected rows never vanish: a row with the wrong number of fields, a value that does not parse
-as its column's type, or a missing label is reported with its line (counted from the start of
-the piece; the sharder turns that into the file's line number) and the raw text.
+as its column's type, or a missing label is reported with its line (the line its record starts
+on, counted from the start of the piece; the sharder turns that into the file's line number)
+and the raw text.
 
-Assumptions, checked where cheap: UTF-8 (or ASCII) text, ``\\n`` or ``\\r\\n`` line ends, a
-header on the first line of every file, and no line breaks inside quoted fields (multi-line
-fields make the affected lines fail the field count and land in the rejects).
+Null values are the same quoted or not (``""`` and ``"NA"`` are missing, as in pandas). See
+the README's "CSV dialects, types, nulls" for the whole contract.
 """
 
 from __future__ import annotations
