@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import importlib.resources
+import io
 import math
 import random
 import re
@@ -336,3 +337,26 @@ def test_floats_beyond_float32_are_reported(tmp_path, caplog):
     assert len(warnings) == 1, warnings
     assert "f.csv: 2 value(s) of column 'x' beyond the float32 range" in warnings[0]
     assert "line 2, 1e39" in warnings[0]
+
+
+def test_the_schema_sample_ends_at_a_record_end(tmp_path, monkeypatch):
+    """The 4 MB sample of a large file is cut after its last complete record, not at a line
+    feed inside a quoted field (which would fail the sample's parse)."""
+    from shardtrain.data.sources import csv as csv_source
+
+    path = tmp_path / "tweets.csv"
+    path.write_text(_tweets(3000, seed=4))
+    data = path.read_bytes()
+    cuts = 0
+    for size in range(20_000, 30_000, 97):
+        cut = data.rfind(b"\n", 0, size)
+        cuts += data[:cut].count(b'"') % 2  # an odd count: that line feed is inside quotes
+        monkeypatch.setattr(csv_source, "SAMPLE_BYTES", size)
+        sample = csv_source.read_sample(csv_source.list_sources([str(path)])[0], size)
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        assert pd.read_csv(io.BytesIO(sample), dtype=str, keep_default_na=False).equals(
+            frame.head(len(pd.read_csv(io.BytesIO(sample), dtype=str)))
+        )
+    assert cuts > 0  # some plain cuts would have split a quoted field
+    monkeypatch.setattr(csv_source, "SAMPLE_BYTES", 25_000)
+    _compare(path, tmp_path / "ds", {"label": "label"}, {})

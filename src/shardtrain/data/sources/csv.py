@@ -185,9 +185,18 @@ def read_sample(source: SourceFile, max_bytes: int, dialect: CsvDialect | None =
             "are not supported; convert them first, e.g. tr '\\r' '\\n' < IN > OUT"
         )
     if len(data) == max_bytes:
-        cut = data.rfind(b"\n")
+        # Cut after the last complete record: a quoted field may span the last line feeds.
+        _, _, _, cut, _ = csv_records.record_bounds(
+            data,
+            delim=dialect.delim_byte,
+            quote=dialect.quote_byte,
+            escape=dialect.escape_byte,
+            at_eof=False,
+        )
+        if cut <= 0:
+            cut = data.rfind(b"\n") + 1
         if cut > 0:
-            data = data[: cut + 1]
+            data = data[:cut]
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -449,10 +458,12 @@ def _iter_record_blocks(
                 )
         elif piece.start > 0:
             f.seek(piece.start)
-        elif f.peek(3)[:3] == b"\xef\xbb\xbf":  # type: ignore[attr-defined]
-            pos += len(f.read(3))
         end = math.inf if piece.gzip or not dialect.utf8 else piece.end
         carry = b""  # the start of a record that begins at `pos` but is not complete yet
+        if piece.start == 0 and not dialect.header:
+            carry = f.read(3)
+            if carry == b"\xef\xbb\xbf":  # a byte-order mark is not data
+                carry, pos = b"", pos + 3
         while True:
             want = block_bytes if end == math.inf else int(min(block_bytes, end - pos - len(carry)))
             chunk = f.read(want) if want > 0 else b""
