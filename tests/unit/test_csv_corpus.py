@@ -360,3 +360,13 @@ def test_the_schema_sample_ends_at_a_record_end(tmp_path, monkeypatch):
     assert cuts > 0  # some plain cuts would have split a quoted field
     monkeypatch.setattr(csv_source, "SAMPLE_BYTES", 25_000)
     _compare(path, tmp_path / "ds", {"label": "label"}, {})
+
+
+def test_an_unclosed_quote_fails_with_one_line_not_unbounded_memory(tmp_path, monkeypatch):
+    from shardtrain.data.sources import csv as csv_source
+
+    monkeypatch.setattr(csv_source, "MAX_RECORD_BYTES", 200_000)
+    path = tmp_path / "open.csv"
+    path.write_text('id,text,label\n1,ok,x\n2,"never closed,y\n' + "3,z,x\n" * 100_000)
+    with pytest.raises(DataError, match=r"open\.csv: a record starting at byte 21 is longer"):
+        _shard(path, tmp_path / "ds", label="label", block_bytes=64 * 1024)

@@ -435,15 +435,41 @@ def _skip(
 # --------------------------------------------------------------------------------------------
 
 
+#: The longest record the reader accepts: a quoted field left open (a missing closing quote)
+#: would otherwise make the rest of the file one record, held in memory.
+MAX_RECORD_BYTES = 256 * 1024 * 1024
+
+#: Record bounds found while cutting a block: ``(starts, ends, first_lines)``.
+Records = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
 def _iter_record_blocks(
     piece: Piece, schema: Schema, block_bytes: int, dialect: CsvDialect
-) -> Iterator[bytes]:
-    """Yield blocks of whole data records owned by the piece (after the header, if it has one).
+) -> Iterator[tuple[bytes, Records | None]]:
+    """Yield blocks of whole data records owned by the piece (after the header, if it has
+    one), each with its record bounds when cutting it needed them (quotes), else None.
 
     Piece boundaries are record starts (:func:`align_pieces`). Lines are not counted here:
     :func:`read_piece` adds up the line counts that parsing finds anyway.
+
+    Raises:
+        DataError: a record longer than :data:`MAX_RECORD_BYTES` (an unclosed quote).
     """
     special = dialect.special_bytes
+    delim, quote, escape = dialect.delim_byte, dialect.quote_byte, dialect.escape_byte
+
+    def scan(data: bytes, state: int, position: int = 0, stop: bool = False) -> int:
+        """The quote state after ``data[position:]`` (or after its first record end)."""
+        return csv_records.advance(
+            data,
+            state,
+            delim=delim,
+            quote=quote,
+            escape=escape,
+            position=position,
+            stop_at_record=stop,
+        )[1]
+
     with open_text(piece.uri, gzip=piece.gzip, dialect=dialect, block_size=block_bytes) as f:
         pos = piece.start
         if piece.start == 0 and dialect.header:
@@ -460,6 +486,7 @@ def _iter_record_blocks(
             f.seek(piece.start)
         end = math.inf if piece.gzip or not dialect.utf8 else piece.end
         carry = b""  # the start of a record that begins at `pos` but is not complete yet
+        carry_state: int | None = None  # the quote state after `carry`, once scanned
         if piece.start == 0 and not dialect.header:
             carry = f.read(3)
             if carry == b"\xef\xbb\xbf":  # a byte-order mark is not data
@@ -469,24 +496,39 @@ def _iter_record_blocks(
             chunk = f.read(want) if want > 0 else b""
             if not chunk:
                 if carry:  # the last record, without a trailing newline
-                    yield carry
+                    yield carry, None
                 return
+            if len(carry) > MAX_RECORD_BYTES:
+                raise DataError(
+                    f"{piece.uri}: a record starting at byte {pos:,} is longer than "
+                    f"{MAX_RECORD_BYTES >> 20} MiB: a quoted field that is never closed? "
+                    "(or the wrong --quote-char/--escape-char)"
+                )
             if special and (
-                any(chunk.find(c) >= 0 for c in special) or any(carry.find(c) >= 0 for c in special)
+                carry_state is not None
+                or any(chunk.find(c) >= 0 for c in special)
+                or any(carry.find(c) >= 0 for c in special)
             ):
                 data = carry + chunk
-                _, _, _, cut, _ = csv_records.record_bounds(
-                    data,
-                    delim=dialect.delim_byte,
-                    quote=dialect.quote_byte,
-                    escape=dialect.escape_byte,
-                    at_eof=False,
+                # Only the new bytes can end a carried record: scan them alone (a record longer
+                # than a block is then scanned once, not once per block).
+                state = csv_records.RECORD_START
+                if carry_state is not None:
+                    state = scan(data, carry_state, len(carry), stop=True)
+                if state != csv_records.RECORD_START:  # no record end yet: state at data's end
+                    carry_state, carry = state, data
+                    continue
+                starts, ends, first_lines, cut, _ = csv_records.record_bounds(
+                    data, delim=delim, quote=quote, escape=escape, at_eof=False
                 )
                 if cut == 0:
+                    carry_state = scan(data, csv_records.RECORD_START)
                     carry = data
                     continue
-                complete: bytes | memoryview = data[:cut]
+                carry_state = None
+                complete: bytes = data[:cut]
                 carry = data[cut:]
+                yield complete, (starts, ends, first_lines)
             else:
                 nl = chunk.rfind(b"\n")
                 if nl < 0:
@@ -496,7 +538,7 @@ def _iter_record_blocks(
                 # its last newline (bytes + memoryview concatenates without slicing first).
                 complete = carry + memoryview(chunk)[: nl + 1]
                 carry = chunk[nl + 1 :]
-            yield complete  # type: ignore[misc]
+                yield complete, None
             pos += len(complete)
 
 
@@ -512,7 +554,7 @@ def read_piece(
     key_index = schema.names.index(schema.key) if schema.key else None
     # The header is line 1 of its file.
     lines_before = 1 if piece.start == 0 and dialect.header else 0
-    for block in _iter_record_blocks(piece, schema, block_bytes, dialect):
+    for block, records in _iter_record_blocks(piece, schema, block_bytes, dialect):
         batch = parse_block(
             block,
             schema,
@@ -520,6 +562,7 @@ def read_piece(
             key_index=key_index,
             source=piece.uri,
             dialect=dialect,
+            records=records,
         )
         lines_before += batch.lines  # every block but the last ends with a line feed
         yield batch
@@ -763,6 +806,7 @@ def parse_block(
     fast: bool | None = None,
     dialect: CsvDialect | None = None,
     report: bool = True,
+    records: Records | None = None,
 ) -> Batch:
     """Parse a block of whole CSV records (no header) into a :class:`Batch`.
 
@@ -777,6 +821,8 @@ def parse_block(
         dialect: delimiter, quoting and escapes; None: :data:`DEFAULT_DIALECT`.
         report: log values stored changed (floats beyond float32: ±inf); False for samples
             parsed again later.
+        records: the block's record bounds, when the caller has them already (see
+            :func:`csv_records.record_bounds`).
 
     Raises:
         DataError: the block is not CSV the reader can parse.
@@ -784,13 +830,16 @@ def parse_block(
     dialect = dialect or DEFAULT_DIALECT
     arr = np.frombuffer(block, dtype=np.uint8)
     special = dialect.special_bytes
-    quoted = bool(special) and any(block.find(c) >= 0 for c in special)
+    quoted = records is not None or (bool(special) and any(block.find(c) >= 0 for c in special))
     first_lines: np.ndarray | None = None  # the line each record starts on; None: record = line
     if quoted:
-        starts, ends, first_lines, _, n_lines = csv_records.record_bounds(
-            arr, delim=dialect.delim_byte, quote=dialect.quote_byte, escape=dialect.escape_byte
-        )
-        n_physical = n_lines + (1 if len(block) and block[-1] != 0x0A else 0)
+        if records is None:
+            starts, ends, first_lines, _, _ = csv_records.record_bounds(
+                arr, delim=dialect.delim_byte, quote=dialect.quote_byte, escape=dialect.escape_byte
+            )
+        else:
+            starts, ends, first_lines = records
+        n_physical = block.count(b"\n") + (1 if len(block) and block[-1] != 0x0A else 0)
     else:
         starts, ends = csv_parse.line_bounds(arr)
         n_physical = int(starts.size)
