@@ -996,8 +996,8 @@ def _warn_float32_overflow(
     Infinities are rare, so only their rows are looked at again: a row whose text is not an
     ``inf`` spelling was a finite number too large for float32 (``1e39``).
     """
-    data = values.to_numpy(zero_copy_only=False)
-    rows = np.flatnonzero(np.isinf(data))
+    infinite = pc.fill_null(pc.is_inf(values), arrow.scalar(False))
+    rows = np.flatnonzero(arrow.to_bools(infinite))
     if rows.size == 0:
         return
     found = []
