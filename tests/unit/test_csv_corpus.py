@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from helpers import quoted_text_csv as _tweets
 from helpers import read_examples
 from shardtrain.data import sharding
 from shardtrain.data.schema import DEFAULT_NULL_VALUES, FALSE_VALUES, TRUE_VALUES
@@ -129,26 +130,8 @@ def test_palmerpenguins(tmp_path, name):
 # --------------------------------------------------------------------------------------------
 
 
-def _free_text(rng: random.Random, i: int) -> str:
-    words = ["fine", "Thanks!", "Regards, Bob", 'he said "hi"', "a,b,c", "ok\nnext line", "é✓"]
-    text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 6)))
-    if i % 10 == 0:
-        text += "\r\nsecond line, with a comma\n\nthird after a blank line"
-    return text
-
-
 def _quote(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
-
-
-def _tweets(n: int, seed: int = 0) -> str:
-    rng = random.Random(seed)
-    lines = ["id,user,text,retweets,label"]
-    for i in range(n):
-        text = _free_text(rng, i)
-        field = _quote(text) if any(c in text for c in ',"\n\r') else text
-        lines.append(f"{i},u{rng.randint(1, 50)},{field},{rng.randint(0, 999)},{i % 2}")
-    return "\n".join(lines) + "\n"
 
 
 CASES = {
