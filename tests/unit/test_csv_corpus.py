@@ -353,3 +353,27 @@ def test_an_unclosed_quote_fails_with_one_line_not_unbounded_memory(tmp_path, mo
     path.write_text('id,text,label\n1,ok,x\n2,"never closed,y\n' + "3,z,x\n" * 100_000)
     with pytest.raises(DataError, match=r"open\.csv: a record starting at byte 21 is longer"):
         _shard(path, tmp_path / "ds", label="label", block_bytes=64 * 1024)
+
+
+def test_types_from_all_rows_accept_what_the_sample_did_not_show(tmp_path, monkeypatch):
+    """Issue 14, case 2: a zip column numeric for the sample and then ``98115-4820``, a fee
+    column ``0`` and then ``45.12``, an id that later exceeds int64. ``--infer-types
+    sample`` rejects those rows (documented: bad_value, nothing changed); ``all`` types the
+    columns by every row and accepts them all, exactly as pandas reads them."""
+    from shardtrain.data.sources import csv as csv_source
+
+    monkeypatch.setattr(csv_source, "SAMPLE_BYTES", 4096)
+    rows = ["zip,fee,id,label"]
+    rows += [f"{10000 + i},0,{i},{i % 2}" for i in range(2000)]
+    rows += ["98115-4820,45.12,18446744073709551616,1", "K1A 0B1,0,7,0"]
+    path = tmp_path / "late.csv"
+    path.write_text("\n".join(rows) + "\n")
+    sample = _shard(path, tmp_path / "sample", label="label")
+    assert _types(sample)["zip"] == "int" and sample["rows_rejected"] == 2
+    meta = _compare(path, tmp_path / "all", {"label": "label", "infer_types": "all"}, {})
+    assert (_types(meta)["zip"], _types(meta)["fee"], _types(meta)["id"]) == (
+        "string",
+        "float",
+        "string",
+    )
+    assert meta["rows_rejected"] == 0

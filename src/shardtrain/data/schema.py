@@ -293,6 +293,60 @@ def _infer_type(values: pa.Array) -> ColumnType | None:
 _BLANKS_AROUND = r"^[ \t]*(?:{})[ \t]*$"
 
 
+@dataclass
+class TypeTally:
+    """The evidence for a column's type, gathered over any number of blocks of text values.
+
+    :func:`_infer_type` decides from one sample; a tally decides from every value of a file
+    (``--infer-types all``): feed it each block's string column with :meth:`add`, then read
+    :meth:`type`. The rules are the sample's but strict: types only widen, so a single value
+    that is not a number makes the column a string (no row is rejected for its type; set a
+    numeric type in ``--schema`` to reject junk instead).
+    """
+
+    present: int = 0
+    bools: int = 0
+    numbers: int = 0
+    ints: int = 0
+    leading_zero: bool = False
+    beyond_int64: bool = False
+
+    def add(self, values: pa.Array) -> None:
+        """Count one block's values (nulls are missing and ignored)."""
+        import pyarrow.compute as pc
+
+        present = values.drop_null()
+        if len(present) == 0:
+            return
+        self.present += len(present)
+        truth = arrow.strings(TRUE_VALUES + FALSE_VALUES)
+        self.bools += pc.sum(pc.is_in(present, value_set=truth)).as_py() or 0
+        is_number = pc.match_substring_regex(present, _BLANKS_AROUND.format(FLOAT_PATTERN[1:-1]))
+        found = pc.filter(present, is_number)
+        self.numbers += len(found)
+        if len(found) == 0:
+            return
+        if pc.any(pc.match_substring_regex(found, LEADING_ZERO_PATTERN)).as_py():
+            self.leading_zero = True
+        is_int = pc.match_substring_regex(found, _BLANKS_AROUND.format(INT_PATTERN[1:-1]))
+        ints = pc.filter(found, is_int)
+        self.ints += len(ints)
+        if len(ints) and not _fits_int64(ints):
+            self.beyond_int64 = True
+
+    def type(self) -> ColumnType | None:
+        """The column's type by :func:`_infer_type`'s rules; None when no value was seen."""
+        if self.present == 0:
+            return None
+        if self.bools == self.present:
+            return "bool"
+        if self.numbers < self.present or self.leading_zero:
+            return "string"
+        if self.ints == self.numbers:
+            return "string" if self.beyond_int64 else "int"
+        return "float"
+
+
 def _fits_int64(values: pa.Array) -> bool:
     import pyarrow.compute as pc
 

@@ -158,6 +158,14 @@ class ShardConfig:
         help='Ignore spaces after each CSV delimiter (1, 2, "a").',
         pipeline="skip_initial_space",
     )
+    infer_types: str = option(
+        "sample",
+        choices=("sample", "all"),
+        help="CSV column types from the first 4 MB of the first file (sample), or from every "
+        "row of every file, read once more at planning (all): no row rejected for a type "
+        "the sample did not show.",
+        pipeline="infer_types",
+    )
     compression: str = option(
         "gzip", choices=("gzip", "none"), help="Shard compression.", pipeline="compression"
     )
@@ -320,6 +328,7 @@ class ShardConfig:
             key=self.key,
             schema_file=self.schema_file,
             dialect=self.csv_dialect(),
+            infer_types=self.infer_types,
         )
 
     def csv_dialect(self) -> CsvDialect:

@@ -95,6 +95,7 @@ def csv_to_model(
     columns: str = "",
     null_values: str = "",
     skip_initial_space: bool = False,
+    infer_types: str = "sample",
     compression: str = "gzip",
     compression_level: int = 1,
     num_shards: int = 0,
@@ -146,6 +147,7 @@ def csv_to_model(
         columns: Column names of header-less CSV files, a,b,c ('' takes the schema file's).
         null_values: CSV values read as missing, V,V,... ('' for '', NA, N/A, NULL, null).
         skip_initial_space: Ignore spaces after each CSV delimiter.
+        infer_types: CSV column types from the first 4 MB (sample) or from every row (all).
         compression: Shard compression: gzip or none.
         compression_level: gzip level: 1 is fastest (ISA-L); 2-9 are zlib's, smaller, slower.
         num_shards: Shards per split (0 derives it from the data size).
@@ -198,6 +200,7 @@ def csv_to_model(
         columns=columns,
         null_values=null_values,
         skip_initial_space=skip_initial_space,
+        infer_types=infer_types,
         compression=compression,
         compression_level=compression_level,
         num_shards=num_shards,
