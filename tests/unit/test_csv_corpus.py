@@ -313,13 +313,15 @@ def test_delimiter_is_detected_and_defaults_are_documented(tmp_path):
 
 def test_floats_beyond_float32_are_reported(tmp_path, caplog):
     path = tmp_path / "f.csv"
-    path.write_text("x,y,label\n1e39,inf,a\n-1e39,3.5,b\n1.5,-0.0,a\n")
+    path.write_text("x,y,label\n1e39,inf,a\n-1e39,3.5,b\n1.5,2.5e-50,a\n2,0e-3,b\n3,0,a\n")
     with caplog.at_level("WARNING"):
         _shard(path, tmp_path / "ds", label="label")
     warnings = [r.getMessage() for r in caplog.records if "float32" in r.getMessage()]
-    assert len(warnings) == 1, warnings
+    assert len(warnings) == 2, warnings
     assert "f.csv: 2 value(s) of column 'x' beyond the float32 range" in warnings[0]
     assert "line 2, 1e39" in warnings[0]
+    assert "f.csv: 1 value(s) of column 'y' beyond the float32 range" in warnings[1]
+    assert "line 4, 2.5e-50" in warnings[1]
 
 
 def test_the_schema_sample_ends_at_a_record_end(tmp_path, monkeypatch):

@@ -42,6 +42,7 @@ __all__ = [
     "NO_BYTE",
     "RECORD_START",
     "advance",
+    "has_negative_exponent",
     "record_bounds",
 ]
 
@@ -58,6 +59,8 @@ NO_BYTE = -1
 
 _LF = ord("\n")
 _CR = ord("\r")
+_MINUS = ord("-")
+_E_LOWER = ord("e")
 
 
 def _step(state, c, delim, quote, escape):
@@ -204,3 +207,35 @@ def record_bounds(
         buf, _transitions(delim, quote, escape), starts, ends, first_lines, at_eof
     )
     return starts[:count], ends[:count], first_lines[:count], int(complete), int(lines)
+
+
+@numba.njit(cache=True, nogil=True)
+def _negative_exponents(block, starts, ends, rows, out):
+    buf = block.ctypes.data
+    for k in range(rows.shape[0]):
+        r = rows[k]
+        found = False
+        for p in range(starts[r] + 1, ends[r]):
+            if load_u8(buf, p) == _MINUS and (load_u8(buf, p - 1) | 0x20) == _E_LOWER:
+                found = True
+                break
+        out[k] = found
+
+
+def has_negative_exponent(
+    block: np.ndarray | bytes, starts: np.ndarray, ends: np.ndarray, rows: np.ndarray
+) -> np.ndarray:
+    """Whether each record ``rows[k]`` (of ``block[starts[r]:ends[r]]``) holds ``e-`` or
+    ``E-``: the cheap test for a number written too small for float32 (``1e-50``)."""
+    buf = as_bytes_array(block)
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    out = np.zeros(len(rows), dtype=np.bool_)
+    if len(rows):
+        _negative_exponents(
+            buf,
+            np.ascontiguousarray(starts, np.int64),
+            np.ascontiguousarray(ends, np.int64),
+            rows,
+            out,
+        )
+    return out

@@ -40,6 +40,7 @@ import logging
 import math
 import os
 from collections.abc import Iterator, Mapping
+from decimal import Decimal, InvalidOperation
 from typing import IO, Any
 
 import numpy as np
@@ -948,21 +949,14 @@ def parse_block(
             for i in np.flatnonzero(col_bad & ~bad):
                 bad_detail[int(i)] = f"column '{col.name}' is not {col.type}"
             bad |= col_bad
-        if col.type == "float" and report:
-            _warn_float32_overflow(
-                values,
-                col.name,
-                block,
-                starts,
-                ends,
-                row_lines,
-                dialect,
-                source,
-                lines_before,
-                line_of,
-                schema.names.index(col.name),
-            )
         columns.append(values)
+    if report:
+        floats = [
+            (i, c.name, columns[i]) for i, c in enumerate(schema.columns) if c.type == "float"
+        ]
+        _warn_float32_overflow(
+            floats, block, starts, ends, row_lines, dialect, source, lines_before, line_of
+        )
 
     key_hash = None
     if key_index is not None:
@@ -1024,9 +1018,13 @@ def parse_block(
 _INF_WORDS = {"inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
 
 
+#: Zero values looked at again per column and block for underflow (a block of scientific
+#: data full of zeros must not be re-read row by row).
+MAX_ZERO_CHECKS = 1000
+
+
 def _warn_float32_overflow(
-    values: pa.Array,
-    name: str,
+    floats: list[tuple[int, str, pa.Array]],
     block: bytes,
     starts: np.ndarray,
     ends: np.ndarray,
@@ -1035,36 +1033,58 @@ def _warn_float32_overflow(
     source: str,
     lines_before: int,
     line_of: Any,
-    index: int,
 ) -> None:
-    """Log the values of a float column that are beyond float32's range (stored as ±inf).
+    """Log the values of the float columns ``(index, name, values)`` beyond float32's range:
+    stored as ±inf (``1e39``) or as zero (``1e-50``).
 
-    Infinities are rare, so only their rows are looked at again: a row whose text is not an
-    ``inf`` spelling was a finite number too large for float32 (``1e39``).
+    Such values are rare, and this runs for every block, so the work is vectorised and only
+    candidate rows are looked at again: infinities whose text is not an ``inf`` spelling,
+    and zeros whose record holds a negative exponent (``e-``, the one way to write such a
+    small number short of 46 zeros; one compiled test for the block) and whose text is not
+    zero (the first :data:`MAX_ZERO_CHECKS` per block).
     """
-    infinite = pc.fill_null(pc.is_inf(values), arrow.scalar(False))
-    rows = np.flatnonzero(arrow.to_bools(infinite))
-    if rows.size == 0:
+    if not floats:
         return
-    found = []
-    for i in rows.tolist():
-        record = row_lines[i]
-        text = bytes(block[starts[record] : ends[record]]).decode("utf-8", "replace")
-        fields = next(iter(dialect.python_reader(text)), [])
-        field = fields[index].strip() if index < len(fields) else ""
-        if field.lower() not in _INF_WORDS:
+    data = [arrow.to_numpy(values) for _, _, values in floats]  # views
+    any_zero = np.zeros(len(data[0]), dtype=bool)
+    for d in data:
+        any_zero |= d == 0
+    zero_rows = np.flatnonzero(any_zero)
+    if zero_rows.size:
+        zero_rows = zero_rows[
+            csv_records.has_negative_exponent(block, starts, ends, row_lines[zero_rows])
+        ][:MAX_ZERO_CHECKS]
+    for (index, name, values), d in zip(floats, data, strict=True):
+        candidates = np.isinf(d)
+        if zero_rows.size:
+            candidates[zero_rows] |= d[zero_rows] == 0
+        if not candidates.any():
+            continue
+        found = []
+        for i in np.flatnonzero(candidates & arrow.valid_mask(values)).tolist():
+            record = row_lines[i]
+            text = bytes(block[starts[record] : ends[record]]).decode("utf-8", "replace")
+            fields = next(iter(dialect.python_reader(text)), [])
+            field = fields[index].strip() if index < len(fields) else ""
+            if field.lower() in _INF_WORDS:
+                continue
+            try:
+                if d[i] == 0 and Decimal(field) == 0:
+                    continue
+            except (InvalidOperation, ValueError):
+                continue
             found.append((lines_before + line_of(int(record)) + 1, field))
-    if found:
-        line, field = found[0]
-        log.warning(
-            "%s: %d value(s) of column '%s' beyond the float32 range stored as ±inf "
-            "(first: line %d, %s); make the column a string in --schema to keep them exact",
-            source,
-            len(found),
-            name,
-            line,
-            field[:40],
-        )
+        if found:
+            line, field = found[0]
+            log.warning(
+                "%s: %d value(s) of column '%s' beyond the float32 range stored as ±inf or 0 "
+                "(first: line %d, %s); make the column a string in --schema to keep them exact",
+                source,
+                len(found),
+                name,
+                line,
+                field[:40],
+            )
 
 
 def _hash_string_array(values: pa.Array) -> np.ndarray:
