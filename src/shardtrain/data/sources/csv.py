@@ -486,15 +486,17 @@ def _skip(
 #: would otherwise make the rest of the file one record, held in memory.
 MAX_RECORD_BYTES = 256 * 1024 * 1024
 
-#: Record bounds found while cutting a block: ``(starts, ends, first_lines)``.
-Records = tuple[np.ndarray, np.ndarray, np.ndarray]
+#: Record bounds found while cutting a block: ``(starts, ends, first_lines)``; ``()`` for a
+#: block known to hold no quote or escape character (its records are its lines).
+Records = tuple[np.ndarray, np.ndarray, np.ndarray] | tuple[()]
 
 
 def _iter_record_blocks(
     piece: Piece, schema: Schema, block_bytes: int, dialect: CsvDialect
 ) -> Iterator[tuple[bytes, Records | None]]:
     """Yield blocks of whole data records owned by the piece (after the header, if it has
-    one), each with its record bounds when cutting it needed them (quotes), else None.
+    one), each with its record bounds when cutting it needed them (quotes), ``()`` when it
+    holds no quote, else None (not known).
 
     Piece boundaries are record starts (:func:`align_pieces`). Lines are not counted here:
     :func:`read_piece` adds up the line counts that parsing finds anyway.
@@ -585,7 +587,7 @@ def _iter_record_blocks(
                 # its last newline (bytes + memoryview concatenates without slicing first).
                 complete = carry + memoryview(chunk)[: nl + 1]
                 carry = chunk[nl + 1 :]
-                yield complete, None
+                yield complete, ()  # known to hold no quote
             pos += len(complete)
 
 
@@ -869,7 +871,8 @@ def parse_block(
         report: log values stored changed (floats beyond float32: ±inf); False for samples
             parsed again later.
         records: the block's record bounds, when the caller has them already (see
-            :func:`csv_records.record_bounds`).
+            :func:`csv_records.record_bounds`), or ``()`` when it knows the block holds no
+            quote or escape character.
 
     Raises:
         DataError: the block is not CSV the reader can parse.
@@ -877,15 +880,18 @@ def parse_block(
     dialect = dialect or DEFAULT_DIALECT
     arr = np.frombuffer(block, dtype=np.uint8)
     special = dialect.special_bytes
-    quoted = records is not None or (bool(special) and any(block.find(c) >= 0 for c in special))
+    if records == ():
+        quoted, records = False, None
+    else:
+        quoted = records is not None or (bool(special) and any(block.find(c) >= 0 for c in special))
     first_lines: np.ndarray | None = None  # the line each record starts on; None: record = line
     if quoted:
-        if records is None:
+        if records:
+            starts, ends, first_lines = records
+        else:
             starts, ends, first_lines, _, _ = csv_records.record_bounds(
                 arr, delim=dialect.delim_byte, quote=dialect.quote_byte, escape=dialect.escape_byte
             )
-        else:
-            starts, ends, first_lines = records
         n_physical = block.count(b"\n") + (1 if len(block) and block[-1] != 0x0A else 0)
     else:
         starts, ends = csv_parse.line_bounds(arr)
