@@ -7,6 +7,8 @@ Usage (from the repository root, in the project environment)::
     .venv/bin/python benchmarks/shard_bench.py --gb 0.1 --no-minio
     .venv/bin/python benchmarks/shard_bench.py --rss-scaling   # 0.1 GB vs 1 GB peak RSS
     .venv/bin/python benchmarks/shard_bench.py --formats       # CSV vs Parquet vs JSON lines
+    .venv/bin/python benchmarks/shard_bench.py --gb 0.3 --no-minio --quoted \
+        --compare-src /path/to/other/checkout/src            # quoted CSV; before vs after
 
 Each sharding run is a separate ``shardtrain shard`` process, sampled every 50 ms for the RSS
 of its whole process tree (the parent plus its worker processes). Figures go to stdout; record
@@ -48,6 +50,39 @@ def generate(path: Path, gb: float) -> tuple[int, int]:
     probe.unlink()
     if not path.exists() or path.stat().st_size < 0.95 * gb * 1e9:
         datagen.generate_quest_logs(str(path), rows, numeric=NUMERIC, categorical=CATEGORICAL)
+    return rows, path.stat().st_size
+
+
+#: Free text of the quoted case: commas, doubled quotes, line breaks.
+_FREE_TEXT = (
+    "Thanks!\nRegards, Bob",
+    'fine, "really" fine',
+    "line one\r\nline two, three\n\nafter a blank line",
+)
+
+
+def generate_quoted(path: Path, plain: Path, gb: float) -> tuple[int, int]:
+    """The quest-log CSV ``plain`` plus a free-text ``comment`` column: in ~10% of the rows
+    a quoted field with commas, quotes and line breaks, else one plain word (~``gb`` GB)."""
+    counted = path.with_suffix(".rows")
+    if path.exists() and counted.exists() and path.stat().st_size >= 0.95 * gb * 1e9:
+        return int(counted.read_text()), path.stat().st_size
+    rows = 0
+    with plain.open("rb") as src, path.open("wb") as out:
+        header = src.readline().rstrip(b"\n")
+        out.write(header + b",comment\n")
+        budget = gb * 1e9
+        for i, line in enumerate(src):
+            if i % 10 == 3:
+                text = _FREE_TEXT[(i // 10) % len(_FREE_TEXT)]
+                field = ('"' + text.replace('"', '""') + '"').encode()
+            else:
+                field = b"ok"
+            out.write(line.rstrip(b"\n") + b"," + field + b"\n")
+            rows += 1
+            if out.tell() >= budget:
+                break
+    path.with_suffix(".rows").write_text(str(rows))
     return rows, path.stat().st_size
 
 
@@ -94,6 +129,7 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> dict[str,
 def shard_run(
     src: Path, output: str, processes: int, compression: str, env: dict[str, str] | None = None
 ) -> dict[str, float]:
+    """One ``shardtrain shard`` run of ``src`` (quest logs, optionally with a comment column)."""
     _clear(output, env)
     cmd = _shardtrain(
         "shard",
@@ -238,6 +274,17 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--no-minio", action="store_true")
     parser.add_argument(
+        "--quoted",
+        action="store_true",
+        help="also shard the file with a quoted free-text column (line breaks in ~10%% of rows)",
+    )
+    parser.add_argument(
+        "--compare-src",
+        help="another checkout's src/ directory: shard the unquoted file with it too, "
+        "alternating with this one (before/after in the same machine state)",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="repeat the local runs")
+    parser.add_argument(
         "--rss-scaling",
         action="store_true",
         help="also shard a 10x smaller file and compare peak RSS",
@@ -265,9 +312,33 @@ def main() -> None:
         format_runs(src, work, args.processes, rows, size)
         return
 
-    for compression in ("none", "gzip"):
-        r = shard_run(src, str(work / f"out-{compression}"), args.processes, compression)
-        results[f"local-{compression}"] = r
+    quoted = None
+    if args.quoted:
+        quoted = generate_quoted(work / f"quoted-{args.gb:g}gb.csv", src, args.gb)
+        print(f"quoted input: {quoted[1] / 1e6:,.0f} MB, {quoted[0]:,} rows")
+    other = {"PYTHONPATH": args.compare_src} if args.compare_src else None
+    sizes: dict[str, tuple[int, int]] = {}
+    for round_ in range(args.rounds):
+        tag = f"#{round_ + 1}" if args.rounds > 1 else ""
+        for compression in ("none", "gzip"):
+            r = shard_run(src, str(work / f"out-{compression}"), args.processes, compression)
+            results[f"local-{compression}{tag}"] = r
+            sizes[f"local-{compression}{tag}"] = (rows, size)
+            if other is not None:
+                r = shard_run(
+                    src, str(work / f"out-{compression}"), args.processes, compression, other
+                )
+                results[f"other-{compression}{tag}"] = r
+                sizes[f"other-{compression}{tag}"] = (rows, size)
+            if quoted is not None:
+                r = shard_run(
+                    work / f"quoted-{args.gb:g}gb.csv",
+                    str(work / f"out-quoted-{compression}"),
+                    args.processes,
+                    compression,
+                )
+                results[f"quoted-{compression}{tag}"] = r
+                sizes[f"quoted-{compression}{tag}"] = quoted
     if not args.no_minio:
         state = work / "minio-state"
         env = _minio_env(state)
@@ -290,12 +361,13 @@ def main() -> None:
         f"{'x baseline':>12}{'MB/CPU-s':>10}{'peak RSS tree':>15}{'per process':>13}"
     )
     for name, r in results.items():
-        mbps = size / 1e6 / r["seconds"]
-        rows_core = rows / r["seconds"] / cores
+        n_rows, n_bytes = sizes.get(name, (rows, size))
+        mbps = n_bytes / 1e6 / r["seconds"]
+        rows_core = n_rows / r["seconds"] / cores
         print(
             f"{name:<14}{r['seconds']:>9.1f}{mbps:>9.1f}{mbps / cores:>11.1f}"
             f"{rows_core:>13,.0f}{rows_core / baseline:>12.1f}"
-            f"{size / 1e6 / r['cpu_seconds']:>10.1f}"
+            f"{n_bytes / 1e6 / r['cpu_seconds']:>10.1f}"
             f"{r['peak_rss_tree_mb']:>12,.0f} MB{r['peak_rss_process_mb']:>10,.0f} MB"
         )
 

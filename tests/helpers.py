@@ -63,3 +63,21 @@ def run_cli(*args: str, env: dict | None = None, check: bool = False, timeout: f
     if check and proc.returncode != 0:
         raise AssertionError(f"shardtrain {' '.join(args)} failed:\n{proc.stderr}")
     return proc
+
+
+def quoted_text_csv(n: int, seed: int = 0) -> str:
+    """A tweet-like CSV of ``n`` rows (``id,user,text,retweets,label``) whose free-text column
+    holds commas, doubled quotes and, in every tenth row, CRLF/LF line breaks and a blank line
+    inside the quotes: the case that byte-range pieces must never split (issue 14)."""
+    import random
+
+    rng = random.Random(seed)
+    words = ["fine", "Thanks!", "Regards, Bob", 'he said "hi"', "a,b,c", "ok\nnext line", "é✓"]
+    lines = ["id,user,text,retweets,label"]
+    for i in range(n):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 6)))
+        if i % 10 == 0:
+            text += "\r\nsecond line, with a comma\n\nthird after a blank line"
+        field = '"' + text.replace('"', '""') + '"' if any(c in text for c in ',"\n\r') else text
+        lines.append(f"{i},u{rng.randint(1, 50)},{field},{rng.randint(0, 999)},{i % 2}")
+    return "\n".join(lines) + "\n"

@@ -10,6 +10,7 @@ import math
 import os
 import shutil
 
+import pandas as pd
 import pytest
 
 from helpers import ALL_TYPES, read_examples, run_cli
@@ -63,8 +64,9 @@ def test_values_round_trip_for_every_type_and_missing(tmp_path, compression):
     assert rows["r4"]["note"] == "unicode é ✓".encode()
     assert rows["r5"]["level"] == 9223372036854775807 and math.isnan(rows["r5"]["score"])
     assert rows["r6"]["level"] == 0 and math.copysign(1, rows["r6"]["score"]) == -1.0
-    # An empty quoted string is a value, not a missing one.
-    assert rows["r6"]["note"] == b""
+    # A quoted empty string is missing too, as in pandas: quoting does not change what a
+    # null word means (issue 14; before, "" was an empty string only when quoted).
+    assert "note" not in rows["r6"]
     assert {r["cleared"] for r in rows.values()} == {0, 1}
     assert meta["rows_read"] == 6 and meta["rows_accepted"] == 6 and meta["rows_rejected"] == 0
     stats = meta["stats"]["columns"]
@@ -337,15 +339,13 @@ def test_crlf_blank_lines_multiline_fields_and_no_final_newline(tmp_path):
     meta = sharding.shard(
         _config([src], out, min_shards=1, max_bad_fraction=1.0)
     ).metadata.to_dict()
-    assert (meta["rows_read"], meta["rows_accepted"], meta["rows_rejected"]) == (5, 3, 2)
+    # A quoted field with a line break is one value (issue 14; it used to be two rejects).
+    assert (meta["rows_read"], meta["rows_accepted"], meta["rows_rejected"]) == (4, 4, 0)
     assert meta["blank_lines"] == 1
-    rejects = [json.loads(x) for x in (out / "rejects" / "rejects.jsonl").read_text().splitlines()]
-    assert [(r["line"], r["reason"]) for r in rejects] == [
-        (5, "wrong_field_count"),
-        (6, "wrong_field_count"),
-    ]
     rows = {r["a"]: r for r in read_examples(str(out))}
-    assert sorted(rows) == [1, 2, 4] and rows[4]["b"] == b"q, r"
+    expected = pd.read_csv(src, dtype=str).set_index("a")
+    assert sorted(rows) == [1, 2, 3, 4] and rows[4]["b"] == b"q, r"
+    assert rows[3]["b"] == b"multi\r\nline" == expected.loc["3", "b"].encode()
 
 
 def test_three_processes_and_unreadable_lines(tmp_path):

@@ -34,9 +34,8 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -44,6 +43,9 @@ import pyarrow.csv as pacsv
 from shardtrain import storage
 from shardtrain.errors import ConfigError, DataError
 from shardtrain.kernels import arrow
+
+if TYPE_CHECKING:
+    from shardtrain.data.csv_dialect import CsvDialect
 
 log = logging.getLogger(__name__)
 
@@ -236,63 +238,176 @@ FLOAT_PATTERN = (
     r"|[iI]nf(inity)?|INF(INITY)?|[nN]a[nN]|NAN)$"
 )
 
-#: A column gets a type when at least this fraction of its sampled values parse as it; the
-#: few that do not are rejected as bad values rather than turning the column into strings.
+#: Integers with a leading zero (``07919``) are codes -- zip codes, ids, phone numbers -- and
+#: stay strings: as numbers they would lose the zeros, a silent change of meaning.
+LEADING_ZERO_PATTERN = r"^[ \t]*[+-]?0[0-9]"
+
+
+#: A column is numeric when at least this fraction of its sampled values are numbers; the
+#: few that are not are rejected as bad values (junk in a numeric column) rather than
+#: turning the column into strings.
 TYPE_AGREEMENT = 0.99
 
 
 def _infer_type(values: pa.Array) -> ColumnType | None:
-    """The narrowest type (bool, int, float, else string) that nearly all values parse as."""
+    """The column type of the sampled (non-missing) values.
+
+    * ``bool`` when every value is a true/false word;
+    * numeric when at least :data:`TYPE_AGREEMENT` of the values are numbers: ``int`` when
+      all of those are integers that fit int64, else ``float`` -- types widen instead of
+      rejecting a sampled value (``1e+05`` in an integer column, as R writes it, makes it
+      float);
+    * ``string`` otherwise, and for numbers that must stay exact: codes with a leading zero
+      (``07919``) and integers beyond int64 (``18446744073709551616``).
+
+    Blanks around a number are allowed, as the reader allows them.
+    """
     import pyarrow.compute as pc
 
     present = values.drop_null()
     if len(present) == 0:
         return None
-    need = TYPE_AGREEMENT * len(present)
-    allowed = len(present) - need  # values that may fail a type's test
+    if pc.all(pc.is_in(present, value_set=arrow.strings(TRUE_VALUES + FALSE_VALUES))).as_py():
+        return "bool"
     head = present.slice(0, 1000)
-    checks: list[tuple[ColumnType, Callable[[pa.Array], pa.Array]]] = [
-        ("bool", lambda v: pc.is_in(v, value_set=arrow.strings(TRUE_VALUES + FALSE_VALUES))),
-        ("int", lambda v: pc.match_substring_regex(v, INT_PATTERN)),
-        ("float", lambda v: pc.match_substring_regex(v, FLOAT_PATTERN)),
-    ]
-    for typ, test in checks:
-        # More failures among the first values than the whole sample may have: the type
-        # is out without testing the rest (a third of the planning time, on wide files).
-        if len(head) - (pc.sum(test(head)).as_py() or 0) > allowed:
-            continue
-        ok = test(present)
-        if (pc.sum(ok).as_py() or 0) >= need:
-            if typ == "int" and not _fits_int64(present, ok):
-                return "float"
-            return typ
-    return "string"
+    allowed = (1 - TYPE_AGREEMENT) * len(present)  # values that may fail the numeric test
+
+    def numbers(v: pa.Array) -> pa.Array:
+        return pc.match_substring_regex(v, _BLANKS_AROUND.format(FLOAT_PATTERN[1:-1]))
+
+    # More failures among the first values than the whole sample may have: not numeric,
+    # without testing the rest (a third of the planning time, on wide files).
+    if len(head) - (pc.sum(numbers(head)).as_py() or 0) > allowed:
+        return "string"
+    is_number = numbers(present)
+    if len(present) - (pc.sum(is_number).as_py() or 0) > allowed:
+        return "string"
+    found = pc.filter(present, is_number)
+    if pc.any(pc.match_substring_regex(found, LEADING_ZERO_PATTERN)).as_py():
+        return "string"
+    if pc.all(pc.match_substring_regex(found, _BLANKS_AROUND.format(INT_PATTERN[1:-1]))).as_py():
+        return "int" if _fits_int64(found) else "string"
+    return "float"
 
 
-def _fits_int64(values: pa.Array, ok: pa.Array) -> bool:
+_BLANKS_AROUND = r"^[ \t]*(?:{})[ \t]*$"
+
+
+@dataclass
+class TypeTally:
+    """The evidence for a column's type, gathered over any number of blocks of text values.
+
+    :func:`_infer_type` decides from one sample; a tally decides from every value of a file
+    (``--infer-types all``): feed it each block's string column with :meth:`add`, then read
+    :meth:`type`. The rules are the sample's but strict: types only widen, so a single value
+    that is not a number makes the column a string (no row is rejected for its type; set a
+    numeric type in ``--schema`` to reject junk instead).
+    """
+
+    present: int = 0
+    bools: int = 0
+    numbers: int = 0
+    ints: int = 0
+    leading_zero: bool = False
+    beyond_int64: bool = False
+
+    def add(self, values: pa.Array) -> None:
+        """Count one block's values (nulls are missing and ignored)."""
+        import pyarrow.compute as pc
+
+        present = values.drop_null()
+        if len(present) == 0:
+            return
+        self.present += len(present)
+        truth = arrow.strings(TRUE_VALUES + FALSE_VALUES)
+        self.bools += pc.sum(pc.is_in(present, value_set=truth)).as_py() or 0
+        is_number = pc.match_substring_regex(present, _BLANKS_AROUND.format(FLOAT_PATTERN[1:-1]))
+        found = pc.filter(present, is_number)
+        self.numbers += len(found)
+        if len(found) == 0:
+            return
+        if pc.any(pc.match_substring_regex(found, LEADING_ZERO_PATTERN)).as_py():
+            self.leading_zero = True
+        is_int = pc.match_substring_regex(found, _BLANKS_AROUND.format(INT_PATTERN[1:-1]))
+        ints = pc.filter(found, is_int)
+        self.ints += len(ints)
+        if len(ints) and not _fits_int64(ints):
+            self.beyond_int64 = True
+
+    def type(self) -> ColumnType | None:
+        """The column's type by :func:`_infer_type`'s rules; None when no value was seen."""
+        if self.present == 0:
+            return None
+        if self.bools == self.present:
+            return "bool"
+        if self.numbers < self.present or self.leading_zero:
+            return "string"
+        if self.ints == self.numbers:
+            return "string" if self.beyond_int64 else "int"
+        return "float"
+
+
+def _fits_int64(values: pa.Array) -> bool:
     import pyarrow.compute as pc
 
     try:
-        pc.cast(pc.filter(values, ok), pa.int64())
+        pc.cast(pc.utf8_trim(values, " \t"), pa.int64())
     except (pa.ArrowInvalid, OverflowError):
         return False
     return True
 
 
-def parse_header(line: bytes, source: str) -> list[str]:
-    """The column names of a CSV header line (quotes handled by the CSV parser)."""
+def _parse_options(dialect: CsvDialect | None, **kw: Any) -> pacsv.ParseOptions:
+    if dialect is None:
+        return pacsv.ParseOptions(**kw)
+    return pacsv.ParseOptions(
+        delimiter=dialect.delimiter or ",",
+        quote_char=dialect.quote_char or False,
+        escape_char=dialect.escape_char or False,
+        double_quote=True,
+        newlines_in_values=True,
+        **kw,
+    )
+
+
+def parse_header(line: bytes, source: str, dialect: CsvDialect | None = None) -> list[str]:
+    """The column names of a CSV header line (quotes handled by the CSV parser).
+
+    Raises:
+        DataError: the header cannot be read, or has a blank or duplicate name (one line
+            naming the file and the columns).
+    """
+    if line.startswith(b"\xef\xbb\xbf"):
+        line = line[3:]
     try:
         table = pacsv.read_csv(
             io.BytesIO(line + b"\n"),
             read_options=pacsv.ReadOptions(autogenerate_column_names=True, use_threads=False),
+            parse_options=_parse_options(dialect),
             convert_options=pacsv.ConvertOptions(column_types={}, strings_can_be_null=False),
         )
     except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
         raise DataError(f"{source}: cannot read the CSV header ({_first_line(exc)})") from exc
-    names = [str(v[0].as_py()) if len(v) else "" for v in table.columns]
-    if not names or any(n.strip() == "" for n in names):
-        raise DataError(f"{source}: the CSV header has an empty column name: {line[:200]!r}")
-    return [n.strip() for n in names]
+    # An empty name reads as a null column: it must not become the name "None".
+    names = ["" if not len(v) or v[0].as_py() is None else str(v[0].as_py()) for v in table.columns]
+    blank = [i + 1 for i, n in enumerate(names) if n.strip() == ""]
+    if not names or blank:
+        where = ", ".join(str(i) for i in blank)
+        trailing = " (a delimiter at the end of the header?)" if blank == [len(names)] else ""
+        raise DataError(
+            f"{source}: the CSV header has an empty column name at position {where}"
+            f"{trailing}: {line[:200]!r}"
+        )
+    names = [n.strip() for n in names]
+    check_names(names, source)
+    return names
+
+
+def check_names(names: list[str], source: str) -> None:
+    """Raise a :class:`DataError` naming ``source`` when a column name appears twice."""
+    if len(set(names)) != len(names):
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        raise DataError(f"{source}: duplicate column names in the CSV header: {', '.join(dupes)}")
 
 
 def infer_schema(
@@ -302,8 +417,14 @@ def infer_schema(
     label: str,
     key: str | None = None,
     overrides: SchemaOverrides | None = None,
+    dialect: CsvDialect | None = None,
 ) -> Schema:
     """Infer column types from the first bytes of a CSV (header included).
+
+    The type of a column is the narrowest that *every* value of the sample parses as, in the
+    order bool, int, float, string (see :func:`_infer_type`): a sample of ``0``, ``45.12``
+    is float, ``07919`` is a string (a code), ``18446744073709551616`` is a string (beyond
+    int64, kept exact).
 
     Args:
         sample: the beginning of the first source, cut at a line end.
@@ -311,6 +432,8 @@ def infer_schema(
         label: the label column.
         key: the split key column, or None.
         overrides: types / drops / null values from a schema file.
+        dialect: the files' :class:`~shardtrain.data.csv_dialect.CsvDialect`
+            (delimiter, quoting, header, null values); None: the defaults.
 
     Returns:
         The schema.
@@ -320,32 +443,66 @@ def infer_schema(
         ConfigError: the overrides name columns that do not exist.
     """
     overrides = overrides or SchemaOverrides()
-    null_values = overrides.null_values or DEFAULT_NULL_VALUES
-    header_end = sample.find(b"\n")
-    header_line = sample if header_end < 0 else sample[:header_end]
-    names = parse_header(header_line.rstrip(b"\r"), source)
-    body = b"" if header_end < 0 else sample[header_end + 1 :]
+    null_values = (
+        (dialect.null_values if dialect is not None else None)
+        or overrides.null_values
+        or DEFAULT_NULL_VALUES
+    )
+    if dialect is not None and not dialect.header:
+        names = list(dialect.columns or ())
+        check_names(names, source)
+        body = sample
+    else:
+        header_end = sample.find(b"\n")
+        header_line = sample if header_end < 0 else sample[:header_end]
+        names = parse_header(header_line.rstrip(b"\r"), source, dialect)
+        body = b"" if header_end < 0 else sample[header_end + 1 :]
     if not body.strip():
         raise DataError(f"{source}: no data rows after the header")
     try:
         table = pacsv.read_csv(
             io.BytesIO(body),
             read_options=pacsv.ReadOptions(column_names=names, use_threads=False),
-            parse_options=pacsv.ParseOptions(invalid_row_handler=lambda row: "skip"),
+            parse_options=_parse_options(dialect, invalid_row_handler=lambda row: "skip"),
             convert_options=pacsv.ConvertOptions(
                 column_types={n: pa.string() for n in names},
                 null_values=list(null_values),
                 strings_can_be_null=True,
+                quoted_strings_can_be_null=True,
             ),
         )
     except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
         raise DataError(f"{source}: not a readable CSV file ({_first_line(exc)})") from exc
+    if dialect is not None and dialect.skip_initial_space:
+        # Arrow has no such option (a quote after the space would be text): Python's csv.
+        import pyarrow.compute as pc
+
+        rows = [
+            r
+            for r in dialect.python_reader(body.decode("utf-8", "replace"))
+            if len(r) == len(names)
+        ]
+        nulls = arrow.strings(null_values)
+        columns = []
+        for values in zip(*rows, strict=True) if rows else [[] for _ in names]:
+            arr = arrow.strings(values)
+            columns.append(pc.if_else(pc.is_in(arr, value_set=nulls), arrow.null(pa.string()), arr))
+        table = pa.Table.from_arrays(columns, names=names)
     if table.num_rows == 0:
         # Types cannot be inferred, but the run must still account for every row: the
         # sharder will reject them (wrong field count) and report it.
         log.warning("%s: no well-formed row in the first %d bytes", source, len(sample))
     if label not in names:
-        raise DataError(f"{source}: label column '{label}' not found (columns: {_preview(names)})")
+        hint = ""
+        inside = [n for n in names if label in n and n != label]
+        if inside:
+            hint = (
+                f"; it appears inside the column name {inside[0]!r}: is the delimiter right? "
+                "(--delimiter)"
+            )
+        raise DataError(
+            f"{source}: label column '{label}' not found (columns: {_preview(names)}){hint}"
+        )
     unknown = (set(overrides.types) | set(overrides.drop)) - set(names)
     if unknown:
         raise ConfigError(

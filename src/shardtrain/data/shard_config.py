@@ -18,6 +18,7 @@ from shardtrain.errors import ConfigError
 from shardtrain.options import check, option
 
 if TYPE_CHECKING:
+    from shardtrain.data.csv_dialect import CsvDialect
     from shardtrain.data.sources.base import Source
 
 MIB = 1024 * 1024
@@ -145,6 +146,65 @@ class ShardConfig:
         flags=("--schema",),
         help="YAML/JSON file overriding inferred types and dropping columns (not images).",
         pipeline="schema_file",
+    )
+    delimiter: str | None = option(
+        None,
+        help="CSV field delimiter: one character, or tab/comma/semicolon/pipe "
+        "[default: detected from the first lines among , ; tab |].",
+        pipeline="delimiter",
+    )
+    quote_char: str = option(
+        '"',
+        help="CSV quote character; '' reads quotes as text (and lets large files be cut "
+        "without reading them at planning).",
+        pipeline="quote_char",
+    )
+    escape_char: str | None = option(
+        None,
+        help="CSV escape character (e.g. \\) [default: none; quotes in quoted fields are doubled].",
+        pipeline="escape_char",
+    )
+    encoding: str = option(
+        "utf-8",
+        help="Text encoding of the CSV files (utf-8, cp932, shift_jis, latin-1, cp1252, "
+        "utf-16...); others than UTF-8 are transcoded while read, one task per file.",
+        pipeline="encoding",
+    )
+    no_header: bool = option(
+        False,
+        help="The CSV files have no header line; name the columns with --columns.",
+        pipeline="no_header",
+    )
+    columns: tuple[str, ...] | None = option(
+        None,
+        metavar="A,B,...",
+        help="Column names of CSV files without a header (with --no-header) [default: the "
+        "columns of --schema, in order].",
+        parse=lambda text: tuple(n.strip() for n in text.split(",")),
+        format=",".join,
+        pipeline="columns",
+    )
+    null_values: tuple[str, ...] | None = option(
+        None,
+        metavar="V,V,...",
+        help="CSV values read as missing, quoted or not (e.g. ',NA,-' for the empty field, "
+        "NA and -) [default: '', NA, N/A, NULL, null, or the --schema file's].",
+        parse=lambda text: tuple(text.split(",")),
+        format=",".join,
+        pipeline="null_values",
+    )
+    skip_initial_space: bool = option(
+        False,
+        help='Ignore spaces after each CSV delimiter (1, 2, "a").',
+        pipeline="skip_initial_space",
+    )
+    infer_types: str = option(
+        "sample",
+        choices=("sample", "all"),
+        help="CSV column types from the first 4 MB of the first file (sample), or from every "
+        "row of every file, read once more at planning (all): no row rejected for a type "
+        "the sample did not show.",
+        pipeline="infer_types",
     )
     compression: str = option(
         "gzip", choices=("gzip", "none"), help="Shard compression.", pipeline="compression"
@@ -278,6 +338,10 @@ class ShardConfig:
             raise ConfigError("--resize applies to image datasets only")
         if self.data_kind == "image" and self.record_format != "example":
             raise ConfigError("--record-format columnar applies to CSV data only, not images")
+        if self.data_kind == "tabular":
+            self.csv_dialect()  # checks the dialect options
+            if self.no_header and not self.columns and not self.schema_file:
+                raise ConfigError("--no-header needs the column names: --columns a,b,c or --schema")
         if not self.label:
             raise ConfigError("--label is required: name the label column")
         check(self)  # every option's range and choices
@@ -333,7 +397,33 @@ class ShardConfig:
             )
         from shardtrain.data.sources.csv import CsvSource
 
-        return CsvSource(self.sources, label=self.label, key=self.key, schema_file=self.schema_file)
+        return CsvSource(
+            self.sources,
+            label=self.label,
+            key=self.key,
+            schema_file=self.schema_file,
+            dialect=self.csv_dialect(),
+            infer_types=self.infer_types,
+        )
+
+    def csv_dialect(self) -> CsvDialect:
+        """The CSV dialect the options describe (the delimiter None: detected).
+
+        Raises:
+            ConfigError: contradictory or malformed dialect options.
+        """
+        from shardtrain.data.csv_dialect import CsvDialect
+
+        return CsvDialect(
+            delimiter=self.delimiter,
+            quote_char=self.quote_char,
+            escape_char=self.escape_char,
+            encoding=self.encoding,
+            header=not self.no_header,
+            columns=self.columns,
+            null_values=self.null_values,
+            skip_initial_space=self.skip_initial_space,
+        )
 
     def plan_options(self) -> dict[str, Any]:
         """The options that determine the output layout (part of the plan fingerprint)."""

@@ -180,6 +180,11 @@ class Source(abc.ABC):
         type pass) takes its findings from there when the inputs are the same. By default
         nothing is kept: the plan must come out the same with or without it."""
 
+    def align_pieces(self, pieces: list[Piece], inputs: PlanInputs) -> list[Piece]:
+        """Move the boundaries :func:`plan_pieces` placed to where this source's rows can be
+        cut (CSV: record starts, never inside a quoted field). By default they stay."""
+        return pieces
+
     def new_statistics(self, schema: Schema) -> dict[str, ColumnStats]:
         """Empty statistics for every feature column (merged across tasks by the sharder)."""
         return {c.name: new_stats(c.type) for c in schema.features}

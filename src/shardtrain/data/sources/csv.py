@@ -2,35 +2,46 @@
 
 The sharder (:mod:`shardtrain.data.sharding`) is source-agnostic; this module supplies its CSV hook:
 
-* :func:`plan_pieces` cuts plain CSV files into byte ranges so that many tasks (on one machine
-  or many pods) read one large file in parallel. A line belongs to the range holding its first
-  byte: a reader starting mid-file skips the partial line it lands in, and a reader finishes
-  the line that straddles its end. Gzip files cannot be cut and form one piece each.
+* :func:`~shardtrain.data.sources.base.plan_pieces` cuts plain CSV files into byte ranges
+  so that many tasks (on one machine or many pods) read one large file in parallel, and
+  :func:`align_pieces` moves every boundary to the start of a record -- never inside a quoted
+  field, which may hold line breaks -- by reading the file once with the quote state machine
+  (:mod:`shardtrain.kernels.csv_records`). Gzip files and files in another encoding than
+  UTF-8 cannot be cut and form one piece each.
 * :func:`read_piece` streams one piece in blocks of about ``block_bytes`` (never the whole
-  file), parses each block into typed columns and yields :class:`Batch` es: the accepted
-  rows, a 64-bit hash per row for the split, and the rejected rows with their reason and
-  line number.
+  file), cut at record ends, parses each block into typed columns and yields
+  :class:`Batch` es: the accepted rows, a 64-bit hash per row for the split, and the
+  rejected rows with their reason and line number.
 
-Blocks without a double quote (most real files never quote) are parsed by a compiled kernel
-(:mod:`shardtrain.kernels.csv_parse`) at about twice the speed of Arrow's CSV reader; every other
-block -- quotes, a bare carriage return, invalid UTF-8 -- is read by Arrow. Both give the same
-rows, values, rejects and line numbers (the kernel reproduces Arrow's conversions value by
-value); ``SHARDTRAIN_CSV_FAST=0`` turns the kernel off, to compare or to rule it out.
+Blocks without a quote character (most real files never quote) and with ``,`` between
+fields are parsed by a compiled kernel (:mod:`shardtrain.kernels.csv_parse`) at about twice
+the speed of Arrow's CSV reader; every other block -- quotes, other delimiters, a bare
+carriage return, invalid UTF-8 -- is read by Arrow (with line breaks in values), and what
+Arrow cannot map back to records by Python's csv module. All give the same rows, values,
+rejects and line numbers; ``SHARDTRAIN_CSV_FAST=0`` turns the kernel off, to compare or to
+rule it out. The dialect (:class:`~shardtrain.data.csv_dialect.CsvDialect`) is stored in the
+plan, so every task reads the same way.
 
 Rejected rows never vanish: a row with the wrong number of fields, a value that does not parse
-as its column's type, or a missing label is reported with its line (counted from the start of
-the piece; the sharder turns that into the file's line number) and the raw text.
+as its column's type, or a missing label is reported with its line (the line its record starts
+on, counted from the start of the piece; the sharder turns that into the file's line number)
+and the raw text.
 
-Assumptions, checked where cheap: UTF-8 (or ASCII) text, ``\\n`` or ``\\r\\n`` line ends, a
-header on the first line of every file, and no line breaks inside quoted fields (multi-line
-fields make the affected lines fail the field count and land in the rejects).
+Null values are the same quoted or not (``""`` and ``"NA"`` are missing, as in pandas). See
+the README's "CSV dialects, types, nulls" for the whole contract.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import io
+import logging
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from decimal import Decimal, InvalidOperation
+from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
@@ -38,14 +49,17 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from shardtrain import storage
+from shardtrain.data.csv_dialect import CsvDialect, Utf8Transcoder, detect_delimiter
 from shardtrain.data.schema import (
     FALSE_VALUES,
     FLOAT_PATTERN,
     INT_PATTERN,
     SAMPLE_BYTES,
     TRUE_VALUES,
+    Column,
     Schema,
     SchemaOverrides,
+    TypeTally,
     infer_schema,
     parse_header,
 )
@@ -61,7 +75,9 @@ from shardtrain.data.sources.base import (
     open_source,
 )
 from shardtrain.errors import DataError, StorageError
-from shardtrain.kernels import arrow, csv_parse, xxh64
+from shardtrain.kernels import arrow, csv_parse, csv_records, xxh64
+
+log = logging.getLogger(__name__)
 
 #: Environment variable that turns the compiled CSV fast path off when set to ``0``.
 FAST_PATH_ENV = "SHARDTRAIN_CSV_FAST"
@@ -143,24 +159,68 @@ def content_tag(path: str, size: int) -> str:
     return f"{xxh64.xxh64(data):016x}"
 
 
-def read_sample(source: SourceFile, max_bytes: int) -> bytes:
-    """The first ``max_bytes`` of a source (decompressed), cut after the last full line."""
-    with open_source(source.uri, gzip=source.gzip) as f:
-        data = f.read(max_bytes)
+def read_sample(source: SourceFile, max_bytes: int, dialect: CsvDialect | None = None) -> bytes:
+    """The first ``max_bytes`` of a source (decompressed, transcoded to UTF-8), cut after the
+    last full line.
+
+    Raises:
+        DataError: the file is empty, binary, not text in the dialect's encoding, or ends its
+            lines with bare carriage returns.
+    """
+    dialect = dialect or CsvDialect()
+    with open_text(source.uri, gzip=source.gzip, dialect=dialect) as f:
+        try:
+            data = f.read(max_bytes)
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{source.uri}: not {dialect.encoding} text ({exc.reason})") from exc
     if not data:
         raise DataError(f"{source.uri}: the file is empty")
     if b"\x00" in data[:65536]:
-        raise DataError(f"{source.uri}: not a text CSV file (binary content)")
+        hint = (
+            "" if dialect.encoding.startswith("utf_16") else "; UTF-16 text needs --encoding utf-16"
+        )
+        raise DataError(f"{source.uri}: not a text CSV file (binary content{hint})")
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]  # a UTF-8 byte-order mark is not data
+    if b"\r" in data and b"\n" not in data[: 1 << 20]:
+        raise DataError(
+            f"{source.uri}: lines end with bare carriage returns (old Mac line ends), which "
+            "are not supported; convert them first, e.g. tr '\\r' '\\n' < IN > OUT"
+        )
     if len(data) == max_bytes:
-        cut = data.rfind(b"\n")
+        # Cut after the last complete record: a quoted field may span the last line feeds.
+        _, _, _, cut, _ = csv_records.record_bounds(
+            data,
+            delim=dialect.delim_byte,
+            quote=dialect.quote_byte,
+            escape=dialect.escape_byte,
+            at_eof=False,
+        )
+        if cut <= 0:
+            cut = data.rfind(b"\n") + 1
         if cut > 0:
-            data = data[: cut + 1]
+            data = data[:cut]
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
         if exc.start < len(data) - 4:  # a multi-byte character cut at the end is fine
-            raise DataError(f"{source.uri}: not UTF-8 text (byte {exc.start})") from exc
+            raise DataError(
+                f"{source.uri}: not UTF-8 text (byte {exc.start}); give its encoding with "
+                "--encoding (e.g. cp932, latin-1, cp1252)"
+            ) from exc
     return data
+
+
+@contextlib.contextmanager
+def open_text(
+    uri: str, *, gzip: bool, dialect: CsvDialect, block_size: int | None = None
+) -> Iterator[IO[bytes]]:
+    """:func:`open_source`, transcoded to UTF-8 when the dialect's encoding is another."""
+    with open_source(uri, gzip=gzip, block_size=block_size) as f:
+        if dialect.utf8:
+            yield f
+        else:
+            yield io.BufferedReader(Utf8Transcoder(f, dialect.encoding), 1 << 20)
 
 
 # --------------------------------------------------------------------------------------------
@@ -169,7 +229,7 @@ def read_sample(source: SourceFile, max_bytes: int) -> bytes:
 
 
 class CsvSource(Source):
-    """CSV files (plain or ``.gz``, local or in object storage) with a header line.
+    """CSV files (plain or ``.gz``, local or in object storage), in one dialect.
 
     Args:
         patterns: files or globs.
@@ -177,6 +237,12 @@ class CsvSource(Source):
         key: the column hashed for the split; None hashes the whole row.
         schema_file: YAML/JSON overrides of the inferred types (see
             :class:`~shardtrain.data.schema.SchemaOverrides`).
+        dialect: delimiter, quoting, encoding, header, null values (see
+            :class:`~shardtrain.data.csv_dialect.CsvDialect`); None: the defaults,
+            with the delimiter detected.
+        infer_types: ``sample`` infers column types from the first 4 MB of the first file;
+            ``all`` reads every file once at planning and types each column by all its
+            values (:func:`infer_types_from_all_rows`).
     """
 
     data_kind = "tabular"
@@ -188,119 +254,371 @@ class CsvSource(Source):
         label: str,
         key: str | None = None,
         schema_file: str | None = None,
+        dialect: CsvDialect | None = None,
+        infer_types: str = "sample",
     ):
         self.patterns = list(patterns)
         self.label = label
         self.key = key
         self.schema_file = schema_file
+        self.dialect = dialect or CsvDialect()
+        self.infer_types = infer_types
 
     def plan_inputs(self) -> PlanInputs:
-        """List the files and infer the schema from a sample of the first one.
+        """List the files, settle the dialect and infer the schema from a sample of the first.
 
         Gzip files count four times their size (their uncompressed size is unknown up front;
         4x is typical for CSV); rows are estimated from the sample's mean line length.
         """
         sources = list_sources(self.patterns)
-        sample = read_sample(sources[0], SAMPLE_BYTES)
+        dialect = self.dialect
+        sample = read_sample(sources[0], SAMPLE_BYTES, dialect)
+        if dialect.delimiter is None:
+            found = detect_delimiter(sample.decode("utf-8", "replace"))
+            dialect = dataclasses.replace(dialect, delimiter=found or ",")
         overrides = SchemaOverrides.load(self.schema_file) if self.schema_file else None
+        if overrides is not None and not dialect.header and not dialect.columns:
+            dialect = dataclasses.replace(dialect, columns=tuple(overrides.types))
         schema = infer_schema(
-            sample, sources[0].uri, label=self.label, key=self.key, overrides=overrides
+            sample,
+            sources[0].uri,
+            label=self.label,
+            key=self.key,
+            overrides=overrides,
+            dialect=dialect,
         )
+        if self.infer_types == "all":
+            schema = infer_types_from_all_rows(sources, schema, dialect, overrides)
         input_bytes = sum(s.size * (4 if s.gzip else 1) for s in sources)
         sample_lines = max(sample.count(b"\n") - 1, 1)
-        body = sample[sample.find(b"\n") + 1 :]
-        parsed = parse_block(body, schema, lines_before=1).table if body else None
+        body = sample[sample.find(b"\n") + 1 :] if dialect.header else sample
+        parsed = (
+            parse_block(body, schema, lines_before=1, dialect=dialect, report=False).table
+            if body
+            else None
+        )
         return PlanInputs(
             sources=sources,
             schema=schema,
             input_bytes=input_bytes,
             estimated_rows=int(input_bytes / (len(sample) / (sample_lines + 1))),
+            options={DIALECT_OPTION: dialect.to_dict()},
             sample=parsed,
             sample_bytes=len(body),
         )
 
+    def align_pieces(self, pieces: list[Piece], inputs: PlanInputs) -> list[Piece]:
+        """Move every boundary inside a file to the start of a record (see
+        :func:`align_pieces`)."""
+        return align_pieces(pieces, _dialect(inputs.options))
+
     def read_piece(self, piece: Piece, layout: SourceLayout, block_bytes: int) -> Iterator[Batch]:
-        return read_piece(piece, layout.schema, block_bytes=block_bytes)
+        return read_piece(
+            piece, layout.schema, block_bytes=block_bytes, dialect=_dialect(layout.options)
+        )
 
     def warm_up(self) -> None:
         """Load the compiled CSV, statistics and encoding kernels from numba's cache by
         parsing, describing and encoding two rows of every column type in memory."""
         from shardtrain.data import examples
 
-        sample = b"f,i,b,s,label\n1.5,2,true,x,1\n-0.25,3,false,y,0\n"
+        sample = b'f,i,b,s,label\n1.5,2,true,x,1\n-0.25,3,false,"y",0\n'
         schema = infer_schema(sample, "warm-up", label="label")
-        batch = parse_block(sample[sample.index(b"\n") + 1 :], schema, lines_before=1)
+        for block in (sample, sample.replace(b'"y"', b"y")):
+            batch = parse_block(block[block.index(b"\n") + 1 :], schema, lines_before=1)
         for name, stats in self.new_statistics(schema).items():
             stats.update_table(batch.table, name)
         examples.encode(batch.table, schema, framed=True)
 
 
-# --------------------------------------------------------------------------------------------
-# Reading one piece in blocks of whole lines
-# --------------------------------------------------------------------------------------------
+def infer_types_from_all_rows(
+    sources: list[SourceFile],
+    schema: Schema,
+    dialect: CsvDialect,
+    overrides: SchemaOverrides | None = None,
+    block_bytes: int = 4 * 1024 * 1024,
+) -> Schema:
+    """``schema`` with every column not set by ``overrides`` typed by all of its values.
 
-
-def _iter_line_blocks(piece: Piece, schema: Schema, block_bytes: int) -> Iterator[bytes]:
-    """Yield blocks of whole data lines owned by the piece (after the header, if it has one).
-
-    Lines are not counted here: :func:`read_piece` adds up the line counts that parsing
-    finds anyway, which saves a pass over every block.
+    Every file is read once, every column as text, and each value counted by a
+    :class:`~shardtrain.data.schema.TypeTally` (same rules as the sample's inference): a zip
+    code column that turns ``98115-4820`` after 230,000 rows is a string, a fee column that is
+    ``0`` for thousands of rows and then ``45.12`` is a float, and no valid row is rejected
+    for a type the sample did not see. Costs one parse of the data at planning, in one
+    process.
     """
-    with open_source(piece.uri, gzip=piece.gzip, block_size=block_bytes) as f:
-        if piece.start == 0:
+    text = Schema(
+        columns=tuple(Column(c.name, "string") for c in schema.columns),
+        label=schema.label,
+        null_values=schema.null_values,
+    )
+    tallies = [TypeTally() for _ in schema.columns]
+    for src in sources:
+        piece = Piece(src.uri, 0, src.size, src.gzip)
+        for batch in read_piece(piece, text, block_bytes=block_bytes, dialect=dialect):
+            for tally, values in zip(tallies, batch.table.columns, strict=True):
+                tally.add(arrow.contiguous(values))
+    forced = overrides.types if overrides is not None else {}
+    columns = []
+    for col, tally in zip(schema.columns, tallies, strict=True):
+        typ = col.type if col.name in forced else (tally.type() or "string")
+        if typ != col.type:
+            log.info("column '%s': %s by all rows (%s by the sample)", col.name, typ, col.type)
+        columns.append(dataclasses.replace(col, type=typ))
+    return dataclasses.replace(schema, columns=tuple(columns))
+
+
+#: The key of the dialect in the plan's source options.
+DIALECT_OPTION = "csv_dialect"
+
+
+def _dialect(options: Mapping[str, Any]) -> CsvDialect:
+    d = options.get(DIALECT_OPTION)
+    return CsvDialect.from_dict(d) if d else CsvDialect(delimiter=",")
+
+
+# --------------------------------------------------------------------------------------------
+# Planning: byte-range boundaries at record starts
+# --------------------------------------------------------------------------------------------
+
+#: Bytes read at once by :func:`align_pieces`.
+ALIGN_READ_BYTES = 16 * 1024 * 1024
+
+
+def align_pieces(pieces: list[Piece], dialect: CsvDialect) -> list[Piece]:
+    """Move each boundary between two pieces of one file to the first record starting at or
+    after it, so that no piece boundary splits a record -- a quoted field with line breaks
+    included -- and drop pieces left empty.
+
+    Whether a byte is inside quotes depends on everything before it, so a file cut into
+    several pieces is read once here, from its start, with the quote state machine
+    (:mod:`shardtrain.kernels.csv_records`). Stretches without a quote or escape character
+    (found at memchr speed) are skipped in bulk: on unquoted data the cost is reading the file
+    (measured in ``benchmarks/RESULTS.md``). Without quoting (``--quote-char ''``) a boundary
+    moves to the next line start without reading more than that line.
+
+    Files in an encoding other than UTF-8 are not cut (their pieces merge into one): byte
+    offsets of the source are not offsets of the transcoded text.
+    """
+    by_file: dict[str, list[Piece]] = {}
+    for piece in pieces:
+        by_file.setdefault(piece.uri, []).append(piece)
+    out: list[Piece] = []
+    for uri, group in by_file.items():
+        if len(group) == 1 or group[0].gzip:
+            out.extend(group)
+            continue
+        if not dialect.utf8:
+            out.append(Piece(uri, group[0].start, group[-1].end, group[0].gzip))
+            continue
+        bounds = _record_starts_after(uri, [p.start for p in group[1:]], dialect)
+        starts = [group[0].start, *bounds]
+        ends = [*bounds, group[-1].end]
+        out.extend(Piece(uri, a, b) for a, b in zip(starts, ends, strict=True) if b > a)
+    return out
+
+
+def _record_starts_after(uri: str, offsets: list[int], dialect: CsvDialect) -> list[int]:
+    """For each offset (ascending), the first record start at or after it (or the file size)."""
+    delim, quote, escape = dialect.delim_byte, dialect.quote_byte, dialect.escape_byte
+    special = dialect.special_bytes
+    out: list[int] = []
+    with open_source(uri, gzip=False) as f:
+        if not special:  # no quoting: a record is a line; only the line at each offset is read
+            for offset in offsets:
+                f.seek(offset - 1)
+                out.append(offset - 1 + len(f.readline()))
+            return out
+        pos, state = 0, csv_records.RECORD_START  # the state before byte `pos`
+        chunk, chunk_pos = b"", 0  # chunk holds bytes [chunk_pos, chunk_pos + len(chunk))
+        for offset in offsets:
+            while True:
+                if pos >= chunk_pos + len(chunk):
+                    chunk_pos += len(chunk)
+                    chunk = f.read(ALIGN_READ_BYTES)
+                    if not chunk:  # the rest of the file is one record
+                        return out + [pos] * (len(offsets) - len(out))
+                if pos < offset:  # bring the state to the offset
+                    j = min(offset, chunk_pos + len(chunk)) - chunk_pos
+                    i, state = _skip(
+                        chunk, pos - chunk_pos, j, state, delim, quote, escape, special
+                    )
+                    pos = chunk_pos + i
+                    continue
+                if state == csv_records.RECORD_START:
+                    break
+                i, state = csv_records.advance(  # run to the end of the record
+                    chunk,
+                    state,
+                    delim=delim,
+                    quote=quote,
+                    escape=escape,
+                    position=pos - chunk_pos,
+                    stop_at_record=True,
+                )
+                pos = chunk_pos + i
+            out.append(pos)
+    return out
+
+
+def _skip(
+    chunk: bytes, i: int, j: int, state: int, delim: int, quote: int, escape: int, special: bytes
+) -> tuple[int, int]:
+    """The state after ``chunk[i:j]``; runs without special bytes are skipped in bulk."""
+    outside = state in (csv_records.RECORD_START, csv_records.FIELD_START, csv_records.IN_FIELD)
+    if outside and not any(chunk.find(c, i, j) >= 0 for c in special):
+        if j == i:
+            return j, state
+        last = chunk[j - 1]
+        if last == 0x0A:
+            return j, csv_records.RECORD_START
+        return j, csv_records.FIELD_START if last == delim else csv_records.IN_FIELD
+    view = np.frombuffer(chunk, dtype=np.uint8, count=j)
+    return csv_records.advance(view, state, delim=delim, quote=quote, escape=escape, position=i)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading one piece in blocks of whole records
+# --------------------------------------------------------------------------------------------
+
+
+#: The longest record the reader accepts: a quoted field left open (a missing closing quote)
+#: would otherwise make the rest of the file one record, held in memory.
+MAX_RECORD_BYTES = 256 * 1024 * 1024
+
+#: Record bounds found while cutting a block: ``(starts, ends, first_lines)``; ``()`` for a
+#: block known to hold no quote or escape character (its records are its lines).
+Records = tuple[np.ndarray, np.ndarray, np.ndarray] | tuple[()]
+
+
+def _iter_record_blocks(
+    piece: Piece, schema: Schema, block_bytes: int, dialect: CsvDialect
+) -> Iterator[tuple[bytes, Records | None]]:
+    """Yield blocks of whole data records owned by the piece (after the header, if it has
+    one), each with its record bounds when cutting it needed them (quotes), ``()`` when it
+    holds no quote, else None (not known).
+
+    Piece boundaries are record starts (:func:`align_pieces`). Lines are not counted here:
+    :func:`read_piece` adds up the line counts that parsing finds anyway.
+
+    Raises:
+        DataError: a record longer than :data:`MAX_RECORD_BYTES` (an unclosed quote).
+    """
+    special = dialect.special_bytes
+    delim, quote, escape = dialect.delim_byte, dialect.quote_byte, dialect.escape_byte
+
+    def scan(data: bytes, state: int, position: int = 0, stop: bool = False) -> int:
+        """The quote state after ``data[position:]`` (or after its first record end)."""
+        return csv_records.advance(
+            data,
+            state,
+            delim=delim,
+            quote=quote,
+            escape=escape,
+            position=position,
+            stop_at_record=stop,
+        )[1]
+
+    with open_text(piece.uri, gzip=piece.gzip, dialect=dialect, block_size=block_bytes) as f:
+        pos = piece.start
+        if piece.start == 0 and dialect.header:
             header = f.readline()
             pos = len(header)
-            names = parse_header(header.rstrip(b"\r\n"), piece.uri) if header.strip() else []
+            line = header.rstrip(b"\r\n")
+            names = parse_header(line, piece.uri, dialect) if line.strip() else []
             if names != schema.names:
                 raise DataError(
                     f"{piece.uri}: the header differs from the first source's "
                     f"({', '.join(names[:6])}, ... vs {', '.join(schema.names[:6])}, ...)"
                 )
-        else:
-            # Land one byte early: if that byte is a line end, our first line starts exactly
-            # at `start`; otherwise skip the rest of the line begun in the previous piece.
-            f.seek(piece.start - 1)
-            pos = piece.start - 1 + len(f.readline())
-        end = math.inf if piece.gzip else piece.end
-        if pos >= end:
-            return  # one long line spans the whole piece; it belongs to the previous one
-        carry = b""  # the start of a line that begins at `pos` but is not complete yet
+        elif piece.start > 0:
+            f.seek(piece.start)
+        end = math.inf if piece.gzip or not dialect.utf8 else piece.end
+        carry = b""  # the start of a record that begins at `pos` but is not complete yet
+        carry_state: int | None = None  # the quote state after `carry`, once scanned
+        if piece.start == 0 and not dialect.header:
+            carry = f.read(3)
+            if carry == b"\xef\xbb\xbf":  # a byte-order mark is not data
+                carry, pos = b"", pos + 3
         while True:
-            chunk = f.read(block_bytes)
+            want = block_bytes if end == math.inf else int(min(block_bytes, end - pos - len(carry)))
+            chunk = f.read(want) if want > 0 else b""
             if not chunk:
-                if carry:  # the file's last line, without a trailing newline
-                    yield carry
+                if carry:  # the last record, without a trailing newline
+                    yield carry, None
                 return
-            cut = chunk.rfind(b"\n")
-            if cut < 0:
-                carry += chunk
-                continue
-            # One copy of the block's bytes: the carried line start + the chunk up to its
-            # last newline (bytes + memoryview concatenates without slicing first).
-            complete = carry + memoryview(chunk)[: cut + 1]
-            carry = chunk[cut + 1 :]
-            if pos + len(complete) >= end:
-                # Lines starting at or after `end` belong to the next piece. The last line we
-                # own holds byte `end - 1`: it runs to the first newline from there.
-                last_nl = complete.find(b"\n", int(end - pos) - 1)
-                yield complete[: last_nl + 1]
-                return
-            yield complete
+            if len(carry) > MAX_RECORD_BYTES:
+                raise DataError(
+                    f"{piece.uri}: a record starting at byte {pos:,} is longer than "
+                    f"{MAX_RECORD_BYTES >> 20} MiB: a quoted field that is never closed? "
+                    "(or the wrong --quote-char/--escape-char)"
+                )
+            if special and (
+                carry_state is not None
+                or any(chunk.find(c) >= 0 for c in special)
+                or any(carry.find(c) >= 0 for c in special)
+            ):
+                data = carry + chunk
+                # Only the new bytes can end a carried record: scan them alone (a record longer
+                # than a block is then scanned once, not once per block).
+                state = csv_records.RECORD_START
+                if carry_state is not None:
+                    state = scan(data, carry_state, len(carry), stop=True)
+                if state != csv_records.RECORD_START:  # no record end yet: state at data's end
+                    carry_state, carry = state, data
+                    continue
+                starts, ends, first_lines, cut, _ = csv_records.record_bounds(
+                    data, delim=delim, quote=quote, escape=escape, at_eof=False
+                )
+                if cut == 0:
+                    carry_state = scan(data, csv_records.RECORD_START)
+                    carry = data
+                    continue
+                carry_state = None
+                complete: bytes = data[:cut]
+                carry = data[cut:]
+                yield complete, (starts, ends, first_lines)
+            else:
+                nl = chunk.rfind(b"\n")
+                if nl < 0:
+                    carry += chunk
+                    continue
+                # One copy of the block's bytes: the carried record start + the chunk up to
+                # its last newline (bytes + memoryview concatenates without slicing first).
+                complete = carry + memoryview(chunk)[: nl + 1]
+                carry = chunk[nl + 1 :]
+                yield complete, ()  # known to hold no quote
             pos += len(complete)
 
 
 def read_piece(
-    piece: Piece, schema: Schema, *, block_bytes: int = 16 * 1024 * 1024
+    piece: Piece,
+    schema: Schema,
+    *,
+    block_bytes: int = 16 * 1024 * 1024,
+    dialect: CsvDialect | None = None,
 ) -> Iterator[Batch]:
     """Stream one piece as typed batches with rejects; see the module docstring."""
+    dialect = dialect or DEFAULT_DIALECT
     key_index = schema.names.index(schema.key) if schema.key else None
-    lines_before = 1 if piece.start == 0 else 0  # the header is line 1 of its file
-    for block in _iter_line_blocks(piece, schema, block_bytes):
+    # The header is line 1 of its file.
+    lines_before = 1 if piece.start == 0 and dialect.header else 0
+    for block, records in _iter_record_blocks(piece, schema, block_bytes, dialect):
         batch = parse_block(
-            block, schema, lines_before=lines_before, key_index=key_index, source=piece.uri
+            block,
+            schema,
+            lines_before=lines_before,
+            key_index=key_index,
+            source=piece.uri,
+            dialect=dialect,
+            records=records,
         )
         lines_before += batch.lines  # every block but the last ends with a line feed
         yield batch
+
+
+#: The dialect of blocks parsed without one: RFC 4180 with a comma.
+DEFAULT_DIALECT = CsvDialect(delimiter=",")
 
 
 # --------------------------------------------------------------------------------------------
@@ -309,17 +627,26 @@ def read_piece(
 
 
 def _convert_options(schema: Schema, types: dict[str, pa.DataType]) -> pacsv.ConvertOptions:
+    # Quoted null words are missing too ("" and "NA" as much as NA): pandas' rule, and the
+    # same in every block whichever parser reads it.
     return pacsv.ConvertOptions(
         column_types=types,
         null_values=list(schema.null_values),
         strings_can_be_null=True,
-        quoted_strings_can_be_null=False,
+        quoted_strings_can_be_null=True,
         true_values=list(TRUE_VALUES),
         false_values=list(FALSE_VALUES),
     )
 
 
-def _read(block: bytes, schema: Schema, types: dict[str, pa.DataType], invalid: list) -> pa.Table:
+def _read(
+    block: bytes,
+    schema: Schema,
+    types: dict[str, pa.DataType],
+    invalid: list,
+    dialect: CsvDialect,
+    quoted: bool,
+) -> pa.Table:
     def on_invalid(row: pacsv.InvalidRow) -> str:
         invalid.append((row.number, row.actual_columns, row.text))
         return "skip"
@@ -329,15 +656,26 @@ def _read(block: bytes, schema: Schema, types: dict[str, pa.DataType], invalid: 
         read_options=pacsv.ReadOptions(
             column_names=schema.names, use_threads=False, block_size=len(block) + 1
         ),
-        parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=False),
+        parse_options=pacsv.ParseOptions(
+            delimiter=dialect.delimiter or ",",
+            quote_char=dialect.quote_char or False,
+            escape_char=dialect.escape_char or False,
+            invalid_row_handler=on_invalid,
+            newlines_in_values=quoted,
+        ),
         convert_options=_convert_options(schema, types),
     )
 
 
 def _read_linewise(
-    block: bytes, starts: np.ndarray, ends: np.ndarray, nonblank: np.ndarray, schema: Schema
+    block: bytes,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    nonblank: np.ndarray,
+    schema: Schema,
+    dialect: CsvDialect,
 ) -> tuple[pa.Table, list]:
-    """Slow path: one physical line is one row; returns string columns and invalid rows."""
+    """Slow path: each record read by Python's csv module; string columns and invalid rows."""
     import csv
 
     width = len(schema.names)
@@ -347,15 +685,17 @@ def _read_linewise(
     for number, li in enumerate(nonblank, start=1):
         raw = block[starts[li] : ends[li]]
         try:
-            text = raw.decode("utf-8")
-            fields = next(csv.reader([text]))
+            text = bytes(raw).decode("utf-8")
+            records = list(dialect.python_reader(text))
         except (UnicodeDecodeError, csv.Error):  # not UTF-8; a bare carriage return in a field
-            invalid.append((number, -1, raw.decode("utf-8", "replace")))
+            invalid.append((number, -1, bytes(raw).decode("utf-8", "replace")))
             continue
-        if len(fields) != width:
-            invalid.append((number, len(fields), text))
+        if len(records) != 1:
+            invalid.append((number, -1, text))
+        elif len(records[0]) != width:
+            invalid.append((number, len(records[0]), text))
         else:
-            rows.append(fields)
+            rows.append(records[0])
     nulls = arrow.strings(schema.null_values)
     columns = []
     for values in zip(*rows, strict=True) if rows else [[] for _ in range(width)]:
@@ -466,16 +806,21 @@ def _read_arrow(
     types: dict[str, pa.DataType],
     source: str,
     lines_before: int,
+    dialect: CsvDialect,
+    quoted: bool,
 ) -> tuple[pa.Table, list, bool]:
     """Arrow's ``(table, invalid, converted)`` for a block; see :func:`parse_block`."""
     invalid: list = []
+    if dialect.skip_initial_space:  # Arrow has no such option: Python's csv module has
+        table, invalid = _read_linewise(block, starts, ends, nonblank, schema, dialect)
+        return table, invalid, True
     try:
-        table = _read(block, schema, types, invalid)
+        table = _read(block, schema, types, invalid, dialect, quoted)
         converted = False
     except pa.ArrowInvalid as exc:
         text = str(exc).lower()
         if "utf8" in text or "utf-8" in text:
-            table, invalid = _read_linewise(block, starts, ends, nonblank, schema)
+            table, invalid = _read_linewise(block, starts, ends, nonblank, schema, dialect)
             converted = True
         elif "conversion error" not in text and "invalid value" not in text:
             raise DataError(
@@ -485,16 +830,17 @@ def _read_arrow(
         else:
             invalid = []
             try:
-                table = _read(block, schema, {n: pa.string() for n in schema.names}, invalid)
+                table = _read(
+                    block, schema, {n: pa.string() for n in schema.names}, invalid, dialect, quoted
+                )
             except pa.ArrowInvalid:  # a bad value *and* invalid UTF-8 in one block
-                table, invalid = _read_linewise(block, starts, ends, nonblank, schema)
+                table, invalid = _read_linewise(block, starts, ends, nonblank, schema, dialect)
             converted = True
 
-    if table.num_rows + len(invalid) != nonblank.size:
-        # A quoted field spans lines: the parser's rows no longer map to lines. Parse this
-        # block line by line instead, so each physical line is one row (the broken pieces
-        # of a multi-line field fail the field count and go to the rejects).
-        table, invalid = _read_linewise(block, starts, ends, nonblank, schema)
+    if table.num_rows + len(invalid) != nonblank.size or (quoted and invalid):
+        # The parser's rows do not map to our records (or, with line breaks in values, Arrow
+        # does not number its invalid rows): read this block record by record instead.
+        table, invalid = _read_linewise(block, starts, ends, nonblank, schema, dialect)
         converted = True
     return table, invalid, converted
 
@@ -507,30 +853,60 @@ def parse_block(
     key_index: int | None = None,
     source: str = "CSV",
     fast: bool | None = None,
+    dialect: CsvDialect | None = None,
+    report: bool = True,
+    records: Records | None = None,
 ) -> Batch:
-    """Parse a block of whole CSV lines (no header) into a :class:`Batch`.
+    """Parse a block of whole CSV records (no header) into a :class:`Batch`.
 
     Args:
-        block: whole lines of CSV, without the header.
+        block: whole records of CSV, without the header.
         schema: the columns and their types.
         lines_before: lines of the piece before this block (for reject line numbers).
         key_index: index of the split key column, if any.
         source: names the file in error messages.
         fast: try the compiled fast path first (see the module docstring); None follows
             ``SHARDTRAIN_CSV_FAST``. Either way the result is the same.
+        dialect: delimiter, quoting and escapes; None: :data:`DEFAULT_DIALECT`.
+        report: log values stored changed (floats beyond float32: ±inf); False for samples
+            parsed again later.
+        records: the block's record bounds, when the caller has them already (see
+            :func:`csv_records.record_bounds`), or ``()`` when it knows the block holds no
+            quote or escape character.
 
     Raises:
         DataError: the block is not CSV the reader can parse.
     """
+    dialect = dialect or DEFAULT_DIALECT
     arr = np.frombuffer(block, dtype=np.uint8)
-    starts, ends = csv_parse.line_bounds(arr)
-    nonblank = np.flatnonzero(ends > starts)  # line indices (0-based) of rows
+    special = dialect.special_bytes
+    if records == ():
+        quoted, records = False, None
+    else:
+        quoted = records is not None or (bool(special) and any(block.find(c) >= 0 for c in special))
+    first_lines: np.ndarray | None = None  # the line each record starts on; None: record = line
+    if quoted:
+        if records:
+            starts, ends, first_lines = records
+        else:
+            starts, ends, first_lines, _, _ = csv_records.record_bounds(
+                arr, delim=dialect.delim_byte, quote=dialect.quote_byte, escape=dialect.escape_byte
+            )
+        n_physical = block.count(b"\n") + (1 if len(block) and block[-1] != 0x0A else 0)
+    else:
+        starts, ends = csv_parse.line_bounds(arr)
+        n_physical = int(starts.size)
+    nonblank = np.flatnonzero(ends > starts)  # record indices (0-based) of rows
+
+    def line_of(record: int) -> int:
+        return int(first_lines[record]) if first_lines is not None else record
+
     batch = Batch(
         table=None,  # set below, once the columns are converted
         row_hash=np.empty(0, np.uint64),
         rows_read=int(nonblank.size),
         blank_lines=int(starts.size - nonblank.size),
-        lines=int(starts.size),
+        lines=n_physical,
         bytes_read=len(block),
     )
     typed = {c.name: c.arrow_type for c in schema.columns}
@@ -538,12 +914,13 @@ def parse_block(
         typed[schema.key] = pa.string()  # hashed as text; converted below
     if fast is None:
         fast = fast_path_enabled()
+    fast = fast and not quoted and dialect.delimiter == "," and not dialect.skip_initial_space
     parsed = _read_fast(arr, starts[nonblank], ends[nonblank], schema, typed) if fast else None
     if parsed is not None:
         table, invalid, converted = parsed
     else:
         table, invalid, converted = _read_arrow(
-            block, starts, ends, nonblank, schema, typed, source, lines_before
+            block, starts, ends, nonblank, schema, typed, source, lines_before, dialect, quoted
         )
 
     # Row i of the parser (valid or invalid, 1-based `number`) is the i-th non-blank line.
@@ -556,7 +933,7 @@ def parse_block(
         line_idx = int(nonblank[number - 1])
         batch.rejects.append(
             Reject(
-                line=lines_before + line_idx + 1,
+                line=lines_before + line_of(line_idx) + 1,
                 reason="wrong_field_count" if actual >= 0 else "unreadable_line",
                 detail=(
                     f"{actual} fields, expected {len(schema.names)}"
@@ -579,6 +956,13 @@ def parse_block(
                 bad_detail[int(i)] = f"column '{col.name}' is not {col.type}"
             bad |= col_bad
         columns.append(values)
+    if report:
+        floats = [
+            (i, c.name, columns[i]) for i, c in enumerate(schema.columns) if c.type == "float"
+        ]
+        _warn_float32_overflow(
+            floats, block, starts, ends, row_lines, dialect, source, lines_before, line_of
+        )
 
     key_hash = None
     if key_index is not None:
@@ -600,10 +984,10 @@ def parse_block(
         line_idx = int(row_lines[i])
         batch.rejects.append(
             Reject(
-                line=lines_before + line_idx + 1,
+                line=lines_before + line_of(line_idx) + 1,
                 reason="bad_value",
                 detail=bad_detail.get(int(i), "unparsable value"),
-                text=block[starts[line_idx] : ends[line_idx]].decode("utf-8", "replace")[
+                text=bytes(block[starts[line_idx] : ends[line_idx]]).decode("utf-8", "replace")[
                     :MAX_REJECT_TEXT
                 ],
             )
@@ -612,10 +996,10 @@ def parse_block(
         line_idx = int(row_lines[i])
         batch.rejects.append(
             Reject(
-                line=lines_before + line_idx + 1,
+                line=lines_before + line_of(line_idx) + 1,
                 reason="missing_label",
                 detail=f"label '{schema.label}' is empty",
-                text=block[starts[line_idx] : ends[line_idx]].decode("utf-8", "replace")[
+                text=bytes(block[starts[line_idx] : ends[line_idx]]).decode("utf-8", "replace")[
                     :MAX_REJECT_TEXT
                 ],
             )
@@ -635,6 +1019,78 @@ def parse_block(
         key_hash = xxh64.hash_slices(arr, starts[lines], ends[lines])
     batch.row_hash = key_hash
     return batch
+
+
+_INF_WORDS = {"inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
+
+
+#: Zero values looked at again per column and block for underflow (a block of scientific
+#: data full of zeros must not be re-read row by row).
+MAX_ZERO_CHECKS = 1000
+
+
+def _warn_float32_overflow(
+    floats: list[tuple[int, str, pa.Array]],
+    block: bytes,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    row_lines: np.ndarray,
+    dialect: CsvDialect,
+    source: str,
+    lines_before: int,
+    line_of: Any,
+) -> None:
+    """Log the values of the float columns ``(index, name, values)`` beyond float32's range:
+    stored as ±inf (``1e39``) or as zero (``1e-50``).
+
+    Such values are rare, and this runs for every block, so the work is vectorised and only
+    candidate rows are looked at again: infinities whose text is not an ``inf`` spelling,
+    and zeros whose record holds a negative exponent (``e-``, the one way to write such a
+    small number short of 46 zeros; one compiled test for the block) and whose text is not
+    zero (the first :data:`MAX_ZERO_CHECKS` per block).
+    """
+    if not floats:
+        return
+    data = [arrow.to_numpy(values) for _, _, values in floats]  # views
+    any_zero = np.zeros(len(data[0]), dtype=bool)
+    for d in data:
+        any_zero |= d == 0
+    zero_rows = np.flatnonzero(any_zero)
+    if zero_rows.size:
+        zero_rows = zero_rows[
+            csv_records.has_negative_exponent(block, starts, ends, row_lines[zero_rows])
+        ][:MAX_ZERO_CHECKS]
+    for (index, name, values), d in zip(floats, data, strict=True):
+        candidates = np.isinf(d)
+        if zero_rows.size:
+            candidates[zero_rows] |= d[zero_rows] == 0
+        if not candidates.any():
+            continue
+        found = []
+        for i in np.flatnonzero(candidates & arrow.valid_mask(values)).tolist():
+            record = row_lines[i]
+            text = bytes(block[starts[record] : ends[record]]).decode("utf-8", "replace")
+            fields = next(iter(dialect.python_reader(text)), [])
+            field = fields[index].strip() if index < len(fields) else ""
+            if field.lower() in _INF_WORDS:
+                continue
+            try:
+                if d[i] == 0 and Decimal(field) == 0:
+                    continue
+            except (InvalidOperation, ValueError):
+                continue
+            found.append((lines_before + line_of(int(record)) + 1, field))
+        if found:
+            line, field = found[0]
+            log.warning(
+                "%s: %d value(s) of column '%s' beyond the float32 range stored as ±inf or 0 "
+                "(first: line %d, %s); make the column a string in --schema to keep them exact",
+                source,
+                len(found),
+                name,
+                line,
+                field[:40],
+            )
 
 
 def _hash_string_array(values: pa.Array) -> np.ndarray:

@@ -88,6 +88,15 @@ def csv_to_model(
     splits: str = "train=0.9,eval=0.1",
     source_format: str = "auto",
     schema_file: str = "",
+    delimiter: str = "",
+    quote_char: str = '"',
+    escape_char: str = "",
+    encoding: str = "utf-8",
+    no_header: bool = False,
+    columns: str = "",
+    null_values: str = "",
+    skip_initial_space: bool = False,
+    infer_types: str = "sample",
     compression: str = "gzip",
     compression_level: int = 1,
     record_format: str = "example",
@@ -137,7 +146,16 @@ def csv_to_model(
         source_format: Format of tabular sources: auto (from their names: .parquet/.pq,
             .jsonl/.ndjson[.gz], else CSV), csv, parquet or jsonl.
         schema_file: YAML/JSON file (a URI) overriding inferred types and dropping columns
-            (not images; '' infers them all).
+            (CSV only; '' infers them all).
+        delimiter: CSV field delimiter: one character, or tab ('' detects it among , ; tab |).
+        quote_char: CSV quote character ('' reads quotes as text).
+        escape_char: CSV escape character, e.g. \\ ('' for none: quotes are doubled).
+        encoding: Text encoding of the CSV files (utf-8, cp932, latin-1, utf-16...).
+        no_header: The CSV files have no header line (name the columns with columns).
+        columns: Column names of header-less CSV files, a,b,c ('' takes the schema file's).
+        null_values: CSV values read as missing, V,V,... ('' for '', NA, N/A, NULL, null).
+        skip_initial_space: Ignore spaces after each CSV delimiter.
+        infer_types: CSV column types from the first 4 MB (sample) or from every row (all).
         compression: Shard compression: gzip or none.
         compression_level: gzip level: 1 is fastest (ISA-L); 2-9 are zlib's, smaller, slower.
         record_format: example (one tf.train.Example per row, any TensorFlow tool reads it) or
@@ -191,6 +209,15 @@ def csv_to_model(
         splits=splits,
         source_format=source_format,
         schema_file=schema_file,
+        delimiter=delimiter,
+        quote_char=quote_char,
+        escape_char=escape_char,
+        encoding=encoding,
+        no_header=no_header,
+        columns=columns,
+        null_values=null_values,
+        skip_initial_space=skip_initial_space,
+        infer_types=infer_types,
         compression=compression,
         compression_level=compression_level,
         record_format=record_format,

@@ -1,0 +1,218 @@
+"""How a CSV file is written: delimiter, quoting, escapes, encoding, header, null words.
+
+:class:`CsvDialect` is the one description of the text format every CSV reader of the sharder
+uses (the schema inference, the planning of byte ranges, the block parser). It is stored in
+the plan (``options["csv_dialect"]``), so every task of a run reads the files the same way.
+
+Defaults follow RFC 4180 and pandas' ``read_csv``: ``,`` between fields, ``"`` around fields
+that hold delimiters, quotes or line breaks (a quote inside is doubled), no escape character,
+UTF-8 text, a header line, and the null words of
+:data:`~shardtrain.data.schema.DEFAULT_NULL_VALUES`.
+
+The delimiter, when not given, is detected from the sample: the first of ``, ; \\t |`` that
+splits the header and the first lines into the same number (> 1) of fields, the one giving
+the most fields winning (see :func:`detect_delimiter`).
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import IO, Any
+
+from shardtrain.errors import ConfigError
+
+#: Delimiters tried, in order of preference, when ``--delimiter`` is not given.
+CANDIDATE_DELIMITERS = (",", ";", "\t", "|")
+
+_NAMES = {"\\t": "\t", "tab": "\t", "TAB": "\t", "comma": ",", "semicolon": ";", "pipe": "|"}
+
+
+def _one_byte(value: str | None, what: str, *, allow_none: bool) -> str | None:
+    if value is None or value == "":
+        if allow_none:
+            return None
+        raise ConfigError(f"{what} cannot be empty")
+    value = _NAMES.get(value, value)
+    if len(value) != 1 or not value.isascii() or value in "\r\n":
+        raise ConfigError(f"{what} must be one ASCII character (got {value!r})")
+    return value
+
+
+@dataclass(frozen=True)
+class CsvDialect:
+    """The text format of the CSV sources of one run.
+
+    Attributes:
+        delimiter: the field separator (one ASCII character); None until detected.
+        quote_char: the quote character; None reads quotes as ordinary text (and lets the
+            planner cut large files without reading them first).
+        escape_char: a character that makes the next one literal (``\\``); None: quotes
+            inside quoted fields are doubled, as RFC 4180 says.
+        encoding: the files' text encoding (any Python codec name: ``utf-8``, ``cp932``,
+            ``shift_jis``, ``latin-1``, ``cp1252``, ``utf-16``...). Files in an encoding other
+            than UTF-8 are transcoded to UTF-8 while they are read, each by one task.
+        header: the first line of every file names the columns.
+        columns: the column names of files without a header (``--columns``).
+        null_values: field values read as missing (quoted or not, as in pandas); None: the
+            defaults, or the schema file's ``null_values``.
+        skip_initial_space: ignore spaces right after a delimiter (``1, 3, a``).
+    """
+
+    delimiter: str | None = None
+    quote_char: str | None = '"'
+    escape_char: str | None = None
+    encoding: str = "utf-8"
+    header: bool = True
+    columns: tuple[str, ...] | None = None
+    null_values: tuple[str, ...] | None = None
+    skip_initial_space: bool = False
+
+    def __post_init__(self) -> None:
+        if self.delimiter is not None:
+            object.__setattr__(
+                self, "delimiter", _one_byte(self.delimiter, "--delimiter", allow_none=False)
+            )
+        object.__setattr__(
+            self, "quote_char", _one_byte(self.quote_char, "--quote-char", allow_none=True)
+        )
+        object.__setattr__(
+            self, "escape_char", _one_byte(self.escape_char, "--escape-char", allow_none=True)
+        )
+        chars = [c for c in (self.delimiter, self.quote_char, self.escape_char) if c]
+        if len(set(chars)) != len(chars):
+            raise ConfigError("--delimiter, --quote-char and --escape-char must differ")
+        try:
+            name = codecs.lookup(self.encoding).name
+        except LookupError as exc:
+            raise ConfigError(f"--encoding: unknown encoding {self.encoding!r}") from exc
+        object.__setattr__(self, "encoding", name)
+        if self.header and self.columns:
+            raise ConfigError("--columns goes with --no-header (files with a header name theirs)")
+        if self.columns is not None:
+            object.__setattr__(self, "columns", tuple(self.columns))
+
+    @property
+    def utf8(self) -> bool:
+        """Whether the files are read as they are (UTF-8, of which ASCII is a part)."""
+        return self.encoding in ("utf-8", "ascii")
+
+    @property
+    def delim_byte(self) -> int:
+        return ord(self.delimiter or ",")
+
+    @property
+    def quote_byte(self) -> int:
+        """The quote as a byte, or -1 (never matches) without quoting."""
+        return ord(self.quote_char) if self.quote_char else -1
+
+    @property
+    def escape_byte(self) -> int:
+        return ord(self.escape_char) if self.escape_char else -1
+
+    @property
+    def special_bytes(self) -> bytes:
+        """Bytes whose presence makes a block need the quote-aware reader."""
+        return b"".join(c.encode() for c in (self.quote_char, self.escape_char) if c)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["columns"] = list(self.columns) if self.columns is not None else None
+        d["null_values"] = list(self.null_values) if self.null_values is not None else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CsvDialect:
+        d = dict(d)
+        for k in ("columns", "null_values"):
+            if d.get(k) is not None:
+                d[k] = tuple(d[k])
+        return cls(**d)
+
+    def python_reader(self, text: str) -> Iterator[list[str]]:
+        """Python's csv module reading ``text`` in this dialect (the reference slow path)."""
+        return csv.reader(
+            io.StringIO(text, newline=""),
+            delimiter=self.delimiter or ",",
+            quotechar=self.quote_char or '"',
+            quoting=csv.QUOTE_MINIMAL if self.quote_char else csv.QUOTE_NONE,
+            escapechar=self.escape_char,
+            doublequote=True,
+            skipinitialspace=self.skip_initial_space,
+            strict=False,
+        )
+
+
+def detect_delimiter(sample: str) -> str | None:
+    """The delimiter of a sample of text (header first), or None if none of the candidates fits.
+
+    A candidate fits when the header and every complete line among the first 50 split into
+    the same number of fields (quotes respected), more than one. Of those that fit, the one
+    with the most fields wins; ties go to the earlier of ``, ; \\t |``.
+    """
+    lines = sample.splitlines(keepends=True)[:51]
+    if len(lines) > 1 and not sample.endswith(("\n", "\r")):
+        lines = lines[:-1]  # a line cut by the sample's end
+    text = "".join(lines)
+    best, best_count = None, 1
+    for cand in CANDIDATE_DELIMITERS:
+        try:
+            rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=cand, strict=False))
+        except csv.Error:
+            continue
+        rows = [r for r in rows if r]
+        if not rows:
+            continue
+        counts = {len(r) for r in rows}
+        if len(counts) == 1 and (n := counts.pop()) > best_count:
+            best, best_count = cand, n
+    return best
+
+
+class Utf8Transcoder(io.RawIOBase):
+    """A binary stream of UTF-8 read from a binary stream in another encoding.
+
+    Decodes incrementally (a multi-byte character split between reads is kept for the next),
+    so a file of any size is transcoded in bounded memory. A byte sequence that is not valid
+    in the encoding raises :class:`UnicodeDecodeError` with the offset in the source.
+    """
+
+    def __init__(self, raw: IO[bytes], encoding: str, chunk: int = 1 << 20):
+        self._raw = raw
+        self._decoder = codecs.getincrementaldecoder(encoding)("strict")
+        self._pending = b""
+        self._chunk = chunk
+        self._eof = False
+        self.source_offset = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while not self._pending and not self._eof:
+            raw = self._raw.read(self._chunk)
+            self._eof = not raw
+            try:
+                text = self._decoder.decode(raw, final=self._eof)
+            except UnicodeDecodeError as exc:
+                raise UnicodeDecodeError(
+                    exc.encoding,
+                    exc.object,
+                    exc.start,
+                    exc.end,
+                    f"{exc.reason} at byte {self.source_offset + exc.start}",
+                ) from None
+            self.source_offset += len(raw)
+            if text.startswith("\ufeff") and self.source_offset == len(raw):
+                text = text[1:]  # a byte-order mark is not data
+            self._pending = text.encode("utf-8")
+        n = min(len(b), len(self._pending))
+        b[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+
+__all__ = ["CANDIDATE_DELIMITERS", "CsvDialect", "Utf8Transcoder", "detect_delimiter"]

@@ -1,0 +1,381 @@
+"""Real and adversarial CSV files, sharded and read back Example by Example, against pandas.
+
+Each case is one file and the options a user would give; the reference is what
+``pandas.read_csv`` reads with the equivalent options (every value as text, the same null
+words), converted to the column types the sharder chose. For every case:
+
+* accepted + rejected == the data rows pandas reads; no row is invented;
+* the accepted Examples are exactly the reference rows whose values fit their column types
+  (as a multiset, value by value: ints exact, floats as float32, strings byte for byte,
+  missing values absent);
+* types the issue names (codes, huge ints, R's ``1e+05``) come out as documented.
+
+Small ``task_mb``/``block_mb`` cut the larger files into many pieces and blocks, so piece and
+block boundaries fall inside quoted fields (issue 14).
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib.resources
+import io
+import math
+import random
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpers import quoted_text_csv as _tweets
+from helpers import read_examples
+from shardtrain.data import sharding
+from shardtrain.data.schema import DEFAULT_NULL_VALUES, FALSE_VALUES, TRUE_VALUES
+from shardtrain.errors import DataError
+
+_INT = re.compile(r"^[ \t]*-?[0-9]+[ \t]*$")
+
+
+def _shard(path, out, **kw) -> dict:
+    kw.setdefault("processes", 1)
+    kw.setdefault("compression", "none")
+    kw.setdefault("max_bad_fraction", 1.0)
+    kw.setdefault("min_shards", 1)
+    kw.setdefault("splits", (("train", 1.0),))
+    config = sharding.ShardConfig(sources=(str(path),), output=str(out), **kw)
+    return sharding.shard(config).metadata.to_dict()
+
+
+def _typed(text, typ):
+    """``text`` (pandas' string, or None) as the sharder stores a value of ``typ``; raises
+    ValueError when it does not fit (the sharder then rejects the row)."""
+    if text is None:
+        return None
+    if typ == "string":
+        return text.encode()
+    if typ == "int":
+        if not _INT.match(text) or not -(2**63) <= int(text) < 2**63:
+            raise ValueError(text)
+        return int(text)
+    if typ == "float":
+        with np.errstate(over="ignore"):
+            value = np.float32(float(text))
+        return "nan" if math.isnan(value) else float(value)
+    if typ == "bool":
+        if text not in TRUE_VALUES + FALSE_VALUES:
+            raise ValueError(text)
+        return int(text in TRUE_VALUES)
+    raise AssertionError(typ)
+
+
+def _compare(path, out, shard_kw: dict, pandas_kw: dict, *, expect_rejected: int = 0) -> dict:
+    """Shard ``path``, read every Example back and compare with pandas; returns metadata."""
+    meta = _shard(path, out, **shard_kw)
+    schema = meta["schema"]
+    types = {c["name"]: c["type"] for c in schema["columns"]}
+    nulls = list(schema["null_values"])
+    frame = pd.read_csv(
+        path, dtype=str, keep_default_na=False, na_values=nulls, **pandas_kw
+    ).astype(object)
+    frame = frame.where(frame.notna(), None)
+    assert list(frame.columns) == list(types)
+    expected, unfit = collections.Counter(), 0
+    for record in frame.to_dict("records"):
+        try:
+            row = tuple(sorted((k, _typed(v, types[k])) for k, v in record.items()))
+        except ValueError:
+            unfit += 1
+            continue
+        if record[schema["label"]] is None:
+            unfit += 1  # a missing label is rejected
+            continue
+        expected[tuple((k, v) for k, v in row if v is not None)] += 1
+    got = collections.Counter()
+    for example in read_examples(str(out)):
+        example.pop("__split__")
+        row = []
+        for k, v in example.items():
+            if types[k] == "float":
+                v = "nan" if math.isnan(v) else float(np.float32(v))
+            row.append((k, v))
+        got[tuple(sorted(row))] += 1
+    assert meta["rows_read"] == len(frame), (meta["rows_read"], len(frame))
+    assert meta["rows_accepted"] + meta["rows_rejected"] == meta["rows_read"]
+    assert meta["rows_rejected"] == unfit == expect_rejected
+    assert got == expected
+    return meta
+
+
+def _types(meta: dict) -> dict:
+    return {c["name"]: c["type"] for c in meta["schema"]["columns"]}
+
+
+# --------------------------------------------------------------------------------------------
+# Real data
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["penguins.csv", "penguins-raw.csv"])
+def test_palmerpenguins(tmp_path, name):
+    path = importlib.resources.files("palmerpenguins") / "data" / name
+    label = "species" if name == "penguins.csv" else "Species"
+    meta = _compare(path, tmp_path / "ds", {"label": label}, {}, expect_rejected=0)
+    assert meta["rows_read"] == 344
+    if name == "penguins.csv":
+        assert _types(meta)["bill_length_mm"] == "float" and _types(meta)["year"] == "int"
+
+
+# --------------------------------------------------------------------------------------------
+# Crafted files: one per failure class of issue 14, and the usual suspects
+# --------------------------------------------------------------------------------------------
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+CASES = {
+    # 1. quoted fields spanning lines
+    "multiline": (
+        'name,comment,rating,label\nAlice,"Thanks!\nRegards, Bob",5,yes\nDave,fine,4,yes\n',
+        {},
+        {},
+    ),
+    # 4. quoted empty numbers and quoted null words are missing, in every block
+    "quoted_everything": (
+        '"a","b","c","label"\n"2","","b","x"\n"3","NA","c","y"\n"4","5","","z"\n',
+        {},
+        {},
+    ),
+    "quoted_na_beside_multiline": ('a,b,label\n"NA","x\ny",1\n"",z,0\nNA,"",1\n', {}, {}),
+    # 2. types: R's 1e+05 in an integer column, zip codes, fees
+    "r_export": (
+        "id,count,fee,zip,label\n1,100,0,07919,a\n2,1e+05,0,10001,b\n"
+        "3,7,45.12,98115-4820,a\n4,8,0,K1A 0B1,b\n",
+        {},
+        {},
+    ),
+    # 3. integers beyond int64 stay exact (strings)
+    "huge_ints": (
+        "id,small,label\n18446744073709551616,1,a\n9223372036854775807,2,b\n"
+        "-9223372036854775809,3,a\n",
+        {},
+        {},
+    ),
+    # 5. floats outside float32, a trailing comma in the data, spaces after the delimiter
+    "float_range": ("x,y,label\n1e39,1e-50,a\n-1e39,3.5,b\n1.5,-0.0,a\n", {}, {}),
+    "spaces_after_delimiter": (
+        'a,b,c,label\n1, 3, a,x\n2, "q, r", b,y\n',
+        {"skip_initial_space": True},
+        {"skipinitialspace": True},
+    ),
+    # 6. dialects
+    "semicolon": ("id;name;price;label\n1;a;2.5;x\n2;b;3;y\n", {}, {"sep": ";"}),
+    "tab": ("id\tname\tprice\tlabel\n1\ta b\t2.5\tx\n2\tc,d\t3\ty\n", {}, {"sep": "\t"}),
+    "pipe": ('id|name|label\n1|"a|b"|x\n2|c|y\n', {}, {"sep": "|"}),
+    "escape_char": (
+        'id,text,label\n1,"say \\"hi\\", ok",x\n2,plain,y\n',
+        {"escape_char": "\\"},
+        {"escapechar": "\\"},
+    ),
+    "no_header": (
+        "1,a,x\n2,b,y\n3,,x\n",
+        {"no_header": True, "columns": ("n", "s", "label")},
+        {"header": None, "names": ["n", "s", "label"]},
+    ),
+    "null_values": ("a,b,label\n-,x,1\n3,-,0\nNA,y,1\n", {"null_values": ("", "-")}, {}),
+    # encodings and line ends
+    "bom": ("\ufeffid,name,label\n1,a,x\n2,b,y\n", {}, {}),
+    "crlf": ('id,text,label\r\n1,"two\r\nlines",x\r\n2,plain,y\r\n\r\n3,last,x', {}, {}),
+    "japanese_utf8": ('名前,値,ラベル\n東京,1,はい\n大阪,2,いいえ\n"京都,奈良",3,はい\n', {}, {}),
+    "odd_quotes": ('a,b,label\n5" screen,"ab"cd,x\nx""y,"p""q",y\n', {}, {}),
+    "blank_lines_no_final_newline": ("a,b,label\n\n1,2,x\n\n\n3,4,y", {}, {}),
+}
+ENCODED = {
+    "shift_jis": ('名前,値,label\n東京,1,はい\n"大阪,梅田",2,いいえ\n', "cp932"),
+    "latin1": ("nom,prix,label\ncafé,1.5,oui\nnaïve,2,non\n", "latin-1"),
+    "cp1252": ("nom,prix,label\n“quotes”,1.5,oui\n€uro,2,non\n", "cp1252"),
+    "utf16": ('a,b,label\n1,é,x\n2,"ü\nv",y\n', "utf-16"),
+}
+LABELS = {"japanese_utf8": "ラベル", "no_header": "label"}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_crafted_file(tmp_path, case):
+    text, shard_kw, pandas_kw = CASES[case]
+    path = tmp_path / f"{case}.csv"
+    path.write_bytes(text.encode())
+    meta = _compare(
+        path, tmp_path / "ds", {"label": LABELS.get(case, "label"), **shard_kw}, pandas_kw
+    )
+    types = _types(meta)
+    if case == "r_export":
+        assert (types["count"], types["fee"], types["zip"]) == ("float", "float", "string")
+    if case == "huge_ints":
+        assert types["id"] == "string" and types["small"] == "int"
+    if case == "quoted_everything":
+        assert types["a"] == "int" and types["b"] == "int"
+
+
+@pytest.mark.parametrize("case", sorted(ENCODED))
+def test_encodings(tmp_path, case):
+    text, encoding = ENCODED[case]
+    path = tmp_path / f"{case}.csv"
+    path.write_bytes(text.encode(encoding))
+    _compare(
+        path, tmp_path / "ds", {"label": "label", "encoding": encoding}, {"encoding": encoding}
+    )
+
+
+def test_one_megabyte_fields(tmp_path):
+    rng = random.Random(5)
+    big = "".join(rng.choice('ab, "\n') for _ in range(1 << 20))
+    text = f"id,blob,label\n1,{_quote(big)},x\n2,small,y\n3,{_quote(big[::-1])},x\n"
+    path = tmp_path / "big.csv"
+    path.write_text(text)
+    _compare(path, tmp_path / "ds", {"label": "label", "block_bytes": 64 * 1024}, {})
+
+
+@pytest.mark.parametrize("block_bytes", [11_000, 100_000])
+def test_piece_and_block_boundaries_inside_quoted_fields(tmp_path, block_bytes):
+    """A tweet-like file with a free-text column (newlines, commas, quotes in ~10% of rows),
+    cut into 64 KiB pieces and small blocks: every boundary the plan places is a record
+    start, and every row comes back exactly."""
+    path = tmp_path / "tweets.csv"
+    path.write_text(_tweets(15000))
+    assert path.stat().st_size > 8 * 64 * 1024
+    meta = _compare(
+        path,
+        tmp_path / "ds",
+        {
+            "label": "label",
+            "task_bytes": 64 * 1024,
+            "block_bytes": block_bytes,
+            "processes": 2,
+            "min_shards": 16,
+        },
+        {},
+    )
+    assert meta["rows_read"] == 15000
+    plan_pieces = [p for t in meta_plan_tasks(tmp_path / "ds") for p in t["pieces"]]
+    assert len(plan_pieces) > 4
+    data = path.read_bytes()
+    for piece in plan_pieces:
+        assert piece["start"] == 0 or data[piece["start"] - 1 : piece["start"]] == b"\n"
+    # The pieces tile the file.
+    assert [p["end"] for p in plan_pieces[:-1]] == [p["start"] for p in plan_pieces[1:]]
+
+
+def meta_plan_tasks(out) -> list[dict]:
+    import json
+
+    return json.loads((out / "_plan.json").read_text())["tasks"]
+
+
+# --------------------------------------------------------------------------------------------
+# One clear error line naming the file
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "kw", "message"),
+    [
+        (
+            b"a,,label\n1,2,3\n",
+            {},
+            r"bad\.csv: the CSV header has an empty column name at position 2",
+        ),
+        (b"a,b,label,\n1,2,3,\n", {}, r"bad\.csv: .*empty column name at position 4 \(a delimiter"),
+        (b"a,b,a,label\n1,2,3,4\n", {}, r"bad\.csv: duplicate column names in the CSV header: a"),
+        (b"a,b,label\r1,2,3\r4,5,6\r", {}, r"bad\.csv: lines end with bare carriage returns"),
+        (
+            b"id;name;label2\n1;a;x\n",
+            {"delimiter": ","},
+            r"bad\.csv: label column 'label' not found .*inside the column name 'id;name;label2'",
+        ),
+        ("名前,label\n東京,はい\n".encode("cp932"), {}, r"bad\.csv: not UTF-8 text .*--encoding"),
+    ],
+)
+def test_bad_files_fail_with_one_line_naming_the_file(tmp_path, text, kw, message):
+    path = tmp_path / "bad.csv"
+    path.write_bytes(text)
+    with pytest.raises(DataError, match=message):
+        _shard(path, tmp_path / "ds", label="label", **kw)
+
+
+def test_delimiter_is_detected_and_defaults_are_documented(tmp_path):
+    path = tmp_path / "semi.csv"
+    path.write_text("id;name;price;label\n1;a;2,5;x\n2;b;3;y\n")
+    meta = _shard(path, tmp_path / "ds", label="label")
+    assert meta["options"]["csv_dialect"]["delimiter"] == ";"
+    assert tuple(meta["schema"]["null_values"]) == DEFAULT_NULL_VALUES
+
+
+def test_floats_beyond_float32_are_reported(tmp_path, caplog):
+    path = tmp_path / "f.csv"
+    path.write_text("x,y,label\n1e39,inf,a\n-1e39,3.5,b\n1.5,2.5e-50,a\n2,0e-3,b\n3,0,a\n")
+    with caplog.at_level("WARNING"):
+        _shard(path, tmp_path / "ds", label="label")
+    warnings = [r.getMessage() for r in caplog.records if "float32" in r.getMessage()]
+    assert len(warnings) == 2, warnings
+    assert "f.csv: 2 value(s) of column 'x' beyond the float32 range" in warnings[0]
+    assert "line 2, 1e39" in warnings[0]
+    assert "f.csv: 1 value(s) of column 'y' beyond the float32 range" in warnings[1]
+    assert "line 4, 2.5e-50" in warnings[1]
+
+
+def test_the_schema_sample_ends_at_a_record_end(tmp_path, monkeypatch):
+    """The 4 MB sample of a large file is cut after its last complete record, not at a line
+    feed inside a quoted field (which would fail the sample's parse)."""
+    from shardtrain.data.sources import csv as csv_source
+
+    path = tmp_path / "tweets.csv"
+    path.write_text(_tweets(3000, seed=4))
+    data = path.read_bytes()
+    cuts = 0
+    for size in range(20_000, 30_000, 97):
+        cut = data.rfind(b"\n", 0, size)
+        cuts += data[:cut].count(b'"') % 2  # an odd count: that line feed is inside quotes
+        monkeypatch.setattr(csv_source, "SAMPLE_BYTES", size)
+        sample = csv_source.read_sample(csv_source.list_sources([str(path)])[0], size)
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        assert pd.read_csv(io.BytesIO(sample), dtype=str, keep_default_na=False).equals(
+            frame.head(len(pd.read_csv(io.BytesIO(sample), dtype=str)))
+        )
+    assert cuts > 0  # some plain cuts would have split a quoted field
+    monkeypatch.setattr(csv_source, "SAMPLE_BYTES", 25_000)
+    _compare(path, tmp_path / "ds", {"label": "label"}, {})
+
+
+def test_an_unclosed_quote_fails_with_one_line_not_unbounded_memory(tmp_path, monkeypatch):
+    from shardtrain.data.sources import csv as csv_source
+
+    monkeypatch.setattr(csv_source, "MAX_RECORD_BYTES", 200_000)
+    path = tmp_path / "open.csv"
+    path.write_text('id,text,label\n1,ok,x\n2,"never closed,y\n' + "3,z,x\n" * 100_000)
+    with pytest.raises(DataError, match=r"open\.csv: a record starting at byte 21 is longer"):
+        _shard(path, tmp_path / "ds", label="label", block_bytes=64 * 1024)
+
+
+def test_types_from_all_rows_accept_what_the_sample_did_not_show(tmp_path, monkeypatch):
+    """Issue 14, case 2: a zip column numeric for the sample and then ``98115-4820``, a fee
+    column ``0`` and then ``45.12``, an id that later exceeds int64. ``--infer-types
+    sample`` rejects those rows (documented: bad_value, nothing changed); ``all`` types the
+    columns by every row and accepts them all, exactly as pandas reads them."""
+    from shardtrain.data.sources import csv as csv_source
+
+    monkeypatch.setattr(csv_source, "SAMPLE_BYTES", 4096)
+    rows = ["zip,fee,id,label"]
+    rows += [f"{10000 + i},0,{i},{i % 2}" for i in range(2000)]
+    rows += ["98115-4820,45.12,18446744073709551616,1", "K1A 0B1,0,7,0"]
+    path = tmp_path / "late.csv"
+    path.write_text("\n".join(rows) + "\n")
+    sample = _shard(path, tmp_path / "sample", label="label")
+    assert _types(sample)["zip"] == "int" and sample["rows_rejected"] == 2
+    meta = _compare(path, tmp_path / "all", {"label": "label", "infer_types": "all"}, {})
+    assert (_types(meta)["zip"], _types(meta)["fee"], _types(meta)["id"]) == (
+        "string",
+        "float",
+        "string",
+    )
+    assert meta["rows_rejected"] == 0
