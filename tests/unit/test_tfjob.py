@@ -433,6 +433,20 @@ def sdk():
     return fake
 
 
+@pytest.fixture
+def real_client():
+    """The SDK's own TrainingClient (its real create_job checks and wait loop) with only the
+    HTTP calls patched out: creating posts nothing, get_job is the test's. For what a live
+    operator cannot be made to do on cue: Kueue admitting, preempting, re-admitting a job."""
+    client = TrainingClient(
+        client_configuration=k8s_client.Configuration(host="http://127.0.0.1:9"),
+        namespace="shardtrain",
+        job_kind="TFJob",
+    )
+    with mock.patch.object(client.custom_api, "create_namespaced_custom_object", autospec=True):
+        yield client
+
+
 def _submit(sdk, **kwargs):
     out = io.StringIO()
     kwargs = {"wait_timeout": 3600, "poll_interval": 0.01, **kwargs}
