@@ -131,7 +131,11 @@ def plan_step(*, num_workers: int, **options: Any) -> list[int]:
     """Check the inputs once and choose the shard workers that have work.
 
     Lists the sources and infers the schema exactly as every worker will (the plan is
-    deterministic), so a missing file, an unknown label or a bad split fails here. Workers
+    deterministic), so a missing file, an unknown label or a bad split fails here, and
+    publishes the plan at the dataset URI (``_plan.json``, as each worker would: an output
+    holding another dataset fails here): the workers then take the costly part
+    of planning -- CSV record starts, types by all rows -- from it instead of each reading the
+    data again. Workers
     beyond the number of tasks would get nothing (worker ``i`` of ``n`` runs the tasks
     ``t % n == i``), so only ``min(num_workers, tasks)`` indices are returned; the workers
     still use ``num_workers`` to pick their tasks.
@@ -151,7 +155,7 @@ def plan_step(*, num_workers: int, **options: Any) -> list[int]:
     _setup_logging()
     if num_workers < 1:
         raise ConfigError(f"shard_workers must be at least 1, not {num_workers}")
-    plan = sharding.build_plan(_shard_config(options))
+    plan, _ = sharding.publish_plan(_shard_config(options))
     workers = min(num_workers, len(plan.tasks))
     log.info(
         "%d source file(s), %.1f MB; schema of %d columns; %d task(s) → %d shard worker(s)%s",

@@ -55,7 +55,7 @@ from shardtrain.data.shard_config import MIB, ShardConfig, parse_splits, validat
 from shardtrain.data.sharding.finalize import finalize
 from shardtrain.data.sharding.plan import PLAN_NAME, Plan, Task, build_plan
 from shardtrain.data.sharding.pool import tune_process_memory
-from shardtrain.data.sharding.run import ShardOutcome, shard
+from shardtrain.data.sharding.run import ShardOutcome, publish_plan, shard
 from shardtrain.data.sharding.task import TaskResult, run_task
 
 __all__ = [
@@ -69,6 +69,7 @@ __all__ = [
     "build_plan",
     "finalize",
     "parse_splits",
+    "publish_plan",
     "run_task",
     "shard",
     "tune_process_memory",

@@ -110,6 +110,28 @@ def _delete_previous(config: ShardConfig) -> None:
     storage.delete(config.output, recursive=True)
 
 
+def publish_plan(config: ShardConfig) -> tuple[Plan, bool]:
+    """Plan the run and store the plan at the output as ``_plan.json``, as every worker does
+    before its tasks; returns the plan and whether the dataset there is already complete
+    (then nothing is written).
+
+    An output holding another plan is an error unless ``--overwrite``, which first deletes the
+    dataset there; the same plan is a resume and is kept. The plan is written atomically,
+    after any deletion. Run once before the workers start (the pipeline's plan step does), it
+    lets each worker take what is costly to find (CSV record starts, types by all rows) from
+    the stored plan (:meth:`~shardtrain.data.sources.base.Source.recall`) instead of reading
+    the data again.
+    """
+    plan = build_plan(config)
+    state = _check_existing(config, plan)
+    if state == "complete":
+        return plan, True
+    if state is None and config.overwrite:
+        _delete_previous(config)
+    storage.write_json(storage.join(config.output, PLAN_NAME), plan.to_dict())
+    return plan, False
+
+
 def shard(
     config: ShardConfig, progress_factory: Callable[[int], Any] | None = None
 ) -> ShardOutcome:
@@ -125,15 +147,11 @@ def shard(
         ``worker-done`` (this worker's tasks are committed; run finalize after all workers).
     """
     started = time.monotonic()
-    plan = build_plan(config)
-    state = _check_existing(config, plan)
-    if state == "complete":
+    plan, complete = publish_plan(config)
+    if complete:
         meta = DatasetMetadata.load(config.output)
         log.info("%s is already complete (metadata.json present); nothing to do", config.output)
         return ShardOutcome("already-complete", config.output, metadata=meta)
-    if state is None and config.overwrite:
-        _delete_previous(config)
-    storage.write_json(storage.join(config.output, PLAN_NAME), plan.to_dict())
 
     mine = [t for t in plan.tasks if t.index % config.num_workers == config.worker_index]
     done = {t.index for t in mine if _task_committed(plan, t.index)}

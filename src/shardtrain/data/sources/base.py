@@ -182,7 +182,10 @@ class Source(abc.ABC):
 
     def align_pieces(self, pieces: list[Piece], inputs: PlanInputs) -> list[Piece]:
         """Move the boundaries :func:`plan_pieces` placed to where this source's rows can be
-        cut (CSV: record starts, never inside a quoted field). By default they stay."""
+        cut (CSV: record starts, never inside a quoted field). By default they stay.
+
+        A source may add to ``inputs.options`` what it found here (CSV: the record starts, for
+        :meth:`recall`); the plan stores the options after this call."""
         return pieces
 
     def new_statistics(self, schema: Schema) -> dict[str, ColumnStats]:

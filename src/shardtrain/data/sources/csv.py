@@ -57,6 +57,7 @@ from shardtrain.data.schema import (
     SAMPLE_BYTES,
     TRUE_VALUES,
     Column,
+    ColumnType,
     Schema,
     SchemaOverrides,
     TypeTally,
@@ -263,12 +264,42 @@ class CsvSource(Source):
         self.schema_file = schema_file
         self.dialect = dialect or CsvDialect()
         self.infer_types = infer_types
+        self._stored: Mapping[str, Any] | None = None
+        self._known_starts: dict[str, dict[int, int]] = {}
+
+    def recall(self, stored: Mapping[str, Any] | None) -> None:
+        """Keep a stored plan (``_plan.json``): when it was made from exactly these files
+        (same URIs, sizes and versions) in the same dialect, with the same label and key,
+        :meth:`plan_inputs` takes its all-rows types and :meth:`align_pieces` its record
+        starts instead of reading the files again."""
+        self._stored = stored
+
+    def _recalled_options(
+        self, sources: list[SourceFile], dialect: CsvDialect
+    ) -> Mapping[str, Any] | None:
+        """The stored plan's options when they describe these files read this way, else None."""
+        stored = self._stored
+        if not stored:
+            return None
+        try:
+            options = stored["options"]
+            same = (
+                [SourceFile(**d) for d in stored["sources"]] == sources
+                and options.get(DIALECT_OPTION) == dialect.to_dict()
+                and options.get("label") == self.label
+                and options.get("key") == self.key
+            )
+        except (KeyError, TypeError, AttributeError):
+            return None  # another kind of plan, or another version's
+        return options if same and isinstance(options, Mapping) else None
 
     def plan_inputs(self) -> PlanInputs:
         """List the files, settle the dialect and infer the schema from a sample of the first.
 
         Gzip files count four times their size (their uncompressed size is unknown up front;
         4x is typical for CSV); rows are estimated from the sample's mean line length.
+        With ``infer_types='all'`` every column's type by all rows is stored in the plan's
+        options, and taken from a stored plan of the same files (:meth:`recall`).
         """
         sources = list_sources(self.patterns)
         dialect = self.dialect
@@ -287,8 +318,17 @@ class CsvSource(Source):
             overrides=overrides,
             dialect=dialect,
         )
+        recalled = self._recalled_options(sources, dialect)
+        self._known_starts = _record_starts_option(recalled)
+        options: dict[str, Any] = {DIALECT_OPTION: dialect.to_dict()}
         if self.infer_types == "all":
-            schema = infer_types_from_all_rows(sources, schema, dialect, overrides)
+            types = _types_option(recalled, schema)
+            if types is None:
+                types = all_row_types(sources, schema, dialect)
+            else:
+                log.info("CSV types by all rows taken from the stored plan (same files)")
+            schema = apply_all_row_types(schema, types, overrides)
+            options[TYPES_OPTION] = types
         input_bytes = sum(s.size * (4 if s.gzip else 1) for s in sources)
         sample_lines = max(sample.count(b"\n") - 1, 1)
         body = sample[sample.find(b"\n") + 1 :] if dialect.header else sample
@@ -302,15 +342,22 @@ class CsvSource(Source):
             schema=schema,
             input_bytes=input_bytes,
             estimated_rows=int(input_bytes / (len(sample) / (sample_lines + 1))),
-            options={DIALECT_OPTION: dialect.to_dict()},
+            options=options,
             sample=parsed,
             sample_bytes=len(body),
         )
 
     def align_pieces(self, pieces: list[Piece], inputs: PlanInputs) -> list[Piece]:
         """Move every boundary inside a file to the start of a record (see
-        :func:`align_pieces`)."""
-        return align_pieces(pieces, _dialect(inputs.options))
+        :func:`align_pieces`), with the record starts of a stored plan of the same files
+        (:meth:`recall`), and store the record starts found in ``inputs.options``."""
+        found: dict[str, list[list[int]]] = {}
+        aligned = align_pieces(
+            pieces, _dialect(inputs.options), known=self._known_starts, found=found
+        )
+        if found:
+            inputs.options[RECORD_STARTS_OPTION] = found
+        return aligned
 
     def read_piece(self, piece: Piece, layout: SourceLayout, block_bytes: int) -> Iterator[Batch]:
         return read_piece(
@@ -345,8 +392,20 @@ def infer_types_from_all_rows(
     code column that turns ``98115-4820`` after 230,000 rows is a string, a fee column that is
     ``0`` for thousands of rows and then ``45.12`` is a float, and no valid row is rejected
     for a type the sample did not see. Costs one parse of the data at planning, in one
-    process.
+    process (once per run: the plan stores the types, see :meth:`CsvSource.recall`).
     """
+    types = all_row_types(sources, schema, dialect, block_bytes)
+    return apply_all_row_types(schema, types, overrides)
+
+
+def all_row_types(
+    sources: list[SourceFile],
+    schema: Schema,
+    dialect: CsvDialect,
+    block_bytes: int = 4 * 1024 * 1024,
+) -> dict[str, ColumnType | None]:
+    """Every column's type by all of its values (None: only nulls), reading every file once
+    (see :func:`infer_types_from_all_rows`)."""
     text = Schema(
         columns=tuple(Column(c.name, "string") for c in schema.columns),
         label=schema.label,
@@ -358,10 +417,18 @@ def infer_types_from_all_rows(
         for batch in read_piece(piece, text, block_bytes=block_bytes, dialect=dialect):
             for tally, values in zip(tallies, batch.table.columns, strict=True):
                 tally.add(arrow.contiguous(values))
+    return {col.name: tally.type() for col, tally in zip(schema.columns, tallies, strict=True)}
+
+
+def apply_all_row_types(
+    schema: Schema, types: Mapping[str, ColumnType | None], overrides: SchemaOverrides | None = None
+) -> Schema:
+    """``schema`` with the types of :func:`all_row_types`, except where ``overrides`` set one
+    (a column of only nulls is a string)."""
     forced = overrides.types if overrides is not None else {}
     columns = []
-    for col, tally in zip(schema.columns, tallies, strict=True):
-        typ = col.type if col.name in forced else (tally.type() or "string")
+    for col in schema.columns:
+        typ = col.type if col.name in forced else (types[col.name] or "string")
         if typ != col.type:
             log.info("column '%s': %s by all rows (%s by the sample)", col.name, typ, col.type)
         columns.append(dataclasses.replace(col, type=typ))
@@ -370,6 +437,31 @@ def infer_types_from_all_rows(
 
 #: The key of the dialect in the plan's source options.
 DIALECT_OPTION = "csv_dialect"
+#: The key of the types by all rows (``--infer-types all``): column -> type or None.
+TYPES_OPTION = "csv_all_row_types"
+#: The key of the record starts found by :func:`align_pieces`: URI -> [[offset, start], ...].
+RECORD_STARTS_OPTION = "csv_record_starts"
+
+
+def _types_option(
+    options: Mapping[str, Any] | None, schema: Schema
+) -> dict[str, ColumnType | None] | None:
+    """The stored all-rows types, when they name exactly the schema's columns."""
+    types = options.get(TYPES_OPTION) if options else None
+    if not isinstance(types, dict) or list(types) != [c.name for c in schema.columns]:
+        return None
+    if any(t not in (None, "int", "float", "bool", "string") for t in types.values()):
+        return None
+    return types
+
+
+def _record_starts_option(options: Mapping[str, Any] | None) -> dict[str, dict[int, int]]:
+    """The stored record starts, per URI: offset -> first record start at or after it."""
+    found = options.get(RECORD_STARTS_OPTION) if options else None
+    try:
+        return {uri: {int(o): int(b) for o, b in pairs} for uri, pairs in (found or {}).items()}
+    except (TypeError, ValueError, AttributeError):
+        return {}
 
 
 def _dialect(options: Mapping[str, Any]) -> CsvDialect:
@@ -385,7 +477,13 @@ def _dialect(options: Mapping[str, Any]) -> CsvDialect:
 ALIGN_READ_BYTES = 16 * 1024 * 1024
 
 
-def align_pieces(pieces: list[Piece], dialect: CsvDialect) -> list[Piece]:
+def align_pieces(
+    pieces: list[Piece],
+    dialect: CsvDialect,
+    *,
+    known: Mapping[str, Mapping[int, int]] | None = None,
+    found: dict[str, list[list[int]]] | None = None,
+) -> list[Piece]:
     """Move each boundary between two pieces of one file to the first record starting at or
     after it, so that no piece boundary splits a record -- a quoted field with line breaks
     included -- and drop pieces left empty.
@@ -399,6 +497,10 @@ def align_pieces(pieces: list[Piece], dialect: CsvDialect) -> list[Piece]:
 
     Files in an encoding other than UTF-8 are not cut (their pieces merge into one): byte
     offsets of the source are not offsets of the transcoded text.
+
+    ``known`` gives record starts already found (per URI, offset -> start: a stored plan of
+    the same files): a file all of whose offsets it holds is not read. ``found`` receives, per
+    URI read or known, ``[offset, start]`` for each of its offsets.
     """
     by_file: dict[str, list[Piece]] = {}
     for piece in pieces:
@@ -411,7 +513,14 @@ def align_pieces(pieces: list[Piece], dialect: CsvDialect) -> list[Piece]:
         if not dialect.utf8:
             out.append(Piece(uri, group[0].start, group[-1].end, group[0].gzip))
             continue
-        bounds = _record_starts_after(uri, [p.start for p in group[1:]], dialect)
+        offsets = [p.start for p in group[1:]]
+        recalled = (known or {}).get(uri, {})
+        if all(o in recalled for o in offsets):
+            bounds = [recalled[o] for o in offsets]
+        else:
+            bounds = _record_starts_after(uri, offsets, dialect)
+        if found is not None:
+            found[uri] = [[o, b] for o, b in zip(offsets, bounds, strict=True)]
         starts = [group[0].start, *bounds]
         ends = [*bounds, group[-1].end]
         out.extend(Piece(uri, a, b) for a, b in zip(starts, ends, strict=True) if b > a)
