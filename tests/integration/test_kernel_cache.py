@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import quoted_text_csv
+
 pytestmark = pytest.mark.slow
 
 PORTABLE = {"NUMBA_CPU_NAME": "x86-64-v2", "NUMBA_CPU_FEATURES": ""}
@@ -85,13 +87,15 @@ def warm_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_warm_up_compiles_every_signature_a_sharding_job_uses(warm_cache, tmp_path):
     """After warm-up, sharding CSV (plain and gzip, malformed rows, key and whole-row
-    splits) and images compiles nothing, in the parent or in its pool's processes."""
+    splits, quoted multi-line fields cut into pieces) and images compiles nothing, in the
+    parent or in its pool's processes."""
     from shardtrain.data import datagen
 
     csv = tmp_path / "q.csv"
     datagen.generate_quest_logs(str(csv), 20_000, seed=7, bad_fraction=0.01)
     datagen.generate_quest_logs(str(tmp_path / "q2.csv.gz"), 3000, seed=8)
     datagen.generate_images(str(tmp_path / "img"), 8, size=24, seed=3, threads=1)
+    (tmp_path / "tweets.csv").write_text(quoted_text_csv(3000, seed=5), encoding="utf-8")
     before = _cache_files(warm_cache)
     runs = [
         ["shard", str(csv), str(tmp_path / "q2.csv.gz"), "-o", str(tmp_path / "a"),
@@ -99,6 +103,8 @@ def test_warm_up_compiles_every_signature_a_sharding_job_uses(warm_cache, tmp_pa
          "--max-bad-fraction", "0.1"],  # 5 tasks: a pool process beside the parent
         ["shard", str(csv), "-o", str(tmp_path / "b"), "--label", "cleared",
          "--compression", "none", "--processes", "1", "--max-bad-fraction", "0.1"],
+        ["shard", str(tmp_path / "tweets.csv"), "-o", str(tmp_path / "t"), "--label", "label",
+         "--key", "id", "--task-mb", "0.05"],  # quoted multi-line fields, cut into pieces
         ["shard", str(tmp_path / "img"), "--images", "-o", str(tmp_path / "c"),
          "--label", "label", "--resize", "20x20"],
     ]  # fmt: skip

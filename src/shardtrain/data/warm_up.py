@@ -9,7 +9,10 @@ run it): it runs the real code paths on tiny generated data in a temporary folde
 every signature a job meets is compiled and saved:
 
 * a quest CSV (float, integer, boolean and string columns, malformed rows, a gzip copy),
-  sharded split by a key column, and again split by the whole row into uncompressed shards;
+  sharded split by a key column, and again split by the whole row into uncompressed shards,
+  and once more cut into byte-range pieces (the quote-aware record alignment);
+* a CSV with quoted fields holding delimiters, quotes and line breaks, and floats beyond
+  float32's range (the record-bounds and range-check kernels);
 * a tree of JPEG and PNG images, sharded as is and re-encoded to another size;
 * the CRC-32C check the trainer runs over a downloaded shard.
 
@@ -55,11 +58,21 @@ def warm_up() -> WarmUpReport:
         datagen.generate_quest_logs(csv, 2000, seed=1, bad_fraction=0.02)
         datagen.generate_quest_logs(csv_gz, 500, seed=2)
         datagen.generate_images(images, 12, size=32, seed=1, manifest=True, threads=1)
+        quoted = os.path.join(tmp, "quoted.csv")
+        with open(quoted, "w", encoding="utf-8") as f:
+            f.write("id,text,value,label\n")
+            for i in range(1000):
+                text = f'"line {i}, with ""quotes""\nand a second line"' if i % 3 else f"plain {i}"
+                f.write(f"{i},{text},{'1e-50' if i % 7 == 0 else i * 0.5},{i % 2}\n")
         runs = [
             ShardConfig(sources=(csv, csv_gz), output=f"{tmp}/out-keyed", label="cleared",
                         key="attempt_id", processes=1, max_bad_fraction=0.5),
             ShardConfig(sources=(csv,), output=f"{tmp}/out-rows", label="cleared", processes=1,
                         compression="none", max_bad_fraction=0.5),
+            ShardConfig(sources=(csv,), output=f"{tmp}/out-pieces", label="cleared",
+                        processes=1, task_bytes=64 * 1024, max_bad_fraction=0.5),
+            ShardConfig(sources=(quoted,), output=f"{tmp}/out-quoted", label="label",
+                        key="id", processes=1, task_bytes=16 * 1024),
             ShardConfig(sources=(images,), output=f"{tmp}/out-images", images=True,
                         label="label", processes=1),
             ShardConfig(sources=(os.path.join(images, "manifest.csv"),),
