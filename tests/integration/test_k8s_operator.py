@@ -355,7 +355,10 @@ def test_submit_trains_chief_two_workers_and_evaluator_on_the_operator(k8s, mini
     job = json.loads(k8s.kubectl("get", "tfjob", "quest", "-n", ns, "-o", "json").stdout)
     replicas = job["status"]["replicaStatuses"]
     assert replicas["Chief"].get("succeeded") == 1, replicas
-    assert replicas["Worker"].get("succeeded") == 2, replicas
+    # All three trained together: the chief's all-reduce spans chief + 2 workers. (Not the
+    # workers' pod phases: the job succeeds when the chief does, and the operator then deletes
+    # a worker still tearing TensorFlow down -- seen on a loaded machine.)
+    assert "group_size = 3" in text, text[-3000:]
 
     metrics = storage.read_json(storage.join(model_dir, "eval", "metrics.json"))
     assert metrics["step"] == 60
