@@ -523,6 +523,37 @@ def test_a_job_outlasting_the_wait_timeout_fails_the_submit_command(k8s):
     assert scheduled[0]["reason"] == "Unschedulable" and "nvidia.com/gpu" in scheduled[0]["message"]
 
 
+def test_a_pod_whose_command_does_not_exist_fails_and_the_node_runs_the_others(k8s):
+    """As with containerd: exit code 128, reason StartError; the node agent goes on."""
+    ns = k8s.namespace()
+
+    def pod(name: str, command: list[str]) -> dict:
+        container = {"name": "main", "image": "busybox", "command": command}
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"restartPolicy": "Never", "containers": [container]},
+        }
+
+    manifests = [pod("missing", ["/nonexistent/no-such-command"]), pod("sleeper", ["sleep", "600"])]
+    k8s.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(manifests))
+    for name, phase in (("missing", "Failed"), ("sleeper", "Running")):
+        k8s.kubectl(
+            "wait",
+            f"pod/{name}",
+            "-n",
+            ns,
+            f"--for=jsonpath={{.status.phase}}={phase}",
+            "--timeout=120s",
+            timeout=180,
+        )
+    terminated = _pod(k8s, ns, "missing")["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert terminated["exitCode"] == 128 and terminated["reason"] == "StartError", terminated
+    assert "/nonexistent/no-such-command" in terminated["message"]
+    k8s.kubectl("delete", "pod", "sleeper", "missing", "-n", ns, "--timeout=120s", timeout=180)
+
+
 # ------------------------------------------------------------------------------------------
 # The pipeline's train step on the cluster, with the launcher's Role only
 # ------------------------------------------------------------------------------------------

@@ -27,7 +27,13 @@ What :class:`NodeAgent` does, as a kubelet (and the scheduler) would:
   certificate (signed by the cluster CA), so ``kubectl logs`` and the kubeflow-training SDK's
   ``get_job_logs`` work;
 * stops the process of a pod being deleted (SIGTERM to its process group, SIGKILL after the
-  grace period) and finalises the deletion (grace period 0).
+  grace period) and finalises the deletion (grace period 0);
+* fails a pod whose command cannot be started (not found, not executable, working directory
+  unusable) as containerd does: exit code 128, reason ``StartError``; one pod's trouble (a
+  failed binding or start) never holds up the others, and pods with scheduling gates wait;
+* keeps pod logs and working directories under ``log_dir`` (mode 0700, logs 0600); stops
+  all containers at once (SIGTERM, one grace period, SIGKILL) when it exits, on a signal or
+  after the API server has not answered for ``give_up_seconds``.
 
 What differs from a kubelet:
 
@@ -104,6 +110,10 @@ class NodeConfig:
         memory: the Node's memory capacity, e.g. ``16Gi`` (default: this machine's).
         extended_resources: extra capacity, e.g. ``{"nvidia.com/gpu": "1"}`` (pods asking
             for a resource the node lacks stay Pending, as with a scheduler).
+        give_up_seconds: the agent stops its containers and exits (:class:`NodeError`) after
+            this long with every sync failing (the API server is gone).
+        stop_grace_seconds: on exit, how long the containers get between SIGTERM and SIGKILL
+            (all of them at once).
     """
 
     name: str = "shardtrain-node"
@@ -114,6 +124,8 @@ class NodeConfig:
     cpu: str | None = None
     memory: str | None = None
     extended_resources: Mapping[str, str] = field(default_factory=dict)
+    give_up_seconds: float = 60.0
+    stop_grace_seconds: float = 10.0
 
 
 def _now() -> str:
@@ -139,6 +151,7 @@ class _Container:
     finished_at: str = ""
     last_terminated: dict[str, Any] | None = None
     reported: str = ""  # the last state reported: waiting/running/terminated:<code>
+    start_error: str = ""  # why the process could not be started (no process then)
     stopping: bool = False
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -154,19 +167,26 @@ class _Container:
 class NodeAgent:
     """Registers a Node and runs the pods bound to it; see the module documentation."""
 
-    def __init__(self, cfg: NodeConfig) -> None:
+    def __init__(self, cfg: NodeConfig, *, core: Any = None) -> None:
+        """``core``: a ``CoreV1Api`` to use instead of one from the kubeconfig (tests drive
+        :meth:`_sync` with one; the log endpoint then cannot be served)."""
         from kubernetes import client, config
 
         self.cfg = cfg
-        try:
-            api_client = config.new_client_from_config(config_file=cfg.kubeconfig)
-        except Exception as exc:  # ConfigException, OSError, yaml errors
-            raise NodeError(f"no usable kubeconfig ({exc})") from exc
-        self._ca_pem = _cluster_ca(api_client)
-        self.core = client.CoreV1Api(api_client)
+        if core is not None:
+            self._ca_pem = ""
+            self.core = core
+        else:
+            try:
+                api_client = config.new_client_from_config(config_file=cfg.kubeconfig)
+            except Exception as exc:  # ConfigException, OSError, yaml errors
+                raise NodeError(f"no usable kubeconfig ({exc})") from exc
+            self._ca_pem = _cluster_ca(api_client)
+            self.core = client.CoreV1Api(api_client)
         self._own_log_dir = cfg.log_dir is None
         self.log_dir = Path(cfg.log_dir or tempfile.mkdtemp(prefix="shardtrain-node-"))
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        # Logs and working directories of pods (their output may hold secrets): owner only.
+        self.log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._containers: dict[str, _Container] = {}
         self._ports = ServicePorts()
         self._lock = threading.Lock()
@@ -181,12 +201,23 @@ class NodeAgent:
         self._serve_logs()
         self._register()
         log.info("node %s: ready, log endpoint https://127.0.0.1:%d", self.cfg.name, self.port)
+        failing_since: float | None = None
         try:
             while not self._stop.is_set():
                 try:
                     self._sync()
+                    failing_since = None
                 except Exception as exc:  # the API server restarting must not end the agent
                     log.warning("node %s: sync failed: %s", self.cfg.name, _one_line(exc))
+                    now = time.monotonic()
+                    failing_since = now if failing_since is None else failing_since
+                    if (
+                        now - failing_since >= self.cfg.give_up_seconds
+                    ):  # but its going for good does
+                        raise NodeError(
+                            f"node {self.cfg.name}: the API server has not answered for "
+                            f"{now - failing_since:.0f} s ({_one_line(exc)}); stopping"
+                        ) from exc
                 self._stop.wait(self.cfg.poll_seconds)
         finally:
             self._shutdown()
@@ -197,8 +228,7 @@ class NodeAgent:
     def _shutdown(self) -> None:
         with self._lock:
             running = [c for c in self._containers.values() if c.poll() is None and c.proc]
-        for c in running:
-            self._kill(c, grace=10)
+        _stop_all(running, self.cfg.stop_grace_seconds)
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -280,18 +310,13 @@ class NodeAgent:
         pods = self.core.list_pod_for_all_namespaces(_request_timeout=30).items
         seen = set()
         for pod in pods:
-            uid = pod.metadata.uid
-            seen.add(uid)
-            if not pod.spec.node_name:
-                if pod.metadata.deletion_timestamp is None:
-                    self._maybe_bind(pod)
-                continue
-            if pod.spec.node_name != self.cfg.name:
-                continue
-            if pod.metadata.deletion_timestamp is not None:
-                self._delete(pod)
-                continue
-            self._step(pod)
+            seen.add(pod.metadata.uid)
+            try:  # one pod's trouble must not keep the others waiting
+                self._sync_pod(pod)
+            except Exception as exc:
+                log.warning(
+                    "pod %s/%s: %s", pod.metadata.namespace, pod.metadata.name, _one_line(exc)
+                )
         with self._lock:  # pods deleted by someone else with grace period 0
             gone = [c for uid, c in self._containers.items() if uid not in seen]
         for c in gone:
@@ -302,8 +327,22 @@ class NodeAgent:
                 with self._lock:
                     self._containers.pop(c.uid, None)
 
+    def _sync_pod(self, pod: Any) -> None:
+        if not pod.spec.node_name:
+            if pod.metadata.deletion_timestamp is None:
+                self._maybe_bind(pod)
+            return
+        if pod.spec.node_name != self.cfg.name:
+            return
+        if pod.metadata.deletion_timestamp is not None:
+            self._delete(pod)
+            return
+        self._step(pod)
+
     def _maybe_bind(self, pod: Any) -> None:
         """Bind a pending pod to this node, as the scheduler would (or say why not)."""
+        if getattr(pod.spec, "scheduling_gates", None):
+            return  # the scheduler leaves a gated pod alone until its gates are removed
         reason = self._unschedulable(pod)
         ns, name = pod.metadata.namespace, pod.metadata.name
         if reason:
@@ -365,6 +404,8 @@ class NodeAgent:
             c = self._start(pod)
             if c is None:
                 return
+        if c.start_error and c.reported != "terminated:128":
+            self._report(pod, c)  # its failure to start was not reported yet
         if c.proc is None or c.stopping:
             return
         code = c.poll()
@@ -406,25 +447,35 @@ class NodeAgent:
                 self._patch_status(pod, self._status(pod, c, state=waiting, phase="Pending"))
             return None
         c.argv, c.env, c.cwd = self._argv(spec, env), env, pod_dir
-        self._spawn(c)
         with self._lock:
             self._containers[uid] = c
+        self._spawn(c)
         self._report(pod, c)
         return c
 
     def _spawn(self, c: _Container) -> None:
+        """Start the container's process; if it cannot start (no such command, working
+        directory unusable), the container ends with code 128 and reason ``StartError``, as
+        with containerd, and the pod fails (it is not restarted)."""
         c.log_path = c.log_path.with_name(f"{c.name}-{c.restarts}.log")
-        with open(c.log_path, "ab") as out:
-            c.proc = subprocess.Popen(
-                c.argv,
-                env=c.env,
-                cwd=c.cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: stopped as a whole
-            )
-        c.started_at, c.exit_code, c.reported = _now(), None, ""
+        c.started_at, c.exit_code, c.reported, c.start_error = _now(), None, "", ""
+        try:
+            fd = os.open(c.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            with os.fdopen(fd, "ab") as out:
+                c.proc = subprocess.Popen(
+                    c.argv,
+                    env=c.env,
+                    cwd=c.cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # its own process group: stopped as a whole
+                )
+        except (OSError, subprocess.SubprocessError) as exc:
+            c.proc, c.exit_code, c.finished_at = None, 128, _now()
+            c.start_error = f"cannot start {c.argv[0] if c.argv else '(no command)'}: {exc}"
+            log.warning("pod %s/%s: %s", c.namespace, c.pod, c.start_error)
+            return
         log.info("pod %s/%s: started pid %d: %s", c.namespace, c.pod, c.proc.pid, c.log_path)
 
     def _restart(self, pod: Any, c: _Container) -> None:
@@ -518,19 +569,7 @@ class NodeAgent:
 
     def _kill(self, c: _Container, grace: float) -> None:
         """SIGTERM the container's process group; SIGKILL it after ``grace`` seconds."""
-        proc = c.proc
-        if proc is None or proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        with contextlib.suppress(ProcessLookupError):  # what is left of its group
-            os.killpg(proc.pid, signal.SIGKILL)
+        _stop_all([c], grace)
 
     def _delete(self, pod: Any) -> None:
         """A pod being deleted: stop its process, then finalise the deletion."""
@@ -600,7 +639,18 @@ class NodeAgent:
     def _report(self, pod: Any, c: _Container) -> None:
         code = c.poll() if c.exit_code is None else c.exit_code
         state: dict[str, Any]
-        if code is None:
+        if c.start_error:
+            state = {
+                "terminated": {
+                    "exitCode": 128,
+                    "reason": "StartError",
+                    "message": c.start_error,
+                    "startedAt": c.started_at,
+                    "finishedAt": c.finished_at or _now(),
+                }
+            }
+            phase, tag = "Failed", "terminated:128"
+        elif code is None:
             state = {"running": {"startedAt": c.started_at}}
             phase, tag = "Running", "running"
         else:
@@ -727,6 +777,9 @@ class NodeAgent:
                 _reply(req, 400, f"previous terminated container {container} not found".encode())
                 return
             path = c.log_path.with_name(f"{c.name}-{c.restarts - 1}.log")
+        if not path.exists():  # the container never started
+            _reply(req, 400, f"container {container} of pod {ns}/{pod} never started".encode())
+            return
         follow = query.get("follow") == "true" and path == c.log_path
         tail = int(query["tailLines"]) if query.get("tailLines") else None
         limit = int(query["limitBytes"]) if query.get("limitBytes") else None
@@ -772,6 +825,27 @@ class ServicePorts:
 
 class _ConfigError(Exception):
     """A container's environment cannot be built (a missing Secret or key)."""
+
+
+def _stop_all(containers: list[_Container], grace: float) -> None:
+    """SIGTERM the process groups of all ``containers`` at once, wait for them with one
+    deadline ``grace`` seconds away, then SIGKILL what is left (and what is left of each
+    group)."""
+    procs = [c.proc for c in containers if c.proc is not None and c.proc.poll() is None]
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+    for proc in procs:
+        proc.wait()
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # the rest of its group
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _ended(c: _Container, path: Path) -> bool:
