@@ -214,6 +214,28 @@ def test_parquet_null_labels_are_rejected_with_their_row_number(tmp_path):
         assert json.loads(r["text"])["id"] == f"k{r['line'] - 1}"
 
 
+def test_parquet_reject_rows_count_the_row_groups_before_the_piece(tmp_path):
+    # Several pieces, each starting at a later row group: a reject's row number counts every
+    # row of the file before it, not just the rows of its own piece.
+    n = 12_000
+    rng = np.random.default_rng(3)
+    labels = [None if i % 1500 == 1234 else i % 2 for i in range(n)]
+    frame = pd.DataFrame({"id": [f"k{i}" for i in range(n)], "x": rng.random(n), "cleared": labels})
+    path = tmp_path / "groups.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=1000)
+    common = {"task_bytes": 40_000, "max_bad_fraction": 0.01}
+    plan = build_plan(_config([path], tmp_path / "plan", **common))
+    assert len([p for t in plan.tasks for p in t.pieces]) >= 3
+    out = tmp_path / "ds"
+    meta = _shard([path], out, **common)
+    bad = frame.index[frame["cleared"].isna()].tolist()
+    assert meta["rows_rejected"] == len(bad) == 8
+    rejects = _rejects(out)
+    assert sorted(r["line"] for r in rejects) == [i + 1 for i in bad]
+    for r in rejects:
+        assert json.loads(r["text"])["id"] == frame["id"][r["line"] - 1]
+
+
 def test_parquet_files_with_compatible_and_incompatible_schemas(tmp_path):
     a = tmp_path / "a.parquet"
     b = tmp_path / "b.parquet"
