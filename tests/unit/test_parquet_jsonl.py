@@ -454,6 +454,40 @@ def test_jsonl_byte_order_mark_and_a_last_line_without_newline(tmp_path):
     assert sorted(r["k"] for r in read_examples(str(tmp_path / "ds"))) == [b"a", b"b"]
 
 
+def test_jsonl_a_line_longer_than_the_limit_is_one_error_naming_file_and_byte(
+    tmp_path, monkeypatch
+):
+    from shardtrain.data.sources import jsonl
+    from shardtrain.data.sources.base import Piece
+
+    monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr(jsonl, "SCAN_BLOCK_BYTES", 256)  # blocks smaller than the long line
+    short = json.dumps({"k": "a", "cleared": 1}) + "\n"
+    long = json.dumps({"k": "x" * 5000, "cleared": 0}) + "\n"
+    path = tmp_path / "long.jsonl"
+    path.write_text(short * 3 + long + short)
+    at = len(short) * 3
+    message = rf"^{path}: the line starting at byte {at:,} is longer than 1,000 bytes"
+    with pytest.raises(DataError, match=message):
+        build_plan(_config([path], tmp_path / "ds"))
+    size = path.stat().st_size
+    with pytest.raises(DataError, match=message):  # the reader, in blocks smaller than a line
+        list(jsonl.read_piece(Piece(str(path), 0, size), _jsonl_schema(), block_bytes=256))
+    # A piece starting inside the long line does not read the whole of it to skip it.
+    with pytest.raises(DataError, match=rf"^{path}: the line holding byte {at + 9:,} is longer"):
+        list(jsonl.read_piece(Piece(str(path), at + 10, size), _jsonl_schema(), block_bytes=256))
+    # Lines within the limit: read as before, whatever the block size.
+    monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 6000)
+    batches = list(jsonl.read_piece(Piece(str(path), 0, size), _jsonl_schema(), block_bytes=256))
+    assert sum(b.rows_read for b in batches) == 5
+
+
+def _jsonl_schema():
+    from shardtrain.data.schema import Column, Schema
+
+    return Schema((Column("k", "string"), Column("cleared", "int")), label="cleared")
+
+
 def test_jsonl_nested_values_are_one_error_and_can_be_dropped(tmp_path):
     path = tmp_path / "nested.ndjson"
     path.write_text('{"user": "a", "cleared": 1}\n{"user": {"id": 3}, "cleared": 0}\n')
