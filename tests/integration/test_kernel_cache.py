@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 import pytest
 
 from helpers import quoted_text_csv
@@ -87,7 +89,8 @@ def warm_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_warm_up_compiles_every_signature_a_sharding_job_uses(warm_cache, tmp_path):
     """After warm-up, sharding CSV (plain and gzip, malformed rows, key and whole-row
-    splits, quoted multi-line fields cut into pieces) and images compiles nothing, in the
+    splits, quoted multi-line fields cut into pieces, columnar records), Parquet, JSON lines
+    and images compiles nothing, in the
     parent or in its pool's processes."""
     from shardtrain.data import datagen
 
@@ -96,6 +99,11 @@ def test_warm_up_compiles_every_signature_a_sharding_job_uses(warm_cache, tmp_pa
     datagen.generate_quest_logs(str(tmp_path / "q2.csv.gz"), 3000, seed=8)
     datagen.generate_images(str(tmp_path / "img"), 8, size=24, seed=3, threads=1)
     (tmp_path / "tweets.csv").write_text(quoted_text_csv(3000, seed=5), encoding="utf-8")
+    # The same rows as Parquet (several row groups) and JSON lines.
+    table = pacsv.read_csv(str(tmp_path / "q2.csv.gz"))
+    pq.write_table(table, tmp_path / "q.parquet", row_group_size=500)
+    with open(tmp_path / "q.jsonl", "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(row, default=str) + "\n" for row in table.to_pylist())
     before = _cache_files(warm_cache)
     runs = [
         ["shard", str(csv), str(tmp_path / "q2.csv.gz"), "-o", str(tmp_path / "a"),
@@ -105,6 +113,12 @@ def test_warm_up_compiles_every_signature_a_sharding_job_uses(warm_cache, tmp_pa
          "--compression", "none", "--processes", "1", "--max-bad-fraction", "0.1"],
         ["shard", str(tmp_path / "tweets.csv"), "-o", str(tmp_path / "t"), "--label", "label",
          "--key", "id", "--task-mb", "0.05"],  # quoted multi-line fields, cut into pieces
+        ["shard", str(csv), "-o", str(tmp_path / "col"), "--label", "cleared",
+         "--record-format", "columnar", "--max-bad-fraction", "0.1"],
+        ["shard", str(tmp_path / "q.parquet"), "-o", str(tmp_path / "pq"), "--label", "cleared",
+         "--key", "attempt_id", "--task-mb", "0.05"],
+        ["shard", str(tmp_path / "q.jsonl"), "-o", str(tmp_path / "js"), "--label", "cleared",
+         "--key", "attempt_id", "--task-mb", "0.05"],
         ["shard", str(tmp_path / "img"), "--images", "-o", str(tmp_path / "c"),
          "--label", "label", "--resize", "20x20"],
     ]  # fmt: skip

@@ -214,6 +214,28 @@ def test_parquet_null_labels_are_rejected_with_their_row_number(tmp_path):
         assert json.loads(r["text"])["id"] == f"k{r['line'] - 1}"
 
 
+def test_parquet_reject_rows_count_the_row_groups_before_the_piece(tmp_path):
+    # Several pieces, each starting at a later row group: a reject's row number counts every
+    # row of the file before it, not just the rows of its own piece.
+    n = 12_000
+    rng = np.random.default_rng(3)
+    labels = [None if i % 1500 == 1234 else i % 2 for i in range(n)]
+    frame = pd.DataFrame({"id": [f"k{i}" for i in range(n)], "x": rng.random(n), "cleared": labels})
+    path = tmp_path / "groups.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=1000)
+    common = {"task_bytes": 40_000, "max_bad_fraction": 0.01}
+    plan = build_plan(_config([path], tmp_path / "plan", **common))
+    assert len([p for t in plan.tasks for p in t.pieces]) >= 3
+    out = tmp_path / "ds"
+    meta = _shard([path], out, **common)
+    bad = frame.index[frame["cleared"].isna()].tolist()
+    assert meta["rows_rejected"] == len(bad) == 8
+    rejects = _rejects(out)
+    assert sorted(r["line"] for r in rejects) == [i + 1 for i in bad]
+    for r in rejects:
+        assert json.loads(r["text"])["id"] == frame["id"][r["line"] - 1]
+
+
 def test_parquet_files_with_compatible_and_incompatible_schemas(tmp_path):
     a = tmp_path / "a.parquet"
     b = tmp_path / "b.parquet"
@@ -430,6 +452,40 @@ def test_jsonl_byte_order_mark_and_a_last_line_without_newline(tmp_path):
     meta = _shard([path], tmp_path / "ds", key="k", min_shards=1)
     assert meta["rows_read"] == meta["rows_accepted"] == 2
     assert sorted(r["k"] for r in read_examples(str(tmp_path / "ds"))) == [b"a", b"b"]
+
+
+def test_jsonl_a_line_longer_than_the_limit_is_one_error_naming_file_and_byte(
+    tmp_path, monkeypatch
+):
+    from shardtrain.data.sources import jsonl
+    from shardtrain.data.sources.base import Piece
+
+    monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr(jsonl, "SCAN_BLOCK_BYTES", 256)  # blocks smaller than the long line
+    short = json.dumps({"k": "a", "cleared": 1}) + "\n"
+    long = json.dumps({"k": "x" * 5000, "cleared": 0}) + "\n"
+    path = tmp_path / "long.jsonl"
+    path.write_text(short * 3 + long + short)
+    at = len(short) * 3
+    message = rf"^{path}: the line starting at byte {at:,} is longer than 1,000 bytes"
+    with pytest.raises(DataError, match=message):
+        build_plan(_config([path], tmp_path / "ds"))
+    size = path.stat().st_size
+    with pytest.raises(DataError, match=message):  # the reader, in blocks smaller than a line
+        list(jsonl.read_piece(Piece(str(path), 0, size), _jsonl_schema(), block_bytes=256))
+    # A piece starting inside the long line does not read the whole of it to skip it.
+    with pytest.raises(DataError, match=rf"^{path}: the line holding byte {at + 9:,} is longer"):
+        list(jsonl.read_piece(Piece(str(path), at + 10, size), _jsonl_schema(), block_bytes=256))
+    # Lines within the limit: read as before, whatever the block size.
+    monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 6000)
+    batches = list(jsonl.read_piece(Piece(str(path), 0, size), _jsonl_schema(), block_bytes=256))
+    assert sum(b.rows_read for b in batches) == 5
+
+
+def _jsonl_schema():
+    from shardtrain.data.schema import Column, Schema
+
+    return Schema((Column("k", "string"), Column("cleared", "int")), label="cleared")
 
 
 def test_jsonl_nested_values_are_one_error_and_can_be_dropped(tmp_path):

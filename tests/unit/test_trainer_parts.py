@@ -162,3 +162,13 @@ def test_steps_per_loop_auto_runs_about_100k_examples_a_call():
     assert TrainConfig(batch_size=1 << 20).loop_steps == 20  # at least 20
     assert TrainConfig(batch_size=8).loop_steps == 1000  # at most 1000
     assert TrainConfig(batch_size=128, steps_per_loop=7).loop_steps == 7  # as given
+
+
+def test_sample_predictions_predict_about_200_rows_per_call_whatever_the_record_format():
+    from shardtrain.data.column_blocks import BLOCK_ROWS
+    from shardtrain.train.evaluator import SAMPLE_SIZE, sample_chunk_records
+
+    assert sample_chunk_records("example", False) == SAMPLE_SIZE  # a row per record
+    columnar = sample_chunk_records("columnar", False)  # up to BLOCK_ROWS rows per record
+    assert columnar * BLOCK_ROWS >= SAMPLE_SIZE > (columnar - 1) * BLOCK_ROWS
+    assert sample_chunk_records("example", True) == 32

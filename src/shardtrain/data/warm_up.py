@@ -13,6 +13,8 @@ every signature a job meets is compiled and saved:
   and once more cut into byte-range pieces (the quote-aware record alignment);
 * a CSV with quoted fields holding delimiters, quotes and line breaks, and floats beyond
   float32's range (the record-bounds and range-check kernels);
+* the quest CSV again in columnar records (an Example per block of rows), and as Parquet
+  (several row groups) and JSON lines, each cut into pieces;
 * a tree of JPEG and PNG images, sharded as is and re-encoded to another size;
 * the CRC-32C check the trainer runs over a downloaded shard.
 
@@ -64,6 +66,7 @@ def warm_up() -> WarmUpReport:
             for i in range(1000):
                 text = f'"line {i}, with ""quotes""\nand a second line"' if i % 3 else f"plain {i}"
                 f.write(f"{i},{text},{'1e-50' if i % 7 == 0 else i * 0.5},{i % 2}\n")
+        parquet, jsonl = _columnar_copies(csv_gz, tmp)
         runs = [
             ShardConfig(sources=(csv, csv_gz), output=f"{tmp}/out-keyed", label="cleared",
                         key="attempt_id", processes=1, max_bad_fraction=0.5),
@@ -73,6 +76,12 @@ def warm_up() -> WarmUpReport:
                         processes=1, task_bytes=64 * 1024, max_bad_fraction=0.5),
             ShardConfig(sources=(quoted,), output=f"{tmp}/out-quoted", label="label",
                         key="id", processes=1, task_bytes=16 * 1024),
+            ShardConfig(sources=(csv,), output=f"{tmp}/out-columnar", label="cleared",
+                        processes=1, record_format="columnar", max_bad_fraction=0.5),
+            ShardConfig(sources=(parquet,), output=f"{tmp}/out-parquet", label="cleared",
+                        key="attempt_id", processes=1, task_bytes=16 * 1024),
+            ShardConfig(sources=(jsonl,), output=f"{tmp}/out-jsonl", label="cleared",
+                        key="attempt_id", processes=1, task_bytes=16 * 1024),
             ShardConfig(sources=(images,), output=f"{tmp}/out-images", images=True,
                         label="label", processes=1),
             ShardConfig(sources=(os.path.join(images, "manifest.csv"),),
@@ -84,3 +93,20 @@ def warm_up() -> WarmUpReport:
         # The trainer's check of a downloaded shard (shardtrain.train.dataset.verify_shard).
         crc32c(b"warm-up", 0)
     return WarmUpReport(target=cache.target(), stats=cache.compile_stats())
+
+
+def _columnar_copies(csv: str, tmp: str) -> tuple[str, str]:
+    """The rows of ``csv`` as a Parquet file of several row groups and as JSON lines."""
+    import json
+
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    table = pacsv.read_csv(csv)
+    parquet = os.path.join(tmp, "quest.parquet")
+    pq.write_table(table, parquet, row_group_size=100)
+    jsonl = os.path.join(tmp, "quest.jsonl")
+    with open(jsonl, "w", encoding="utf-8") as f:
+        for row in table.to_pylist():
+            f.write(json.dumps(row, default=str) + "\n")
+    return parquet, jsonl

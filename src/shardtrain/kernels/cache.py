@@ -33,6 +33,7 @@ import collections
 import contextlib
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -104,9 +105,16 @@ class ShippedCacheLocator(_UserWideCacheLocator):  # type: ignore[misc,valid-typ
         if _PACKAGE_DIR not in path.parents:
             return None
         self = cls(py_func, py_file)
-        for folder in (self._cache_path, _temporary_cache_dir(py_file)):
+        for folder, shared_parent in (
+            (self._cache_path, False),
+            (_temporary_cache_dir(py_file), True),
+        ):
             self._cache_path = folder
             try:
+                # In the shared temporary directory, only a folder of our own that nobody else
+                # can write to: numba unpickles the index files it finds.
+                if shared_parent and not _own_private_dir(_temporary_root()):
+                    continue
                 self.ensure_cache_path()
             except OSError:
                 continue
@@ -134,10 +142,33 @@ class ShippedCacheLocator(_UserWideCacheLocator):  # type: ignore[misc,valid-typ
                         os.unlink(tmp)
 
 
+def _temporary_root() -> str:
+    """The per-user folder in the temporary directory (see :func:`_temporary_cache_dir`)."""
+    return os.path.join(tempfile.gettempdir(), f"shardtrain-numba-{os.getuid()}")
+
+
 def _temporary_cache_dir(py_file: str) -> str:
-    """The last resort: a per-user folder in the temporary directory."""
+    """The last resort: a per-user folder in the temporary directory.
+
+    Used only when :func:`_own_private_dir` accepts its root: numba unpickles the ``.nbi``
+    index files it finds there, so a folder another local user made (the name is predictable)
+    could run their code in our process.
+    """
     subpath = _UserWideCacheLocator.get_suitable_cache_subpath(py_file)
-    return os.path.join(tempfile.gettempdir(), f"shardtrain-numba-{os.getuid()}", subpath)
+    return os.path.join(_temporary_root(), subpath)
+
+
+def _own_private_dir(path: str) -> bool:
+    """Create ``path`` (mode 0700) if missing; True if it is a real directory of this user
+    that nobody else can write to (not a symbolic link, no group or other write bit)."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    st = os.lstat(path)
+    return (
+        stat.S_ISDIR(st.st_mode)
+        and st.st_uid == os.getuid()
+        and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    )
 
 
 def install_locator() -> None:

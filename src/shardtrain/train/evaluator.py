@@ -177,9 +177,7 @@ class CheckpointEvaluator:
             storage.download_file(shards[0].uri, local)
         try:
             comp = "GZIP" if self.metadata.compression == "GZIP" else ""
-            # In small batches: 200 decoded 224 px images at once would need gigabytes of
-            # activations.
-            chunk = 32 if self.spec.image is not None else SAMPLE_SIZE
+            chunk = sample_chunk_records(self.metadata.record_format, self.spec.image is not None)
             raw = tf.data.TFRecordDataset(local, compression_type=comp).take(SAMPLE_SIZE)
             parse = dataset.record_parser(self.metadata, self.spec)
             rows: list[tuple[Any, Any, Any]] = []  # (key, label, probabilities)
@@ -200,6 +198,23 @@ class CheckpointEvaluator:
                 {"key": key.decode(), "label": self.spec.classes[int(label)], "probabilities": full}
             )
         return out
+
+
+def sample_chunk_records(record_format: str, is_image: bool) -> int:
+    """Records parsed and predicted together for the sample predictions.
+
+    About :data:`SAMPLE_SIZE` rows per call: a columnar record holds up to
+    :data:`~shardtrain.data.column_blocks.BLOCK_ROWS` rows, so 200 of them would be ~51,200
+    rows in one prediction; images go in small batches, as 200 decoded 224 px images at once
+    would need gigabytes of activations.
+    """
+    if is_image:
+        return 32
+    if record_format == "columnar":
+        from shardtrain.data.column_blocks import BLOCK_ROWS
+
+        return -(-SAMPLE_SIZE // BLOCK_ROWS)
+    return SAMPLE_SIZE
 
 
 def run_evaluator(

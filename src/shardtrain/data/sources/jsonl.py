@@ -81,6 +81,10 @@ _BIGINT = "bigint"
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _BOM = b"\xef\xbb\xbf"
 
+#: The longest line read (one JSON object): a file without newlines is one error, not a
+#: read of the whole file into memory. As CSV's ``MAX_RECORD_BYTES``.
+MAX_LINE_BYTES = 256 * 1024 * 1024
+
 
 class _Number(str):
     """A JSON number kept as its text (``json.loads`` hooks): exact for any column type."""
@@ -163,22 +167,39 @@ def _iter_line_blocks(piece: Piece, block_bytes: int) -> Iterator[bytes]:
             # Land one byte early: if that byte is a line end, our first line starts exactly
             # at `start`; otherwise skip the rest of the line begun in the previous piece.
             f.seek(piece.start - 1)
-            pos = piece.start - 1 + len(f.readline())
+            skipped = len(f.readline(MAX_LINE_BYTES + 1))
+            if skipped > MAX_LINE_BYTES:
+                raise DataError(
+                    f"{piece.uri}: the line holding byte {piece.start - 1:,} is longer than "
+                    f"{MAX_LINE_BYTES:,} bytes (not JSON lines? no newlines?)"
+                )
+            pos = piece.start - 1 + skipped
         end = math.inf if piece.gzip else piece.end
         if pos >= end:
             return
+        carry_parts, carry_len = [carry], len(carry)
         while True:
             chunk = f.read(block_bytes)
             if not chunk:
-                if carry:  # the last line, without a final newline
-                    yield carry
+                if carry_len:  # the last line, without a final newline
+                    yield b"".join(carry_parts)
                 return
             cut = chunk.rfind(b"\n")
+            # A line spanning blocks (lines within a block are shorter than the limit).
+            first_end = carry_len + (chunk.find(b"\n") + 1 if cut >= 0 else len(chunk))
+            if cut < 0:  # the line goes on: keep the parts, join them once it ends
+                carry_parts.append(chunk)
+                carry_len += len(chunk)
+            if first_end > MAX_LINE_BYTES and carry_len:
+                raise DataError(
+                    f"{piece.uri}: the line starting at byte {pos:,} is longer than "
+                    f"{MAX_LINE_BYTES:,} bytes (not JSON lines? no newlines?)"
+                )
             if cut < 0:
-                carry += chunk
                 continue
-            complete = carry + chunk[: cut + 1]
+            complete = b"".join([*carry_parts, chunk[: cut + 1]])
             carry = chunk[cut + 1 :]
+            carry_parts, carry_len = [carry], len(carry)
             if pos + len(complete) >= end:
                 last_nl = complete.find(b"\n", int(end - pos) - 1)
                 yield complete[: last_nl + 1]

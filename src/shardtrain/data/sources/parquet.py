@@ -51,7 +51,9 @@ SAMPLE_ROWS = 2000
 
 
 class ParquetReject(Reject):
-    """A rejected Parquet row: ``line`` is the row's 1-based number in its file."""
+    """A rejected Parquet row: ``line`` is the row's 1-based number counted from the first row
+    of its piece's first row group; the sharder adds the rows of the file's earlier pieces, so
+    ``rejects.jsonl`` holds the row's number in its file (as for :class:`.base.Reject`)."""
 
     @property
     def where(self) -> str:
@@ -281,7 +283,7 @@ def read_piece(piece: Piece, schema: Schema, *, block_bytes: int = 4 << 20) -> I
             raise DataError(
                 f"{piece.uri}: column '{missing[0]}' is missing (the plan's files have it)"
             )
-        rows_before = 0  # rows of this piece before the current batch (reject numbers)
+        rows_before = 0  # rows of this piece before the current batch (piece-relative numbers)
         for g in range(meta.num_row_groups):
             rg = meta.row_group(g)
             if not rg.num_rows or not piece.start <= _row_group_midpoint(rg) < piece.end:
