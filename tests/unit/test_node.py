@@ -137,7 +137,10 @@ def test_one_bad_pod_does_not_stall_the_others_and_fails_as_with_a_kubelet(tmp_p
         _pod("bind-fails", node_name=None),
         _pod("gated", node_name=None, gates=["example.com/quota"]),
         _pod("no-such-command", ["/nonexistent/shardtrain-no-such-command"]),
-        _pod("runs", ["sh", "-c", "echo hello"]),
+        # Runs until the test lets it end (so the first sync sees it running on any machine).
+        _pod(
+            "runs", ["sh", "-c", f"while [ ! -e {tmp_path}/go ]; do sleep 0.02; done; echo hello"]
+        ),
         _pod("pending", node_name=None),
     ]
     core = _Core(pods)
@@ -153,6 +156,7 @@ def test_one_bad_pod_does_not_stall_the_others_and_fails_as_with_a_kubelet(tmp_p
     assert "/nonexistent/shardtrain-no-such-command" in terminated["message"]
     assert core.statuses["runs"][-1]["phase"] == "Running"
     # Reported once, not again on the next sync; the good pod ends and is reported.
+    (tmp_path / "go").touch()
     proc = agent._containers["uid-runs"].proc
     assert proc is not None and proc.wait(timeout=30) == 0
     agent._sync()
