@@ -46,7 +46,7 @@ import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -61,7 +61,6 @@ from shardtrain.data.sources.base import (
     Piece,
     PlanInputs,
     Reject,
-    Source,
     SourceFile,
     SourceLayout,
     open_source,
@@ -375,31 +374,11 @@ def scan_types(sources: list[SourceFile]) -> TypePass:
 # --------------------------------------------------------------------------------------------
 
 
-class JsonLinesSource(Source):
+class JsonLinesSource(typed.TypedFileSource):
     """Newline-delimited JSON files (plain or ``.gz``, local or in object storage).
 
-    Args:
-        patterns: files or globs.
-        label: the label column.
-        key: the column hashed for the split; None hashes the whole line.
-        schema_file: YAML/JSON file that drops columns or forces them to string/float.
+    Arguments: see :class:`~shardtrain.data.sources.typed.TypedFileSource`.
     """
-
-    data_kind = "tabular"
-    header_lines: ClassVar[int] = 0
-
-    def __init__(
-        self,
-        patterns: tuple[str, ...] | list[str],
-        *,
-        label: str,
-        key: str | None = None,
-        schema_file: str | None = None,
-    ):
-        self.patterns = list(patterns)
-        self.label = label
-        self.key = key
-        self.schema_file = schema_file
 
     def recall(self, stored: Mapping[str, Any] | None) -> None:
         """Keep the type pass of a stored plan (``_plan.json``) for :meth:`plan_inputs`."""

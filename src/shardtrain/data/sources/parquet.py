@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import IO, ClassVar
+from typing import IO
 
 import numpy as np
 import pyarrow as pa
@@ -38,7 +38,6 @@ from shardtrain.data.sources.base import (
     Piece,
     PlanInputs,
     Reject,
-    Source,
     SourceLayout,
     open_source,
 )
@@ -132,31 +131,11 @@ def _row_group_midpoint(meta: pq.RowGroupMetaData) -> int:
     return start + _compressed_size(meta) // 2
 
 
-class ParquetSource(Source):
+class ParquetSource(typed.TypedFileSource):
     """Parquet files (local or in object storage). See the module docstring.
 
-    Args:
-        patterns: files or globs.
-        label: the label column.
-        key: the column hashed for the split; None hashes the whole row.
-        schema_file: YAML/JSON file that drops columns or forces them to string/float.
+    Arguments: see :class:`~shardtrain.data.sources.typed.TypedFileSource`.
     """
-
-    data_kind = "tabular"
-    header_lines: ClassVar[int] = 0
-
-    def __init__(
-        self,
-        patterns: tuple[str, ...] | list[str],
-        *,
-        label: str,
-        key: str | None = None,
-        schema_file: str | None = None,
-    ):
-        self.patterns = list(patterns)
-        self.label = label
-        self.key = key
-        self.schema_file = schema_file
 
     def plan_inputs(self) -> PlanInputs:
         """Read every file's footer (not its data): the schema, the exact row count."""

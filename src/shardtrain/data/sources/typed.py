@@ -37,18 +37,47 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from shardtrain.data.schema import Column, ColumnType, Schema, SchemaOverrides
-from shardtrain.data.sources.base import MAX_REJECT_TEXT, Reject
+from shardtrain.data.sources.base import MAX_REJECT_TEXT, Reject, Source
 from shardtrain.errors import ConfigError, DataError
 from shardtrain.kernels import arrow, xxh64
 
 #: Separator of the fields of a row when the whole row is hashed for the split.
 _ROW_SEPARATOR = "\x1f"
+
+
+class TypedFileSource(Source):
+    """The common part of the sources whose files carry typed values (Parquet, JSON lines):
+    which files, which label, which split key, which schema overrides.
+
+    Args:
+        patterns: files or globs.
+        label: the label column.
+        key: the column hashed for the split; None hashes the whole row.
+        schema_file: YAML/JSON file that drops columns or forces them to string/float.
+    """
+
+    data_kind = "tabular"
+    header_lines: ClassVar[int] = 0
+
+    def __init__(
+        self,
+        patterns: tuple[str, ...] | list[str],
+        *,
+        label: str,
+        key: str | None = None,
+        schema_file: str | None = None,
+    ):
+        self.patterns = list(patterns)
+        self.label = label
+        self.key = key
+        self.schema_file = schema_file
 
 
 class UnsupportedType(Exception):
