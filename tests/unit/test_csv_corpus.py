@@ -46,9 +46,10 @@ def _shard(path, out, **kw) -> dict:
     return sharding.shard(config).metadata.to_dict()
 
 
-def _typed(text, typ):
-    """``text`` (pandas' string, or None) as the sharder stores a value of ``typ``; raises
-    ValueError when it does not fit (the sharder then rejects the row)."""
+def _typed(text, typ, decimal="."):
+    """``text`` (pandas' string, or None) as the sharder stores a value of ``typ`` (floats
+    written with the decimal mark ``decimal``); raises ValueError when it does not fit (the
+    sharder then rejects the row)."""
     if text is None:
         return None
     if typ == "string":
@@ -58,6 +59,10 @@ def _typed(text, typ):
             raise ValueError(text)
         return int(text)
     if typ == "float":
+        if decimal != ".":
+            if "." in text:
+                raise ValueError(text)  # 1.5 is no number with a decimal comma (pandas)
+            text = text.replace(decimal, ".")
         with np.errstate(over="ignore"):
             value = np.float32(float(text))
         return "nan" if math.isnan(value) else float(value)
@@ -74,6 +79,7 @@ def _compare(path, out, shard_kw: dict, pandas_kw: dict, *, expect_rejected: int
     schema = meta["schema"]
     types = {c["name"]: c["type"] for c in schema["columns"]}
     nulls = list(schema["null_values"])
+    decimal = pandas_kw.get("decimal", ".")
     frame = pd.read_csv(
         path, dtype=str, keep_default_na=False, na_values=nulls, **pandas_kw
     ).astype(object)
@@ -82,7 +88,7 @@ def _compare(path, out, shard_kw: dict, pandas_kw: dict, *, expect_rejected: int
     expected, unfit = collections.Counter(), 0
     for record in frame.to_dict("records"):
         try:
-            row = tuple(sorted((k, _typed(v, types[k])) for k, v in record.items()))
+            row = tuple(sorted((k, _typed(v, types[k], decimal)) for k, v in record.items()))
         except ValueError:
             unfit += 1
             continue
@@ -190,6 +196,17 @@ CASES = {
     "japanese_utf8": ('名前,値,ラベル\n東京,1,はい\n大阪,2,いいえ\n"京都,奈良",3,はい\n', {}, {}),
     "odd_quotes": ('a,b,label\n5" screen,"ab"cd,x\nx""y,"p""q",y\n', {}, {}),
     "blank_lines_no_final_newline": ("a,b,label\n\n1,2,x\n\n\n3,4,y", {}, {}),
+    # decimal commas (European Excel, pandas decimal=",", R write.csv2)
+    "decimal_comma": (
+        "id;fee;rate;code;label\n1;1,5;-0,25;1.5;x\n2;0;1,5e3;2;y\n3;;,5;3;x\n4;-12,75;1E-3;4;y\n",
+        {"decimal": ","},
+        {"sep": ";", "decimal": ","},
+    ),
+    "decimal_comma_quoted_tab": (
+        'id\tfee\tlabel\n"1"\t"0,0"\t"a"\n"2"\t"45,12"\t"b"\n"3"\t""\t"c"\n',
+        {"decimal": ",", "delimiter": "tab"},
+        {"sep": "\t", "decimal": ","},
+    ),
 }
 ENCODED = {
     "shift_jis": ('名前,値,label\n東京,1,はい\n"大阪,梅田",2,いいえ\n', "cp932"),
@@ -215,6 +232,10 @@ def test_crafted_file(tmp_path, case):
         assert types["id"] == "string" and types["small"] == "int"
     if case == "quoted_everything":
         assert types["a"] == "int" and types["b"] == "int"
+    if case == "decimal_comma":  # 1.5 is text when the decimal mark is a comma, as in pandas
+        assert (types["fee"], types["rate"], types["code"]) == ("float", "float", "string")
+    if case == "decimal_comma_quoted_tab":
+        assert types["fee"] == "float"
 
 
 @pytest.mark.parametrize("case", sorted(ENCODED))
@@ -264,6 +285,103 @@ def test_piece_and_block_boundaries_inside_quoted_fields(tmp_path, block_bytes):
         assert piece["start"] == 0 or data[piece["start"] - 1 : piece["start"]] == b"\n"
     # The pieces tile the file.
     assert [p["end"] for p in plan_pieces[:-1]] == [p["start"] for p in plan_pieces[1:]]
+
+
+def _european_export(path, rows: int, seed: int = 7) -> pd.DataFrame:
+    """What pandas writes for European Excel: ``to_csv(sep=";", quoting=csv.QUOTE_ALL,
+    encoding="cp1252", decimal=",")`` -- quoted multi-line notes, zip codes with leading
+    zeros, fees with cents and some missing, full-precision floats, accented names."""
+    import csv
+
+    rng = np.random.default_rng(seed)
+    names = ["Müller", "Zoë; Ltd", "Šebestová", "Ørsted", "François", "Ångström", "Œuvre"]
+    notes = ["", "plain", 'said "hi"', "€ 5, paid; late", "line one\nline two", "a\r\nb\nc"]
+    fees = np.round(rng.exponential(40, rows), 2)
+    fees[rng.random(rows) < 0.05] = np.nan
+    fees[rng.random(rows) < 0.2] = 0.0
+    frame = pd.DataFrame(
+        {
+            "id": np.arange(rows),
+            "name": [names[i] for i in rng.integers(0, len(names), rows)],
+            "zip": [f"{z:05d}" for z in rng.integers(0, 20000, rows)],
+            "notes": [notes[i] for i in rng.integers(0, len(notes), rows)],
+            "fee": fees,
+            "amount": rng.integers(-1000, 1000, rows),
+            "ratio": rng.normal(0, 1, rows) * 10.0 ** rng.integers(-8, 12, rows),
+            "label": np.where(rng.random(rows) < 0.3, "yes", "no"),
+        }
+    )
+    frame.to_csv(path, sep=";", quoting=csv.QUOTE_ALL, encoding="cp1252", decimal=",", index=False)
+    return frame
+
+
+@pytest.mark.parametrize("infer_types", ["sample", "all"])
+def test_european_excel_export_with_decimal_commas(tmp_path, infer_types):
+    """The file found by hand (issue 14): every value was exact except the decimal-comma fee
+    column, read as text (``0,0``). With ``--decimal , --encoding cp1252`` every Example
+    equals what ``pandas.read_csv(sep=";", decimal=",", encoding="cp1252")`` reads, floats
+    cast to float32, in many blocks cut between quoted multi-line notes."""
+    path = tmp_path / "export.csv"
+    _european_export(path, 3000)
+    assert b"\r\n" in path.read_bytes() and "€".encode("cp1252") in path.read_bytes()
+    meta = _shard(
+        path,
+        tmp_path / "ds",
+        label="label",
+        decimal=",",
+        encoding="cp1252",
+        infer_types=infer_types,
+        block_bytes=16 * 1024,
+    )
+    assert meta["options"]["csv_dialect"]["delimiter"] == ";"  # detected, never the comma
+    assert meta["options"]["csv_dialect"]["decimal"] == ","
+    types = _types(meta)
+    assert types == {
+        "id": "int",
+        "name": "string",
+        "zip": "string",
+        "notes": "string",
+        "fee": "float",
+        "amount": "int",
+        "ratio": "float",
+        "label": "string",
+    }
+    frame = pd.read_csv(path, sep=";", decimal=",", encoding="cp1252", dtype={"zip": str})
+    assert frame["fee"].dtype == np.float64 and frame["fee"].isna().any()
+    assert frame["zip"].str.startswith("0").any()
+    expected = collections.Counter()
+    for record in frame.astype(object).to_dict("records"):
+        row = []
+        for k, v in record.items():
+            if isinstance(v, float) and math.isnan(v):
+                continue  # missing: an absent feature
+            if types[k] == "float":
+                v = float(np.float32(v))
+            elif types[k] == "string":
+                v = v.encode()
+            row.append((k, v))
+        expected[tuple(sorted(row))] += 1
+    got = collections.Counter()
+    for example in read_examples(str(tmp_path / "ds")):
+        example.pop("__split__")
+        got[tuple(sorted(example.items()))] += 1
+    assert meta["rows_read"] == meta["rows_accepted"] == 3000
+    assert got == expected
+
+
+def test_decimal_comma_file_read_with_the_point_gets_a_hint(tmp_path, caplog):
+    """Without ``--decimal ,`` the fee column is text, as before, and the sharder says why."""
+    path = tmp_path / "export.csv"
+    _european_export(path, 50)
+    with caplog.at_level("WARNING"):
+        meta = _shard(path, tmp_path / "ds", label="label", encoding="cp1252")
+    assert _types(meta)["fee"] == "string"
+    hints = [r.getMessage() for r in caplog.records if "--decimal ," in r.getMessage()]
+    assert len(hints) == 1
+    assert (
+        "export.csv: column(s) 'fee', 'ratio' hold numbers written with a decimal comma"
+        in (hints[0])
+    )
 
 
 def meta_plan_tasks(out) -> list[dict]:

@@ -1,4 +1,4 @@
-"""How a CSV file is written: delimiter, quoting, escapes, encoding, header, null words.
+"""How a CSV file is written: delimiter, quoting, escapes, encoding, header, null words, decimals.
 
 :class:`CsvDialect` is the one description of the text format every CSV reader of the sharder
 uses (the schema inference, the planning of byte ranges, the block parser). It is stored in
@@ -12,6 +12,11 @@ UTF-8 text, a header line, and the null words of
 The delimiter, when not given, is detected from the sample: the first of ``, ; \\t |`` that
 splits the header and the first lines into the same number (> 1) of fields, the one giving
 the most fields winning (see :func:`detect_delimiter`).
+
+Numbers may be written with a decimal comma (``--decimal ,``: ``1,5``, ``-0,25``,
+``1,5e3``), as European Excel and pandas' ``to_csv(decimal=",")`` write them, with ``;``
+between fields. Then ``1.5`` is not a number (it stays text, as in pandas), and ``,`` is
+never taken for the delimiter.
 """
 
 from __future__ import annotations
@@ -28,7 +33,19 @@ from shardtrain.errors import ConfigError
 #: Delimiters tried, in order of preference, when ``--delimiter`` is not given.
 CANDIDATE_DELIMITERS = (",", ";", "\t", "|")
 
-_NAMES = {"\\t": "\t", "tab": "\t", "TAB": "\t", "comma": ",", "semicolon": ";", "pipe": "|"}
+#: The decimal marks a number may be written with (``--decimal``).
+DECIMAL_MARKS = (".", ",")
+
+_NAMES = {
+    "\\t": "\t",
+    "tab": "\t",
+    "TAB": "\t",
+    "comma": ",",
+    "semicolon": ";",
+    "pipe": "|",
+    "dot": ".",
+    "point": ".",
+}
 
 
 def _one_byte(value: str | None, what: str, *, allow_none: bool) -> str | None:
@@ -60,6 +77,12 @@ class CsvDialect:
         null_values: field values read as missing (quoted or not, as in pandas); None: the
             defaults, or the schema file's ``null_values``.
         skip_initial_space: ignore spaces right after a delimiter (``1, 3, a``).
+        decimal: the decimal mark of numbers: ``.`` or ``,`` (``1,5``: European Excel,
+            pandas' ``to_csv(decimal=",")``, R's ``write.csv2``). With ``,`` a float is
+            ``1,5``/``-0,25``/``1,5e3`` and ``1.5`` is text; the delimiter cannot be ``,``
+            (when not given it is detected among the others, ``;`` when none fits). Floats
+            are correctly rounded to float32 either way. No thousands separator is read:
+            ``1.234,5`` is text.
     """
 
     delimiter: str | None = None
@@ -70,6 +93,7 @@ class CsvDialect:
     columns: tuple[str, ...] | None = None
     null_values: tuple[str, ...] | None = None
     skip_initial_space: bool = False
+    decimal: str = "."
 
     def __post_init__(self) -> None:
         if self.delimiter is not None:
@@ -85,6 +109,21 @@ class CsvDialect:
         chars = [c for c in (self.delimiter, self.quote_char, self.escape_char) if c]
         if len(set(chars)) != len(chars):
             raise ConfigError("--delimiter, --quote-char and --escape-char must differ")
+        decimal = _NAMES.get(self.decimal, self.decimal)
+        if decimal not in DECIMAL_MARKS:
+            raise ConfigError(f"--decimal must be '.' or ',' (got {self.decimal!r})")
+        object.__setattr__(self, "decimal", decimal)
+        for char, flag in (
+            (self.delimiter, "--delimiter"),
+            (self.quote_char, "--quote-char"),
+            (self.escape_char, "--escape-char"),
+        ):
+            if char == decimal:
+                hint = " (decimal-comma files separate fields with ';')" if decimal == "," else ""
+                raise ConfigError(
+                    f"--decimal {decimal!r} cannot also be the {flag}: a number like "
+                    f"1{decimal}5 would split in two{hint}"
+                )
         try:
             name = codecs.lookup(self.encoding).name
         except LookupError as exc:
@@ -118,10 +157,18 @@ class CsvDialect:
         """Bytes whose presence makes a block need the quote-aware reader."""
         return b"".join(c.encode() for c in (self.quote_char, self.escape_char) if c)
 
+    @property
+    def candidate_delimiters(self) -> tuple[str, ...]:
+        """The delimiters detection may pick: never the decimal mark."""
+        return tuple(c for c in CANDIDATE_DELIMITERS if c != self.decimal)
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["columns"] = list(self.columns) if self.columns is not None else None
         d["null_values"] = list(self.null_values) if self.null_values is not None else None
+        if self.decimal == ".":
+            # Only when not the default: plans made before the option keep their fingerprint.
+            del d["decimal"]
         return d
 
     @classmethod
@@ -146,19 +193,20 @@ class CsvDialect:
         )
 
 
-def detect_delimiter(sample: str) -> str | None:
+def detect_delimiter(sample: str, candidates: tuple[str, ...] = CANDIDATE_DELIMITERS) -> str | None:
     """The delimiter of a sample of text (header first), or None if none of the candidates fits.
 
     A candidate fits when the header and every complete line among the first 50 split into
     the same number of fields (quotes respected), more than one. Of those that fit, the one
-    with the most fields wins; ties go to the earlier of ``, ; \\t |``.
+    with the most fields wins; ties go to the earlier of ``candidates`` (``, ; \\t |``; a
+    decimal-comma dialect leaves out ``,``: :attr:`CsvDialect.candidate_delimiters`).
     """
     lines = sample.splitlines(keepends=True)[:51]
     if len(lines) > 1 and not sample.endswith(("\n", "\r")):
         lines = lines[:-1]  # a line cut by the sample's end
     text = "".join(lines)
     best, best_count = None, 1
-    for cand in CANDIDATE_DELIMITERS:
+    for cand in candidates:
         try:
             rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=cand, strict=False))
         except csv.Error:
@@ -215,4 +263,10 @@ class Utf8Transcoder(io.RawIOBase):
         return n
 
 
-__all__ = ["CANDIDATE_DELIMITERS", "CsvDialect", "Utf8Transcoder", "detect_delimiter"]
+__all__ = [
+    "CANDIDATE_DELIMITERS",
+    "DECIMAL_MARKS",
+    "CsvDialect",
+    "Utf8Transcoder",
+    "detect_delimiter",
+]

@@ -198,6 +198,14 @@ class ShardConfig:
         help='Ignore spaces after each CSV delimiter (1, 2, "a").',
         pipeline="skip_initial_space",
     )
+    decimal: str = option(
+        ".",
+        choices=(".", ","),
+        help="Decimal mark of CSV numbers: , reads 1,5 and -0,25e3 as floats (European "
+        "Excel, pandas decimal=',', R write.csv2; fields then split by ; or another "
+        "delimiter, and 1.5 is text). No thousands separators: 1.234,5 is text.",
+        pipeline="decimal",
+    )
     infer_types: str = option(
         "sample",
         choices=("sample", "all"),
@@ -423,6 +431,7 @@ class ShardConfig:
             columns=self.columns,
             null_values=self.null_values,
             skip_initial_space=self.skip_initial_space,
+            decimal=self.decimal,
         )
 
     def plan_options(self) -> dict[str, Any]:

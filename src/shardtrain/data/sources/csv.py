@@ -21,6 +21,8 @@ Arrow cannot map back to records by Python's csv module. All give the same rows,
 rejects and line numbers; ``SHARDTRAIN_CSV_FAST=0`` turns the kernel off, to compare or to
 rule it out. The dialect (:class:`~shardtrain.data.csv_dialect.CsvDialect`) is stored in the
 plan, so every task reads the same way.
+Numbers with a decimal comma (``--decimal ,``, never with ``,`` between fields) are read by
+Arrow (``decimal_point``), with the same correctly rounded float32 values as the point.
 
 Rejected rows never vanish: a row with the wrong number of fields, a value that does not parse
 as its column's type, or a missing label is reported with its line (the line its record starts
@@ -305,8 +307,9 @@ class CsvSource(Source):
         dialect = self.dialect
         sample = read_sample(sources[0], SAMPLE_BYTES, dialect)
         if dialect.delimiter is None:
-            found = detect_delimiter(sample.decode("utf-8", "replace"))
-            dialect = dataclasses.replace(dialect, delimiter=found or ",")
+            candidates = dialect.candidate_delimiters
+            found = detect_delimiter(sample.decode("utf-8", "replace"), candidates)
+            dialect = dataclasses.replace(dialect, delimiter=found or candidates[0])
         overrides = SchemaOverrides.load(self.schema_file) if self.schema_file else None
         if overrides is not None and not dialect.header and not dialect.columns:
             dialect = dataclasses.replace(dialect, columns=tuple(overrides.types))
@@ -411,7 +414,7 @@ def all_row_types(
         label=schema.label,
         null_values=schema.null_values,
     )
-    tallies = [TypeTally() for _ in schema.columns]
+    tallies = [TypeTally(decimal=dialect.decimal) for _ in schema.columns]
     for src in sources:
         piece = Piece(src.uri, 0, src.size, src.gzip)
         for batch in read_piece(piece, text, block_bytes=block_bytes, dialect=dialect):
@@ -735,11 +738,15 @@ DEFAULT_DIALECT = CsvDialect(delimiter=",")
 # --------------------------------------------------------------------------------------------
 
 
-def _convert_options(schema: Schema, types: dict[str, pa.DataType]) -> pacsv.ConvertOptions:
+def _convert_options(
+    schema: Schema, types: dict[str, pa.DataType], decimal: str = "."
+) -> pacsv.ConvertOptions:
     # Quoted null words are missing too ("" and "NA" as much as NA): pandas' rule, and the
-    # same in every block whichever parser reads it.
+    # same in every block whichever parser reads it. Arrow reads a decimal comma with the
+    # same correctly rounded float32 conversion as the point (checked on 200,000 values).
     return pacsv.ConvertOptions(
         column_types=types,
+        decimal_point=decimal,
         null_values=list(schema.null_values),
         strings_can_be_null=True,
         quoted_strings_can_be_null=True,
@@ -772,7 +779,7 @@ def _read(
             invalid_row_handler=on_invalid,
             newlines_in_values=quoted,
         ),
-        convert_options=_convert_options(schema, types),
+        convert_options=_convert_options(schema, types, dialect.decimal),
     )
 
 
@@ -861,8 +868,21 @@ def _read_fast(
     )
 
 
-def _safe_convert(strings: pa.Array, column_type: str) -> tuple[pa.Array, np.ndarray]:
-    """Convert strings to ``column_type``; return the values and a mask of unparsable rows."""
+def _with_decimal_point(strings: pa.Array, decimal: str) -> pa.Array:
+    """Float text written with the decimal mark ``decimal`` as text with a decimal point:
+    ``1,5`` becomes ``1.5``, and ``1.5`` becomes ``1;5``, which is no number (as in pandas)."""
+    if decimal == ".":
+        return strings
+    return pc.replace_substring(pc.replace_substring(strings, ".", ";"), decimal, ".")
+
+
+def _safe_convert(
+    strings: pa.Array, column_type: str, decimal: str = "."
+) -> tuple[pa.Array, np.ndarray]:
+    """Convert strings to ``column_type`` (floats written with the decimal mark ``decimal``);
+    return the values and a mask of unparsable rows."""
+    if column_type == "float":
+        strings = _with_decimal_point(strings, decimal)
     target = {"int": pa.int64(), "float": pa.float32(), "bool": pa.bool_()}[column_type]
     try:
         if column_type == "bool":
@@ -1023,7 +1043,13 @@ def parse_block(
         typed[schema.key] = pa.string()  # hashed as text; converted below
     if fast is None:
         fast = fast_path_enabled()
-    fast = fast and not quoted and dialect.delimiter == "," and not dialect.skip_initial_space
+    fast = (
+        fast
+        and not quoted
+        and dialect.delimiter == ","
+        and dialect.decimal == "."
+        and not dialect.skip_initial_space
+    )
     parsed = _read_fast(arr, starts[nonblank], ends[nonblank], schema, typed) if fast else None
     if parsed is not None:
         table, invalid, converted = parsed
@@ -1060,24 +1086,20 @@ def parse_block(
         values = arrow.contiguous(arr_col)
         want_string = col.type == "string" or col.name == schema.key
         if converted and not want_string:
-            values, col_bad = _safe_convert(values, col.type)
+            values, col_bad = _safe_convert(values, col.type, dialect.decimal)
             for i in np.flatnonzero(col_bad & ~bad):
                 bad_detail[int(i)] = f"column '{col.name}' is not {col.type}"
             bad |= col_bad
         columns.append(values)
-    if report:
-        floats = [
-            (i, c.name, columns[i]) for i, c in enumerate(schema.columns) if c.type == "float"
-        ]
-        _warn_float32_overflow(
-            floats, block, starts, ends, row_lines, dialect, source, lines_before, line_of
-        )
-
     key_hash = None
     if key_index is not None:
         key_strings = columns[key_index]
         if schema.column(schema.key).type != "string":  # type: ignore[arg-type]
-            converted_key, key_bad = _safe_convert(key_strings, schema.column(schema.key).type)  # type: ignore[arg-type]
+            converted_key, key_bad = _safe_convert(
+                key_strings,
+                schema.column(schema.key).type,  # type: ignore[arg-type]
+                dialect.decimal,
+            )
             for i in np.flatnonzero(key_bad & ~bad):
                 bad_detail[int(i)] = (
                     f"column '{schema.key}' is not {schema.column(schema.key).type}"  # type: ignore[arg-type]
@@ -1085,6 +1107,14 @@ def parse_block(
             bad |= key_bad
             columns[key_index] = converted_key
         key_hash = _hash_string_array(key_strings)
+
+    if report:  # after the key's conversion: a float key is read as text first
+        floats = [
+            (i, c.name, columns[i]) for i, c in enumerate(schema.columns) if c.type == "float"
+        ]
+        _warn_float32_overflow(
+            floats, block, starts, ends, row_lines, dialect, source, lines_before, line_of
+        )
 
     label_col = columns[schema.names.index(schema.label)]
     missing_label = arrow.to_bools(label_col.is_null()) & ~bad
@@ -1184,7 +1214,7 @@ def _warn_float32_overflow(
             if field.lower() in _INF_WORDS:
                 continue
             try:
-                if d[i] == 0 and Decimal(field) == 0:
+                if d[i] == 0 and Decimal(field.replace(dialect.decimal, ".")) == 0:
                     continue
             except (InvalidOperation, ValueError):
                 continue
