@@ -202,6 +202,18 @@ CASES = {
         {"decimal": ","},
         {"sep": ";", "decimal": ","},
     ),
+    "r_write_csv2": (  # R: write.csv2(df, row.names = FALSE)
+        '"id";"fee";"big";"flag";"kind";"label"\n1;1,5;1e+05;TRUE;"a";"yes"\n'
+        '2;NA;-2,5e-07;FALSE;"b; c";"no"\n3;-0,25;123456,789;NA;"say ""hi""";"yes"\n',
+        {"decimal": ","},
+        {"sep": ";", "decimal": ","},
+    ),
+    "excel_de_thousands": (  # German Excel "CSV UTF-8": BOM, CRLF, thousands separators
+        "\ufeffKunde;Betrag;Anteil;Datum;label\r\nMüller;1.234,50;12,5;24.11.2026;ja\r\n"
+        "Schmidt;45,12;0,5;01.02.2026;nein\r\nWeiß;-3,00;100;03.03.2026;ja\r\n",
+        {"decimal": ","},
+        {"sep": ";", "decimal": ","},
+    ),
     "decimal_comma_quoted_tab": (
         'id\tfee\tlabel\n"1"\t"0,0"\t"a"\n"2"\t"45,12"\t"b"\n"3"\t""\t"c"\n',
         {"decimal": ",", "delimiter": "tab"},
@@ -234,6 +246,10 @@ def test_crafted_file(tmp_path, case):
         assert types["a"] == "int" and types["b"] == "int"
     if case == "decimal_comma":  # 1.5 is text when the decimal mark is a comma, as in pandas
         assert (types["fee"], types["rate"], types["code"]) == ("float", "float", "string")
+    if case == "r_write_csv2":
+        assert (types["fee"], types["big"], types["flag"]) == ("float", "float", "bool")
+    if case == "excel_de_thousands":  # 1.234,50 is no number: the column stays text
+        assert (types["Betrag"], types["Anteil"], types["Datum"]) == ("string", "float", "string")
     if case == "decimal_comma_quoted_tab":
         assert types["fee"] == "float"
 
@@ -404,6 +420,11 @@ def meta_plan_tasks(out) -> list[dict]:
             r"bad\.csv: the CSV header has an empty column name at position 2",
         ),
         (b"a,b,label,\n1,2,3,\n", {}, r"bad\.csv: .*empty column name at position 4 \(a delimiter"),
+        (
+            b'"";"x";"label"\n"1";1,5;"a"\n',  # R's write.csv2 with its row names
+            {"decimal": ","},
+            r"bad\.csv: .*empty column name at position 1 \(R's row names\? .*row.names = FALSE",
+        ),
         (b"a,b,a,label\n1,2,3,4\n", {}, r"bad\.csv: duplicate column names in the CSV header: a"),
         (b"a,b,label\r1,2,3\r4,5,6\r", {}, r"bad\.csv: lines end with bare carriage returns"),
         (

@@ -126,6 +126,10 @@ def test_a_point_in_a_decimal_comma_float_column_is_a_bad_value():
     for fast in (True, False):
         batch = csv_source.parse_block(block, schema, lines_before=1, dialect=COMMA, fast=fast)
         assert [(r.line, r.reason, r.text) for r in batch.rejects] == [(4, "bad_value", "1.5;3;c")]
+        assert batch.rejects[0].detail == (
+            "column 'c0' is not float (a '.' with --decimal ,: neither 1.5 nor thousands "
+            "separators as in 1.234,5 are read)"
+        )
         assert batch.table.column("c0").to_pylist() == [1.5, -0.25, None, 1500.0]
         assert batch.table.column("c1").to_pylist() == [1, 2, 4, 5]
 

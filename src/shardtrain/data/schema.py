@@ -436,7 +436,11 @@ def parse_header(line: bytes, source: str, dialect: CsvDialect | None = None) ->
     blank = [i + 1 for i, n in enumerate(names) if n.strip() == ""]
     if not names or blank:
         where = ", ".join(str(i) for i in blank)
-        trailing = " (a delimiter at the end of the header?)" if blank == [len(names)] else ""
+        trailing = ""
+        if blank == [len(names)]:
+            trailing = " (a delimiter at the end of the header?)"
+        elif blank == [1]:
+            trailing = " (R's row names? write.csv/write.csv2 with row.names = FALSE)"
         raise DataError(
             f"{source}: the CSV header has an empty column name at position {where}"
             f"{trailing}: {line[:200]!r}"

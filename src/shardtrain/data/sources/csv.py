@@ -729,6 +729,12 @@ def read_piece(
         yield batch
 
 
+#: Said of a rejected float with a point when the decimal mark is a comma: the point is neither
+#: a decimal mark nor a thousands separator (Excel's 1.234,5), so the value is not a number.
+_POINT_IN_DECIMAL_COMMA = (
+    " (a '.' with --decimal ,: neither 1.5 nor thousands separators as in 1.234,5 are read)"
+)
+
 #: The dialect of blocks parsed without one: RFC 4180 with a comma.
 DEFAULT_DIALECT = CsvDialect(delimiter=",")
 
@@ -1086,9 +1092,12 @@ def parse_block(
         values = arrow.contiguous(arr_col)
         want_string = col.type == "string" or col.name == schema.key
         if converted and not want_string:
+            text = values
             values, col_bad = _safe_convert(values, col.type, dialect.decimal)
             for i in np.flatnonzero(col_bad & ~bad):
                 bad_detail[int(i)] = f"column '{col.name}' is not {col.type}"
+                if col.type == "float" and dialect.decimal == "," and "." in str(text[i]):
+                    bad_detail[int(i)] += _POINT_IN_DECIMAL_COMMA
             bad |= col_bad
         columns.append(values)
     key_hash = None
