@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from helpers import european_export_csv, pandas_examples, read_examples
 from helpers import quoted_text_csv as _tweets
-from helpers import read_examples
 from shardtrain.data import sharding
 from shardtrain.data.schema import DEFAULT_NULL_VALUES, FALSE_VALUES, TRUE_VALUES
 from shardtrain.errors import DataError
@@ -303,34 +303,6 @@ def test_piece_and_block_boundaries_inside_quoted_fields(tmp_path, block_bytes):
     assert [p["end"] for p in plan_pieces[:-1]] == [p["start"] for p in plan_pieces[1:]]
 
 
-def _european_export(path, rows: int, seed: int = 7) -> pd.DataFrame:
-    """What pandas writes for European Excel: ``to_csv(sep=";", quoting=csv.QUOTE_ALL,
-    encoding="cp1252", decimal=",")`` -- quoted multi-line notes, zip codes with leading
-    zeros, fees with cents and some missing, full-precision floats, accented names."""
-    import csv
-
-    rng = np.random.default_rng(seed)
-    names = ["Müller", "Zoë; Ltd", "Šebestová", "Ørsted", "François", "Ångström", "Œuvre"]
-    notes = ["", "plain", 'said "hi"', "€ 5, paid; late", "line one\nline two", "a\r\nb\nc"]
-    fees = np.round(rng.exponential(40, rows), 2)
-    fees[rng.random(rows) < 0.05] = np.nan
-    fees[rng.random(rows) < 0.2] = 0.0
-    frame = pd.DataFrame(
-        {
-            "id": np.arange(rows),
-            "name": [names[i] for i in rng.integers(0, len(names), rows)],
-            "zip": [f"{z:05d}" for z in rng.integers(0, 20000, rows)],
-            "notes": [notes[i] for i in rng.integers(0, len(notes), rows)],
-            "fee": fees,
-            "amount": rng.integers(-1000, 1000, rows),
-            "ratio": rng.normal(0, 1, rows) * 10.0 ** rng.integers(-8, 12, rows),
-            "label": np.where(rng.random(rows) < 0.3, "yes", "no"),
-        }
-    )
-    frame.to_csv(path, sep=";", quoting=csv.QUOTE_ALL, encoding="cp1252", decimal=",", index=False)
-    return frame
-
-
 @pytest.mark.parametrize("infer_types", ["sample", "all"])
 def test_european_excel_export_with_decimal_commas(tmp_path, infer_types):
     """The file found by hand (issue 14): every value was exact except the decimal-comma fee
@@ -338,7 +310,7 @@ def test_european_excel_export_with_decimal_commas(tmp_path, infer_types):
     equals what ``pandas.read_csv(sep=";", decimal=",", encoding="cp1252")`` reads, floats
     cast to float32, in many blocks cut between quoted multi-line notes."""
     path = tmp_path / "export.csv"
-    _european_export(path, 3000)
+    european_export_csv(path, 3000)
     assert b"\r\n" in path.read_bytes() and "€".encode("cp1252") in path.read_bytes()
     meta = _shard(
         path,
@@ -365,18 +337,7 @@ def test_european_excel_export_with_decimal_commas(tmp_path, infer_types):
     frame = pd.read_csv(path, sep=";", decimal=",", encoding="cp1252", dtype={"zip": str})
     assert frame["fee"].dtype == np.float64 and frame["fee"].isna().any()
     assert frame["zip"].str.startswith("0").any()
-    expected = collections.Counter()
-    for record in frame.astype(object).to_dict("records"):
-        row = []
-        for k, v in record.items():
-            if isinstance(v, float) and math.isnan(v):
-                continue  # missing: an absent feature
-            if types[k] == "float":
-                v = float(np.float32(v))
-            elif types[k] == "string":
-                v = v.encode()
-            row.append((k, v))
-        expected[tuple(sorted(row))] += 1
+    expected = collections.Counter(tuple(sorted(e.items())) for e in pandas_examples(frame, types))
     got = collections.Counter()
     for example in read_examples(str(tmp_path / "ds")):
         example.pop("__split__")
@@ -388,7 +349,7 @@ def test_european_excel_export_with_decimal_commas(tmp_path, infer_types):
 def test_decimal_comma_file_read_with_the_point_gets_a_hint(tmp_path, caplog):
     """Without ``--decimal ,`` the fee column is text, as before, and the sharder says why."""
     path = tmp_path / "export.csv"
-    _european_export(path, 50)
+    european_export_csv(path, 50)
     with caplog.at_level("WARNING"):
         meta = _shard(path, tmp_path / "ds", label="label", encoding="cp1252")
     assert _types(meta)["fee"] == "string"
