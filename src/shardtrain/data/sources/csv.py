@@ -232,7 +232,7 @@ def open_text(
         if dialect.utf8:
             yield f
             return
-        raw: IO[bytes] = f
+        raw: Any = f
         if start or end is not None:
             f.seek(start)
             raw = _Limited(f, (end if end is not None else math.inf) - start)
@@ -248,7 +248,7 @@ class _Limited(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def read(self, n: int = -1) -> bytes:  # type: ignore[override]
+    def read(self, n: int | None = -1) -> bytes:
         want = self._left if n is None or n < 0 else min(n, self._left)
         if want <= 0:
             return b""
