@@ -308,7 +308,7 @@ def test_european_excel_export_with_decimal_commas(tmp_path, infer_types):
     """The file found by hand (issue 14): every value was exact except the decimal-comma fee
     column, read as text (``0,0``). With ``--decimal , --encoding cp1252`` every Example
     equals what ``pandas.read_csv(sep=";", decimal=",", encoding="cp1252")`` reads, floats
-    cast to float32, in many blocks cut between quoted multi-line notes."""
+    cast to float32, in byte-range pieces and blocks cut between quoted multi-line notes."""
     path = tmp_path / "export.csv"
     european_export_csv(path, 3000)
     assert b"\r\n" in path.read_bytes() and "€".encode("cp1252") in path.read_bytes()
@@ -319,8 +319,12 @@ def test_european_excel_export_with_decimal_commas(tmp_path, infer_types):
         decimal=",",
         encoding="cp1252",
         infer_types=infer_types,
+        task_bytes=64 * 1024,
         block_bytes=16 * 1024,
+        processes=2,
+        min_shards=8,
     )
+    assert len([p for t in meta_plan_tasks(tmp_path / "ds") for p in t["pieces"]]) > 2
     assert meta["options"]["csv_dialect"]["delimiter"] == ";"  # detected, never the comma
     assert meta["options"]["csv_dialect"]["decimal"] == ","
     types = _types(meta)
@@ -359,6 +363,73 @@ def test_decimal_comma_file_read_with_the_point_gets_a_hint(tmp_path, caplog):
         "export.csv: column(s) 'fee', 'ratio' hold numbers written with a decimal comma"
         in (hints[0])
     )
+
+
+@pytest.mark.parametrize(
+    ("encoding", "words"),
+    [
+        # ソ and 表 end in 0x5C (a backslash byte), 東 in 0x8C: second bytes of Shift_JIS
+        # characters that the record scan must never take for ASCII.
+        ("cp932", "ソ表 東京、「引用」"),
+        ("cp1252", "café “quoted” €"),
+    ],
+)
+def test_files_in_other_encodings_are_cut_into_pieces(tmp_path, encoding, words):
+    """A Shift_JIS (or cp1252) file is cut into byte-range pieces like a UTF-8 one: each piece
+    starts at a record start found in the source bytes and is transcoded on its own, and
+    every row comes back exactly (a 100 GB Excel export is not one task)."""
+    path = tmp_path / "tweets.csv"
+    path.write_bytes(_tweets(15000).replace("é✓", words).encode(encoding))
+    shard_kw = {
+        "label": "label",
+        "encoding": encoding,
+        "task_bytes": 64 * 1024,
+        "block_bytes": 20_000,
+        "processes": 2,
+        "min_shards": 16,
+    }
+    meta = _compare(path, tmp_path / "ds", shard_kw, {"encoding": encoding})
+    assert meta["rows_read"] == 15000
+    pieces = [p for t in meta_plan_tasks(tmp_path / "ds") for p in t["pieces"]]
+    assert len(pieces) > 4
+    data = path.read_bytes()
+    assert all(p["start"] == 0 or data[p["start"] - 1] == ord("\n") for p in pieces)
+    assert [p["end"] for p in pieces[:-1]] == [p["start"] for p in pieces[1:]]
+
+
+def test_utf16_and_a_pipe_in_shift_jis_stay_one_piece_per_file(tmp_path):
+    """Where an ASCII byte can be part of a character (UTF-16; ``|`` = 0x7C is a second byte
+    of Shift_JIS kanji), a file is not cut: read whole by one task, still exact."""
+    for name, encoding, delimiter in [("u16", "utf-16", ","), ("sjis", "cp932", "|")]:
+        text = _tweets(3000).replace("é✓", "表ソ|").replace(",", delimiter)
+        if delimiter == "|":
+            text = text.replace("表ソ|", "表ソ")
+        path = tmp_path / f"{name}.csv"
+        path.write_bytes(text.encode(encoding))
+        shard_kw = {
+            "label": "label",
+            "encoding": encoding,
+            "delimiter": delimiter,
+            "task_bytes": 16 * 1024,
+            "min_shards": 4,
+        }
+        _compare(path, tmp_path / name, shard_kw, {"encoding": encoding, "sep": delimiter})
+        pieces = [p for t in meta_plan_tasks(tmp_path / name) for p in t["pieces"]]
+        assert len(pieces) == 1, pieces
+
+
+def test_a_bad_byte_deep_in_a_piece_fails_with_one_line_naming_the_file(tmp_path):
+    """Bytes that are not text in the encoding, past the schema sample, in a later piece."""
+    text = "名前,値,label\n" + "東京,1,はい\n" * 40000
+    data = bytearray(text.encode("cp932"))
+    where = len(data) - 100
+    data[where] = 0xFF  # not a Shift_JIS byte (nor a second byte after a first one)
+    path = tmp_path / "bad.csv"
+    path.write_bytes(bytes(data))
+    with pytest.raises(DataError, match=r"bad\.csv: not cp932 text .*at byte (\d+)\)$") as err:
+        _shard(path, tmp_path / "ds", label="label", encoding="cp932", task_bytes=64 * 1024)
+    # The offset in the file: the bad byte, or the first byte of the character it ends.
+    assert int(re.search(r"at byte (\d+)", str(err.value)).group(1)) in (where - 1, where)
 
 
 def meta_plan_tasks(out) -> list[dict]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import functools
 import io
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -140,6 +141,28 @@ class CsvDialect:
         return self.encoding in ("utf-8", "ascii")
 
     @property
+    def cuttable(self) -> bool:
+        """Whether a file can be cut into byte ranges read by separate tasks.
+
+        True when every line feed, carriage return, delimiter, quote and escape byte of the
+        file *is* that character, never a byte inside a multi-byte character: then a record
+        start found in the raw bytes (:func:`~shardtrain.data.sources.csv.align_pieces`) is a
+        record start of the text, and each range is transcoded on its own. So UTF-8; every
+        single-byte encoding that keeps ASCII (latin-1, cp1252, the ISO 8859 family...); and
+        the East Asian multi-byte encodings whose following bytes are never below
+        :data:`MULTIBYTE_TRAIL_MIN`'s bound (Shift_JIS/cp932, EUC, GBK, Big5...) as long as
+        the dialect's characters are below it — a ``|`` delimiter or a ``\\`` escape in
+        Shift_JIS is not (``0x7C`` and ``0x5C`` are second bytes of kanji), nor is UTF-16.
+        """
+        if self.utf8:
+            return True
+        specials = [b"\n"[0], b"\r"[0], self.delim_byte, self.quote_byte, self.escape_byte]
+        bound = MULTIBYTE_TRAIL_MIN.get(self.encoding)
+        if bound is None:
+            return _single_byte_ascii(self.encoding)
+        return all(b < bound for b in specials)
+
+    @property
     def delim_byte(self) -> int:
         return ord(self.delimiter or ",")
 
@@ -220,6 +243,41 @@ def detect_delimiter(sample: str, candidates: tuple[str, ...] = CANDIDATE_DELIMI
     return best
 
 
+#: Multi-byte encodings whose bytes after the first of a character are never below this value
+#: (Python codec names): ASCII bytes under it in a file are always those ASCII characters.
+MULTIBYTE_TRAIL_MIN = {
+    "shift_jis": 0x40,
+    "cp932": 0x40,
+    "shift_jis_2004": 0x40,
+    "shift_jisx0213": 0x40,
+    "euc_jp": 0xA1,
+    "euc_jis_2004": 0xA1,
+    "euc_jisx0213": 0xA1,
+    "euc_kr": 0xA1,
+    "gb2312": 0xA1,
+    "gbk": 0x40,
+    "gb18030": 0x30,  # its four-byte characters hold the digits 0x30-0x39
+    "big5": 0x40,
+    "big5hkscs": 0x40,
+    "cp950": 0x40,
+    "cp949": 0x41,
+}
+
+
+@functools.cache
+def _single_byte_ascii(encoding: str) -> bool:
+    """Whether ``encoding`` maps each byte to one character and bytes 0-127 to ASCII."""
+    try:
+        decoder = codecs.getincrementaldecoder(encoding)("replace")
+        for b in range(256):
+            text = decoder.decode(bytes([b]))
+            if len(text) != 1 or (b < 128 and text != chr(b)):
+                return False
+    except (LookupError, UnicodeError, ValueError):
+        return False
+    return True
+
+
 class Utf8Transcoder(io.RawIOBase):
     """A binary stream of UTF-8 read from a binary stream in another encoding.
 
@@ -228,13 +286,15 @@ class Utf8Transcoder(io.RawIOBase):
     in the encoding raises :class:`UnicodeDecodeError` with the offset in the source.
     """
 
-    def __init__(self, raw: IO[bytes], encoding: str, chunk: int = 1 << 20):
+    def __init__(self, raw: IO[bytes], encoding: str, chunk: int = 1 << 20, offset: int = 0):
         self._raw = raw
         self._decoder = codecs.getincrementaldecoder(encoding)("strict")
         self._pending = b""
         self._chunk = chunk
         self._eof = False
-        self.source_offset = 0
+        #: Where ``raw`` starts in its file (error messages give file offsets).
+        self._start = offset
+        self.source_offset = offset
 
     def readable(self) -> bool:
         return True
@@ -254,7 +314,7 @@ class Utf8Transcoder(io.RawIOBase):
                     f"{exc.reason} at byte {self.source_offset + exc.start}",
                 ) from None
             self.source_offset += len(raw)
-            if text.startswith("\ufeff") and self.source_offset == len(raw):
+            if text.startswith("\ufeff") and self.source_offset == len(raw) and not self._start:
                 text = text[1:]  # a byte-order mark is not data
             self._pending = text.encode("utf-8")
         n = min(len(b), len(self._pending))

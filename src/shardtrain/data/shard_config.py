@@ -167,7 +167,7 @@ class ShardConfig:
     encoding: str = option(
         "utf-8",
         help="Text encoding of the CSV files (utf-8, cp932, shift_jis, latin-1, cp1252, "
-        "utf-16...); others than UTF-8 are transcoded while read, one task per file.",
+        "utf-16...); others than UTF-8 are transcoded while read (UTF-16 files one task each).",
         pipeline="encoding",
     )
     no_header: bool = option(

@@ -216,14 +216,52 @@ def read_sample(source: SourceFile, max_bytes: int, dialect: CsvDialect | None =
 
 @contextlib.contextmanager
 def open_text(
-    uri: str, *, gzip: bool, dialect: CsvDialect, block_size: int | None = None
+    uri: str,
+    *,
+    gzip: bool,
+    dialect: CsvDialect,
+    block_size: int | None = None,
+    start: int = 0,
+    end: int | None = None,
 ) -> Iterator[IO[bytes]]:
-    """:func:`open_source`, transcoded to UTF-8 when the dialect's encoding is another."""
+    """:func:`open_source`, transcoded to UTF-8 when the dialect's encoding is another.
+
+    ``start``/``end`` (plain files in another encoding only) bound the *source* bytes read:
+    the stream is the UTF-8 text of ``[start, end)``, which must begin at a character
+    boundary (a record start of a :attr:`~CsvDialect.cuttable` dialect is one).
+    """
     with open_source(uri, gzip=gzip, block_size=block_size) as f:
         if dialect.utf8:
             yield f
-        else:
-            yield io.BufferedReader(Utf8Transcoder(f, dialect.encoding), 1 << 20)
+            return
+        raw: Any = f
+        if start or end is not None:
+            f.seek(start)
+            raw = _Limited(f, (end if end is not None else math.inf) - start)
+        yield io.BufferedReader(Utf8Transcoder(raw, dialect.encoding, offset=start), 1 << 20)
+
+
+class _Limited(io.RawIOBase):
+    """The next ``size`` bytes of a binary stream."""
+
+    def __init__(self, raw: IO[bytes], size: float):
+        self._raw, self._left = raw, size
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int | None = -1) -> bytes:
+        want = self._left if n is None or n < 0 else min(n, self._left)
+        if want <= 0:
+            return b""
+        data = self._raw.read(int(want) if want != math.inf else -1)
+        self._left -= len(data)
+        return data
+
+    def readinto(self, b: Any) -> int:
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
 
 
 # --------------------------------------------------------------------------------------------
@@ -498,8 +536,11 @@ def align_pieces(
     (measured in ``benchmarks/RESULTS.md``). Without quoting (``--quote-char ''``) a boundary
     moves to the next line start without reading more than that line.
 
-    Files in an encoding other than UTF-8 are not cut (their pieces merge into one): byte
-    offsets of the source are not offsets of the transcoded text.
+    Files in another encoding are cut the same way when the dialect is
+    :attr:`~shardtrain.data.csv_dialect.CsvDialect.cuttable` (latin-1, cp1252, Shift_JIS/cp932
+    with the usual delimiters...: the scan runs on the source bytes, and each piece is
+    transcoded on its own); otherwise (UTF-16, a ``|`` delimiter in Shift_JIS) their pieces
+    merge into one.
 
     ``known`` gives record starts already found (per URI, offset -> start: a stored plan of
     the same files): a file all of whose offsets it holds is not read. ``found`` receives, per
@@ -513,7 +554,7 @@ def align_pieces(
         if len(group) == 1 or group[0].gzip:
             out.extend(group)
             continue
-        if not dialect.utf8:
+        if not dialect.cuttable:
             out.append(Piece(uri, group[0].start, group[-1].end, group[0].gzip))
             continue
         offsets = [p.start for p in group[1:]]
@@ -631,7 +672,21 @@ def _iter_record_blocks(
             stop_at_record=stop,
         )[1]
 
-    with open_text(piece.uri, gzip=piece.gzip, dialect=dialect, block_size=block_bytes) as f:
+    # A piece of a file in another encoding is transcoded on its own: the stream holds the
+    # UTF-8 text of its bytes only, so it needs no seek and no end.
+    transcoded = not dialect.utf8
+    ranged = transcoded and not piece.gzip
+    with (
+        _decode_errors(piece.uri, dialect),
+        open_text(
+            piece.uri,
+            gzip=piece.gzip,
+            dialect=dialect,
+            block_size=block_bytes,
+            start=piece.start if ranged else 0,
+            end=piece.end if ranged else None,
+        ) as f,
+    ):
         pos = piece.start
         if piece.start == 0 and dialect.header:
             header = f.readline()
@@ -643,9 +698,9 @@ def _iter_record_blocks(
                     f"{piece.uri}: the header differs from the first source's "
                     f"({', '.join(names[:6])}, ... vs {', '.join(schema.names[:6])}, ...)"
                 )
-        elif piece.start > 0:
+        elif piece.start > 0 and not ranged:
             f.seek(piece.start)
-        end = math.inf if piece.gzip or not dialect.utf8 else piece.end
+        end = math.inf if piece.gzip or transcoded else piece.end
         carry = b""  # the start of a record that begins at `pos` but is not complete yet
         carry_state: int | None = None  # the quote state after `carry`, once scanned
         if piece.start == 0 and not dialect.header:
@@ -701,6 +756,15 @@ def _iter_record_blocks(
                 carry = chunk[nl + 1 :]
                 yield complete, ()  # known to hold no quote
             pos += len(complete)
+
+
+@contextlib.contextmanager
+def _decode_errors(uri: str, dialect: CsvDialect) -> Iterator[None]:
+    """A byte sequence that is not text in the dialect's encoding: one line naming the file."""
+    try:
+        yield
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{uri}: not {dialect.encoding} text ({exc.reason})") from exc
 
 
 def read_piece(
