@@ -25,10 +25,13 @@ One 300 k-row quest CSV (``gen-data quest``: 30 numeric + 5 categorical columns)
   (``shardtrain run-local --workers 1``), on the default and the columnar format.
 
 Every input figure is measured ``--rounds`` times, the variants interleaved round by round
-(the 2 cores are shared: compare variants of the same run only); the table shows the best
-and the median. Targets (issue 17): input >= 2x the naive loader and >= 3x the model; MinIO
->= 80% of local; one-process training within 20% of min(input, model). Figures go to
-benchmarks/RESULTS.md.
+(the 2 cores are shared: compare variants of the same run only), and the one-process
+training runs once per round too; the table shows the best and the median rows/s, and the
+CPU microseconds per row (every thread of the process: what the input and the model compete
+for in one training process). Batches are pulled inside a ``tf.function``, as the trainer
+does (``--consumer python`` pulls them from Python instead). Targets (issue 17): input
+>= 2x the naive loader and >= 3x the model; MinIO >= 80% of local; one-process training
+within 20% of min(input, model). Figures go to benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -62,7 +65,8 @@ class Rate:
 
     CPU per row is what the input and the model compete for in one process (every thread
     counted, ``time.process_time``); it moves far less than rows/s when other jobs load the
-    machine, so it is the figure to compare across runs.
+    machine, so it is the figure to compare across runs. (The naive loader's two worker
+    processes are not counted: its figure is its main process's share only.)
     """
 
     rows_per_s: float
@@ -71,9 +75,9 @@ class Rate:
 
 #: How the timed loops consume batches: ``graph`` (the default) pulls them inside one
 #: ``tf.function``, as the trainer's loop does (:func:`shardtrain.train.loop.build_train_loop`);
-#: ``python`` pulls them one ``next()`` at a time in Python, which adds ~35 us of eager
-#: bookkeeping per batch of 37 tensors (measured: 1.4 M vs 2.1-2.3 M rows/s for the same
-#: columnar pipeline) that no training run pays.
+#: ``python`` pulls them one ``next()`` at a time in Python, which adds eager bookkeeping
+#: for every tensor of every batch (measured: 1.35-1.44 M vs 2.08-2.28 M rows/s for the
+#: same columnar pipeline, ~0.25 ms a batch of 37 tensors) that no training run pays.
 CONSUMER = "graph"
 
 
