@@ -630,22 +630,32 @@ def _classify(
                                     buf, a, e, _run(qtab, fn, buf, a, e), nb, no, n_words,
                                     fb, longest, empty_null, decimal,
                                 )  # fmt: skip
-                        elif acc < 256 and e - a < 19:  # digits only: an int64
-                            code = INT
-                            if e - a > 1 and load_u8(buf, a) == _ZERO:
-                                code = INT | LEADING_ZERO
-                        elif (acc >> 8) == 1 and (acc & 0xFF) > 0 and e - a <= 38:
-                            code = FLOAT  # digits and a point
-                            if (
-                                load_u8(buf, a) == _ZERO
-                                and e - a > 1
-                                and _is_digit(load_u8(buf, a + 1))
-                            ):
-                                code = FLOAT | LEADING_ZERO
-                        elif (acc >> 40) != 0 and load_u8(ts, load_u8(buf, a)) != 0:
-                            code = TEXT  # its first byte starts no number, word or boolean
                         else:
-                            code = _quick_code(buf, a, e, acc, qtab, fn, decimal)
+                            # The common cases without branches (they would be mispredicted
+                            # from column to column): '-'? digits (an int64), [+-]? digits with
+                            # one point (a float), text; 0 for the rest.
+                            size = e - a
+                            first = load_u8(buf, a)
+                            sign = (first == _MINUS) | (first == _PLUS)
+                            lead = a + sign
+                            c0 = load_u8(buf, lead if lead < n else a)
+                            c1 = load_u8(buf, lead + 1 if lead + 1 < n else a)
+                            digits = acc & 0xFF
+                            rest = (acc >> 8) - sign * (1 << 16)
+                            plain_int = (rest == 0) & (digits > 0) & (size < 19) & (first != _PLUS)
+                            plain_float = (rest == 1) & (digits > 0) & (size <= 38)
+                            leading_zero = (
+                                (c0 == _ZERO) & (size - sign > 1) & (c1 >= _ZERO) & (c1 <= 57)
+                            )
+                            text = ((acc >> 40) != 0) & (load_u8(ts, first) != 0)
+                            code = (
+                                plain_int * INT
+                                + plain_float * FLOAT
+                                + text * TEXT
+                                + ((plain_int | plain_float) & leading_zero) * LEADING_ZERO
+                            )
+                            if code == 0:
+                                code = _quick_code(buf, a, e, acc, qtab, fn, decimal)
                     else:
                         m = 0
                         i = a
