@@ -205,17 +205,26 @@ def type_pass_runs(src: Path, work: Path, size: int, rounds: int) -> None:
             )
     print(f"\ntypes by all rows, {gb:.2f} GB quest CSV (best of {rounds}):")
     base = best["plan sample"]
-    print(f"{'what':<34}{'seconds':>9}{'s/GB':>8}{'CPU-s':>8}{'of shard run':>14}")
+    print(
+        f"{'what':<34}{'seconds':>9}{'s/GB':>8}{'CPU-s/GB':>10}"
+        f"{'of shard wall':>15}{'of shard CPU':>14}"
+    )
     for name, n in (("plan arrow", 1), ("plan arrow", 2), ("plan all 1", 1), ("plan all 2", 2)):
         r = best[name]
         extra = r["seconds"] - base["seconds"]
         cpu = r["cpu_seconds"] - base["cpu_seconds"]
-        shard = best[f"shard sample {n}"]["seconds"]
+        shard = best[f"shard sample {n}"]
         label = f"{name} (vs {n}-process shard)"
-        print(f"{label:<34}{extra:>9.2f}{extra / gb:>8.2f}{cpu:>8.2f}{extra / shard:>13.1%}")
+        print(
+            f"{label:<34}{extra:>9.2f}{extra / gb:>8.2f}{cpu / gb:>10.2f}"
+            f"{extra / shard['seconds']:>14.1%}{cpu / shard['cpu_seconds']:>14.1%}"
+        )
     for n in (1, 2):
         r = best[f"shard sample {n}"]
-        print(f"{'shard --infer-types sample, ' + str(n) + 'p':<34}{r['seconds']:>9.2f}")
+        print(
+            f"{'shard --infer-types sample, ' + str(n) + 'p':<34}{r['seconds']:>9.2f}"
+            f"{r['seconds'] / gb:>8.2f}{r['cpu_seconds'] / gb:>10.2f}"
+        )
 
 
 def _clear(output: str, env: dict[str, str] | None) -> None:
