@@ -8,6 +8,10 @@ The sharder (:mod:`shardtrain.data.sharding`) is source-agnostic; this module su
   field, which may hold line breaks -- by reading the file once with the quote state machine
   (:mod:`shardtrain.kernels.csv_records`). Gzip files and files in another encoding than
   UTF-8 cannot be cut and form one piece each.
+* :func:`type_pass` (``--infer-types all``, the default) types every column by all of its
+  values at planning, before any shard is written: the aligned pieces are read once more, in
+  threads, and every field is classified from its raw bytes by a compiled kernel
+  (:mod:`shardtrain.kernels.csv_types`) without being converted.
 * :func:`read_piece` streams one piece in blocks of about ``block_bytes`` (never the whole
   file), cut at record ends, parses each block into typed columns and yields
   :class:`Batch` es: the accepted rows, a 64-bit hash per row for the split, and the
@@ -409,8 +413,8 @@ def infer_types_from_all_rows(
     :class:`~shardtrain.data.schema.TypeTally` (same rules as the sample's inference): a zip
     code column that turns ``98115-4820`` after 230,000 rows is a string, a fee column that is
     ``0`` for thousands of rows and then ``45.12`` is a float, and no valid row is rejected
-    for a type the sample did not see. Costs one parse of the data at planning, in one
-    process (once per run: the plan stores the types, see :meth:`CsvSource.recall`).
+    for a type the sample did not see. Costs one parse of the data, in one process: planning
+    uses :func:`type_pass` instead, which finds the same types far faster.
     """
     types = all_row_types(sources, schema, dialect, block_bytes)
     return apply_all_row_types(schema, types, overrides)
