@@ -10,6 +10,7 @@ Usage (from the repository root, in the project environment)::
     .venv/bin/python benchmarks/shard_bench.py --no-minio --type-pass  # types by all rows
     .venv/bin/python benchmarks/shard_bench.py --gb 0.3 --no-minio --quoted \
         --compare-src /path/to/other/checkout/src            # quoted CSV; before vs after
+    .venv/bin/python benchmarks/shard_bench.py --gb 0.3 --no-minio --decimal-comma
 
 Each sharding run is a separate ``shardtrain shard`` process, sampled every 50 ms for the RSS
 of its whole process tree (the parent plus its worker processes). Figures go to stdout; record
@@ -87,6 +88,28 @@ def generate_quoted(path: Path, plain: Path, gb: float) -> tuple[int, int]:
     return rows, path.stat().st_size
 
 
+def generate_semicolon(plain: Path) -> dict[str, Path]:
+    """The quest-log CSV ``plain`` with ``;`` between fields, numbers with a decimal point
+    (``semi-point``) and with a decimal comma (``semi-comma``, ``--decimal ,``): the same
+    values, both read by Arrow (not ``,``-delimited), so the pair isolates the decimal mark's
+    cost. (The quest logs quote nothing and hold no ``.`` or ``,`` but in numbers.)"""
+    paths = {
+        name: plain.with_name(f"{plain.stem}-{name}.csv") for name in ("semi-point", "semi-comma")
+    }
+    if all(p.exists() and p.stat().st_size == plain.stat().st_size for p in paths.values()):
+        return paths
+    point, comma = bytes.maketrans(b",", b";"), bytes.maketrans(b",.", b";,")
+    with (
+        plain.open("rb") as src,
+        paths["semi-point"].open("wb") as out_point,
+        paths["semi-comma"].open("wb") as out_comma,
+    ):
+        while chunk := src.read(1 << 24):
+            out_point.write(chunk.translate(point))
+            out_comma.write(chunk.translate(comma))
+    return paths
+
+
 def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
     """Run a command; return wall seconds and the peak RSS of its process tree."""
     started = time.monotonic()
@@ -134,8 +157,10 @@ def shard_run(
     compression: str,
     env: dict[str, str] | None = None,
     infer_types: str = "all",
+    extra: tuple[str, ...] = (),
 ) -> dict[str, float]:
-    """One ``shardtrain shard`` run of ``src`` (quest logs, optionally with a comment column)."""
+    """One ``shardtrain shard`` run of ``src`` (quest logs, optionally with a comment column),
+    with the ``extra`` flags."""
     _clear(output, env)
     cmd = _shardtrain(
         "shard",
@@ -153,6 +178,7 @@ def shard_run(
         "--infer-types",
         infer_types,
         "--overwrite",
+        *extra,
     )
     return run_measured(cmd, env)
 
@@ -361,6 +387,12 @@ def main() -> None:
         help="another checkout's src/ directory: shard the unquoted file with it too, "
         "alternating with this one (before/after in the same machine state)",
     )
+    parser.add_argument(
+        "--decimal-comma",
+        action="store_true",
+        help="also shard the file with ; between fields, numbers with a decimal point and "
+        "with a decimal comma (--decimal ,)",
+    )
     parser.add_argument("--rounds", type=int, default=1, help="repeat the local runs")
     parser.add_argument(
         "--type-pass",
@@ -402,6 +434,7 @@ def main() -> None:
     if args.quoted:
         quoted = generate_quoted(work / f"quoted-{args.gb:g}gb.csv", src, args.gb)
         print(f"quoted input: {quoted[1] / 1e6:,.0f} MB, {quoted[0]:,} rows")
+    semicolon = generate_semicolon(src) if args.decimal_comma else {}
     other = {"PYTHONPATH": args.compare_src} if args.compare_src else None
     sizes: dict[str, tuple[int, int]] = {}
     for round_ in range(args.rounds):
@@ -425,6 +458,12 @@ def main() -> None:
                 )
                 results[f"quoted-{compression}{tag}"] = r
                 sizes[f"quoted-{compression}{tag}"] = quoted
+            for name, path in semicolon.items():
+                extra = ("--decimal", ",") if name == "semi-comma" else ()
+                out = str(work / f"out-{name}-{compression}")
+                r = shard_run(path, out, args.processes, compression, extra=extra)
+                results[f"{name}-{compression}{tag}"] = r
+                sizes[f"{name}-{compression}{tag}"] = (rows, size)
     if not args.no_minio:
         state = work / "minio-state"
         env = _minio_env(state)
@@ -443,7 +482,7 @@ def main() -> None:
     baseline = baseline_rows_per_second(src)
     print(f"\nplain-Python baseline (csv + tf.train.Example per row): {baseline:,.0f} rows/s")
     print(
-        f"{'run':<14}{'seconds':>9}{'MB/s':>9}{'MB/s/core':>11}{'rows/s/core':>13}"
+        f"{'run':<18}{'seconds':>9}{'MB/s':>9}{'MB/s/core':>11}{'rows/s/core':>13}"
         f"{'x baseline':>12}{'MB/CPU-s':>10}{'peak RSS tree':>15}{'per process':>13}"
     )
     for name, r in results.items():
@@ -451,7 +490,7 @@ def main() -> None:
         mbps = n_bytes / 1e6 / r["seconds"]
         rows_core = n_rows / r["seconds"] / cores
         print(
-            f"{name:<14}{r['seconds']:>9.1f}{mbps:>9.1f}{mbps / cores:>11.1f}"
+            f"{name:<18}{r['seconds']:>9.1f}{mbps:>9.1f}{mbps / cores:>11.1f}"
             f"{rows_core:>13,.0f}{rows_core / baseline:>12.1f}"
             f"{n_bytes / 1e6 / r['cpu_seconds']:>10.1f}"
             f"{r['peak_rss_tree_mb']:>12,.0f} MB{r['peak_rss_process_mb']:>10,.0f} MB"

@@ -40,7 +40,7 @@ def _reference_tallies(inputs, dialect) -> list[TypeTally]:
         label=inputs.schema.label,
         null_values=inputs.schema.null_values,
     )
-    tallies = [TypeTally() for _ in text.columns]
+    tallies = [TypeTally(decimal=dialect.decimal) for _ in text.columns]
     for src in inputs.sources:
         piece = Piece(src.uri, 0, src.size, src.gzip)
         for batch in csv_source.read_piece(piece, text, block_bytes=1 << 20, dialect=dialect):
@@ -67,8 +67,9 @@ def _compiled_tallies(inputs, pieces, dialect) -> list[TypeTally]:
                 quote=dialect.quote_byte,
                 escape=dialect.escape_byte,
                 nulls=tuple(v.encode() for v in schema.null_values),
+                decimal=ord(dialect.decimal),
             )
-    return [csv_source.type_tally(row) for row in total]
+    return [csv_source.type_tally(row, dialect.decimal) for row in total]
 
 
 def _assert_same(path, **kw) -> dict:
@@ -159,14 +160,19 @@ def _field(rng: random.Random, value: str, quote: str | None, escape: str | None
     return value
 
 
-def _random_file(rng: random.Random, rows: int, delim: str, quote, escape) -> str:
+def _random_file(
+    rng: random.Random, rows: int, delim: str, quote, escape, decimal: str = "."
+) -> str:
     families = [rng.choice(["int", "float", "bool", "int", "float"]) for _ in range(4)]
     lines = [delim.join(["a", "b", "c", "label", "d"])]
     for _ in range(rows):
         fields = []
         for fam in families:
             pool = _VALUES["odd"] if rng.random() < 0.02 else _VALUES[fam]
-            fields.append(_field(rng, rng.choice(pool), quote, escape, delim))
+            value = rng.choice(pool)
+            if decimal != "." and rng.random() < 0.9:
+                value = value.replace(".", decimal)
+            fields.append(_field(rng, value, quote, escape, delim))
         label = rng.choice(["0", "1", "1", "1", "", "NA"])
         fields.insert(3, _field(rng, label, quote, escape, delim))
         roll = rng.random()
@@ -195,8 +201,9 @@ def _random_file(rng: random.Random, rows: int, delim: str, quote, escape) -> st
         {"escape_char": "\\"},
         {"quote_char": ""},
         {"null_values": ("", "-", "0")},
+        {"delimiter": ";", "decimal": ","},
     ],
-    ids=["default", "semicolon", "tab", "escape", "no-quotes", "null-words"],
+    ids=["default", "semicolon", "tab", "escape", "no-quotes", "null-words", "decimal-comma"],
 )
 def test_same_counts_on_random_adversarial_files(tmp_path, monkeypatch, seed, dialect):
     monkeypatch.setattr(csv_source, "SAMPLE_BYTES", 8192)  # invalid UTF-8 after the sample
@@ -204,12 +211,13 @@ def test_same_counts_on_random_adversarial_files(tmp_path, monkeypatch, seed, di
     delim = dialect.get("delimiter", ",")
     quote = dialect.get("quote_char", '"') or None
     escape = dialect.get("escape_char")
-    text = _random_file(rng, 1500, delim, quote, escape)
+    text = _random_file(rng, 1500, delim, quote, escape, dialect.get("decimal", "."))
     path = tmp_path / "random.csv"
     data = text.encode()
-    if seed % 4 == 3:  # an invalid UTF-8 byte in one record
+    if seed % 4 == 3:  # a record with an invalid UTF-8 byte (and the right field count)
         cut = data.index(b"\n", len(data) // 2) + 1
-        data = data[:cut] + b"1\xff" + data[cut + 2 :]
+        bad = delim.join(["7", "8", "x\udcff", "1", "9"]).encode("utf-8", "surrogateescape")
+        data = data[:cut] + bad + b"\n" + data[cut:]
     path.write_bytes(data)
     _assert_same(path, **dialect)
 

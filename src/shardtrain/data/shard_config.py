@@ -167,7 +167,7 @@ class ShardConfig:
     encoding: str = option(
         "utf-8",
         help="Text encoding of the CSV files (utf-8, cp932, shift_jis, latin-1, cp1252, "
-        "utf-16...); others than UTF-8 are transcoded while read, one task per file.",
+        "utf-16...); others than UTF-8 are transcoded while read (UTF-16 files one task each).",
         pipeline="encoding",
     )
     no_header: bool = option(
@@ -197,6 +197,14 @@ class ShardConfig:
         False,
         help='Ignore spaces after each CSV delimiter (1, 2, "a").',
         pipeline="skip_initial_space",
+    )
+    decimal: str = option(
+        ".",
+        choices=(".", ","),
+        help="Decimal mark of CSV numbers: , reads 1,5 and -0,25e3 as floats (European "
+        "Excel, pandas decimal=',', R write.csv2; fields then split by ; or another "
+        "delimiter, and 1.5 is text). No thousands separators: 1.234,5 is text.",
+        pipeline="decimal",
     )
     infer_types: str = option(
         "all",
@@ -425,6 +433,7 @@ class ShardConfig:
             columns=self.columns,
             null_values=self.null_values,
             skip_initial_space=self.skip_initial_space,
+            decimal=self.decimal,
         )
 
     def plan_options(self) -> dict[str, Any]:

@@ -96,6 +96,7 @@ def csv_to_model(
     columns: str = "",
     null_values: str = "",
     skip_initial_space: bool = False,
+    decimal: str = ".",
     infer_types: str = "all",
     compression: str = "gzip",
     compression_level: int = 1,
@@ -155,6 +156,8 @@ def csv_to_model(
         columns: Column names of header-less CSV files, a,b,c ('' takes the schema file's).
         null_values: CSV values read as missing, V,V,... ('' for '', NA, N/A, NULL, null).
         skip_initial_space: Ignore spaces after each CSV delimiter.
+        decimal: Decimal mark of CSV numbers: '.' or ',' (1,5; then fields are split by ;
+            or another delimiter, and 1.5 is text).
         infer_types: CSV column types from every row (all: a fast pass over the data at
             planning) or from the first 4 MB only (sample).
         compression: Shard compression: gzip or none.
@@ -218,6 +221,7 @@ def csv_to_model(
         columns=columns,
         null_values=null_values,
         skip_initial_space=skip_initial_space,
+        decimal=decimal,
         infer_types=infer_types,
         compression=compression,
         compression_level=compression_level,
