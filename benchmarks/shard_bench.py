@@ -7,6 +7,7 @@ Usage (from the repository root, in the project environment)::
     .venv/bin/python benchmarks/shard_bench.py --gb 0.1 --no-minio
     .venv/bin/python benchmarks/shard_bench.py --rss-scaling   # 0.1 GB vs 1 GB peak RSS
     .venv/bin/python benchmarks/shard_bench.py --formats       # CSV vs Parquet vs JSON lines
+    .venv/bin/python benchmarks/shard_bench.py --no-minio --type-pass  # types by all rows
     .venv/bin/python benchmarks/shard_bench.py --gb 0.3 --no-minio --quoted \
         --compare-src /path/to/other/checkout/src            # quoted CSV; before vs after
     .venv/bin/python benchmarks/shard_bench.py --gb 0.3 --no-minio --decimal-comma
@@ -155,6 +156,7 @@ def shard_run(
     processes: int,
     compression: str,
     env: dict[str, str] | None = None,
+    infer_types: str = "all",
     extra: tuple[str, ...] = (),
 ) -> dict[str, float]:
     """One ``shardtrain shard`` run of ``src`` (quest logs, optionally with a comment column),
@@ -173,10 +175,82 @@ def shard_run(
         compression,
         "--processes",
         str(processes),
+        "--infer-types",
+        infer_types,
         "--overwrite",
         *extra,
     )
     return run_measured(cmd, env)
+
+
+#: Plans a run (nothing written) in one of three ways: ``sample`` (types from the first 4 MB),
+#: ``all`` (the compiled type pass over the planner's pieces, ``processes`` threads) or
+#: ``arrow`` (the sample's planning, then the Arrow + regex pass over every row in one
+#: process: what ``--infer-types all`` cost before the type pass).
+_PLAN_CODE = """
+import sys
+from shardtrain.data import sharding
+from shardtrain.data.sharding.plan import build_plan
+from shardtrain.data.sources import csv
+mode, processes, src, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+config = sharding.ShardConfig(sources=(src,), output=out, label="cleared", key="attempt_id",
+                              processes=processes, infer_types="all" if mode == "all" else "sample")
+if mode == "arrow":
+    source = config.source()
+    inputs = source.plan_inputs()
+    csv.all_row_types(inputs.sources, inputs.schema, csv._dialect(inputs.options))
+else:
+    build_plan(config)
+"""
+
+
+def type_pass_runs(src: Path, work: Path, size: int, rounds: int) -> None:
+    """The cost of typing every row at planning (``--infer-types all``, the default): the
+    planning time with the pass minus without it, per GB and as a fraction of the sharding
+    run (with ``--infer-types sample``), with 1 and 2 processes; before (Arrow + regexes, one
+    process) and after (the compiled pass, one thread per process)."""
+    out = str(work / "out-plan")
+    gb = size / 1e9
+    best: dict[str, dict[str, float]] = {}
+
+    def keep(name: str, r: dict[str, float]) -> None:
+        if name not in best or r["seconds"] < best[name]["seconds"]:
+            best[name] = r
+
+    def plan(mode: str, n: int) -> dict[str, float]:
+        return run_measured([sys.executable, "-c", _PLAN_CODE, mode, str(n), str(src), out])
+
+    for _ in range(rounds):
+        keep("plan sample", plan("sample", 1))
+        keep("plan arrow", plan("arrow", 1))
+        for n in (1, 2):
+            keep(f"plan all {n}", plan("all", n))
+            keep(
+                f"shard sample {n}",
+                shard_run(src, str(work / "out-tp"), n, "gzip", infer_types="sample"),
+            )
+    print(f"\ntypes by all rows, {gb:.2f} GB quest CSV (best of {rounds}):")
+    base = best["plan sample"]
+    print(
+        f"{'what':<34}{'seconds':>9}{'s/GB':>8}{'CPU-s/GB':>10}"
+        f"{'of shard wall':>15}{'of shard CPU':>14}"
+    )
+    for name, n in (("plan arrow", 1), ("plan arrow", 2), ("plan all 1", 1), ("plan all 2", 2)):
+        r = best[name]
+        extra = r["seconds"] - base["seconds"]
+        cpu = r["cpu_seconds"] - base["cpu_seconds"]
+        shard = best[f"shard sample {n}"]
+        label = f"{name} (vs {n}-process shard)"
+        print(
+            f"{label:<34}{extra:>9.2f}{extra / gb:>8.2f}{cpu / gb:>10.2f}"
+            f"{extra / shard['seconds']:>14.1%}{cpu / shard['cpu_seconds']:>14.1%}"
+        )
+    for n in (1, 2):
+        r = best[f"shard sample {n}"]
+        print(
+            f"{'shard --infer-types sample, ' + str(n) + 'p':<34}{r['seconds']:>9.2f}"
+            f"{r['seconds'] / gb:>8.2f}{r['cpu_seconds'] / gb:>10.2f}"
+        )
 
 
 def _clear(output: str, env: dict[str, str] | None) -> None:
@@ -321,6 +395,11 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=1, help="repeat the local runs")
     parser.add_argument(
+        "--type-pass",
+        action="store_true",
+        help="only measure the cost of typing every row at planning (before vs after)",
+    )
+    parser.add_argument(
         "--rss-scaling",
         action="store_true",
         help="also shard a 10x smaller file and compare peak RSS",
@@ -346,6 +425,9 @@ def main() -> None:
 
     if args.formats:
         format_runs(src, work, args.processes, rows, size)
+        return
+    if args.type_pass:
+        type_pass_runs(src, work, size, args.rounds)
         return
 
     quoted = None

@@ -487,7 +487,17 @@ def test_floats_beyond_float32_are_reported(tmp_path, caplog):
     path.write_text("x,y,label\n1e39,inf,a\n-1e39,3.5,b\n1.5,2.5e-50,a\n2,0e-3,b\n3,0,a\n")
     with caplog.at_level("WARNING"):
         _shard(path, tmp_path / "ds", label="label")
-    warnings = [r.getMessage() for r in caplog.records if "float32" in r.getMessage()]
+    messages = [r.getMessage() for r in caplog.records if "float32" in r.getMessage()]
+    # At planning, by the type pass over all rows (before any shard is written)...
+    planned = [m for m in messages if m.startswith("column ")]
+    assert planned == [
+        "column 'x': 2 value(s) beyond the float32 range will be stored as ±inf or 0 (make the "
+        "column a string in --schema to keep them exact)",
+        "column 'y': 1 value(s) beyond the float32 range will be stored as ±inf or 0 (make the "
+        "column a string in --schema to keep them exact)",
+    ]
+    # ... and while sharding, with the first line of each.
+    warnings = [m for m in messages if m not in planned]
     assert len(warnings) == 2, warnings
     assert "f.csv: 2 value(s) of column 'x' beyond the float32 range" in warnings[0]
     assert "line 2, 1e39" in warnings[0]
@@ -531,8 +541,9 @@ def test_an_unclosed_quote_fails_with_one_line_not_unbounded_memory(tmp_path, mo
 def test_types_from_all_rows_accept_what_the_sample_did_not_show(tmp_path, monkeypatch):
     """Issue 14, case 2: a zip column numeric for the sample and then ``98115-4820``, a fee
     column ``0`` and then ``45.12``, an id that later exceeds int64. ``--infer-types
-    sample`` rejects those rows (documented: bad_value, nothing changed); ``all`` types the
-    columns by every row and accepts them all, exactly as pandas reads them."""
+    sample`` rejects those rows (documented: bad_value, nothing changed); ``all`` (the
+    default) types the columns by every row and accepts them all, exactly as pandas reads
+    them."""
     from shardtrain.data.sources import csv as csv_source
 
     monkeypatch.setattr(csv_source, "SAMPLE_BYTES", 4096)
@@ -541,7 +552,7 @@ def test_types_from_all_rows_accept_what_the_sample_did_not_show(tmp_path, monke
     rows += ["98115-4820,45.12,18446744073709551616,1", "K1A 0B1,0,7,0"]
     path = tmp_path / "late.csv"
     path.write_text("\n".join(rows) + "\n")
-    sample = _shard(path, tmp_path / "sample", label="label")
+    sample = _shard(path, tmp_path / "sample", label="label", infer_types="sample")
     assert _types(sample)["zip"] == "int" and sample["rows_rejected"] == 2
     meta = _compare(path, tmp_path / "all", {"label": "label", "infer_types": "all"}, {})
     assert (_types(meta)["zip"], _types(meta)["fee"], _types(meta)["id"]) == (

@@ -207,11 +207,12 @@ class ShardConfig:
         pipeline="decimal",
     )
     infer_types: str = option(
-        "sample",
-        choices=("sample", "all"),
-        help="CSV column types from the first 4 MB of the first file (sample), or from every "
-        "row of every file, read once more at planning (all): no row rejected for a type "
-        "the sample did not show.",
+        "all",
+        choices=("all", "sample"),
+        help="CSV column types from every row of every file (all: a fast compiled pass over "
+        "the data at planning, in parallel; no row rejected for a type the first rows did "
+        "not show), or from the first 4 MB of the first file only (sample: quicker to plan; "
+        "a later value that does not fit is rejected as bad_value).",
         pipeline="infer_types",
     )
     compression: str = option(
@@ -412,6 +413,7 @@ class ShardConfig:
             schema_file=self.schema_file,
             dialect=self.csv_dialect(),
             infer_types=self.infer_types,
+            processes=self.processes,
         )
 
     def csv_dialect(self) -> CsvDialect:

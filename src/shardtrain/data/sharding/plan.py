@@ -181,6 +181,7 @@ def build_plan(config: ShardConfig) -> Plan:
     plain_bytes = sum(s.size for s in sources if not s.gzip)
     piece_bytes = max(64 * 1024, math.ceil(plain_bytes / n_tasks)) if plain_bytes else MIB
     pieces = source.align_pieces(plan_pieces(sources, piece_bytes), inputs)
+    schema = source.final_schema(pieces, inputs)  # e.g. CSV types by all rows
     n_tasks = min(n_tasks, len(pieces))
     groups = _group_pieces(pieces, n_tasks)
     tasks = tuple(

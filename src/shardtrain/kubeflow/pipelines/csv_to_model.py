@@ -97,7 +97,7 @@ def csv_to_model(
     null_values: str = "",
     skip_initial_space: bool = False,
     decimal: str = ".",
-    infer_types: str = "sample",
+    infer_types: str = "all",
     compression: str = "gzip",
     compression_level: int = 1,
     record_format: str = "example",
@@ -158,7 +158,8 @@ def csv_to_model(
         skip_initial_space: Ignore spaces after each CSV delimiter.
         decimal: Decimal mark of CSV numbers: '.' or ',' (1,5; then fields are split by ;
             or another delimiter, and 1.5 is text).
-        infer_types: CSV column types from the first 4 MB (sample) or from every row (all).
+        infer_types: CSV column types from every row (all: a fast pass over the data at
+            planning) or from the first 4 MB only (sample).
         compression: Shard compression: gzip or none.
         compression_level: gzip level: 1 is fastest (ISA-L); 2-9 are zlib's, smaller, slower.
         record_format: example (one tf.train.Example per row, any TensorFlow tool reads it) or
