@@ -24,7 +24,8 @@ Variants (each one removes a piece of the trainer's step, or keeps only one):
 * ``no_apply``: forward, backward and the gradient all-reduce, no optimizer update;
 * ``compute``: forward and backward only, no collective at all (what the two processes cost
   each other on shared cores);
-* ``allreduce``: only the all-reduce of gradient-shaped zeros (``loop.measure_all_reduce``);
+* ``allreduce``: only ``loop.measure_all_reduce`` (now: the all-reduce of gradient-shaped
+  zeros, then the 3-number one; before this change: the first alone);
 * ``scalar``: only a 3-number all-reduce (the per-step metrics/stop all-reduce alone);
 * ``empty``: ``strategy.run`` of nothing (the loop's own cost).
 

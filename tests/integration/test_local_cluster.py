@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import sys
 
 import pytest
@@ -48,6 +49,7 @@ def test_chief_and_worker_all_reduce_and_the_evaluator_stays_out():
 
 
 TRAIN_STEPS = """
+import os
 import sys
 import numpy as np
 import tensorflow as tf
@@ -81,7 +83,8 @@ moved = all(not np.array_equal(b, v.numpy()) for b, v in zip(before, embeds))
 digest = sum(float(np.abs(v.numpy()).sum()) for v in state.model.trainable_variables)
 print(f"{role.task_type}: embeddings={len(embeds)} moved={moved} "
       f"reduces={ops.count('CollectiveReduceV2')} gathers={ops.count('CollectiveGatherV2')} "
-      f"loss_finite={bool(np.isfinite(float(loss)))} weights={digest:.6f}")
+      f"loss_finite={bool(np.isfinite(float(loss)))} "
+      f"cpus={','.join(map(str, sorted(os.sched_getaffinity(0))))} weights={digest:.6f}")
 """
 
 
@@ -126,5 +129,11 @@ def test_chief_and_worker_steps_all_reduce_embeddings_densely_and_stay_in_sync(t
     chief, worker = (m.group(1) for m in lines.values())
     assert re.search(r"embeddings=[1-9]\d* moved=True", chief), chief
     assert "gathers=0" in chief and "loss_finite=True" in chief, chief
+    # Sharing this host, the two replicas keep to disjoint CPUs (when there are 2 or more).
+    if len(os.sched_getaffinity(0)) >= 2:
+        cpus = [
+            set(re.search(r"cpus=([\d,]+)", line).group(1).split(",")) for line in (chief, worker)
+        ]
+        assert cpus[0] and cpus[1] and not cpus[0] & cpus[1], (chief, worker)
     # Mirrored variables: both replicas applied the same all-reduced gradients.
     assert chief.split("weights=")[1] == worker.split("weights=")[1]
