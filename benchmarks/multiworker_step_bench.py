@@ -248,6 +248,37 @@ def _report(args: argparse.Namespace, seconds: float) -> None:
 # ------------------------------------------------------------------------------------------
 
 
+def collectives_in_trace(trace_dir: str, steps: int) -> list[str]:
+    """Lines "N/step  M ms each  OP NAME": the collectives a profiler trace of ``steps`` steps
+    ran (``vm.xplane.pb`` read with the ``xplane_pb2`` proto shipped inside TensorFlow)."""
+    import collections
+    import glob
+    import re
+
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    totals: dict[tuple[str, str], list[float]] = collections.defaultdict(lambda: [0, 0.0])
+    for path in glob.glob(os.path.join(trace_dir, "plugins/profile/*/*.xplane.pb")):
+        space = xplane_pb2.XSpace()
+        with open(path, "rb") as f:
+            space.ParseFromString(f.read())
+        for plane in space.planes:
+            for line in plane.lines:
+                if not line.name.startswith("collective_ops"):
+                    continue
+                for event in line.events:
+                    name = plane.event_metadata[event.metadata_id].name
+                    if ":Collective" in name:
+                        op, kind = name.rsplit(":", 1)
+                        entry = totals[(kind, re.sub(r"_\d+", "", op))]
+                        entry[0] += 1
+                        entry[1] += event.duration_ps / 1e9
+    return [
+        f"{count / steps:6.2f}/step {ms / count:7.3f} ms each  {kind} {op}"
+        for (kind, op), (count, ms) in sorted(totals.items(), key=lambda kv: -kv[1][0])
+    ]
+
+
 def _free_ports(n: int) -> list[int]:
     sockets = [socket.socket() for _ in range(n)]
     for s in sockets:
@@ -398,6 +429,10 @@ def main() -> None:
             ms = measure(data, run[0], run[1], run[2], args, strategy=run[3])
             results[run].append(ms)
             print(f"round {rnd + 1}: {run} {ms:.2f} ms/step", flush=True)
+            if args.trace and run[2]:
+                trace = os.path.join(args.trace, f"{run[0]}-{run[1]}")
+                for line in collectives_in_trace(trace, args.trace_steps):
+                    print("    " + line, flush=True)
     print(f"\nbatch {args.batch}, {args.steps} steps per figure, {args.rounds} rounds")
     print(f"{'variant':<12} {'env':<10} {'procs':>5} {'strategy':<9} {'median':>8} {'best':>8}")
     for (variant, env_name, workers, strategy), values in results.items():
