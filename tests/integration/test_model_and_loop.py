@@ -232,3 +232,43 @@ def test_one_cpu_replica_reads_the_same_batches_without_the_distributed_iterator
             np.testing.assert_array_equal(
                 features[name].numpy(), want_features[name].numpy(), err_msg=name
             )
+
+
+def test_small_sparse_gradients_go_dense_with_duplicate_rows_added():
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from shardtrain.train import loop
+
+    slices = tf.IndexedSlices(
+        values=tf.constant([[1.0, 1, 1], [2, 2, 2], [3, 3, 3]]),
+        indices=tf.constant([1, 4, 1], dtype=tf.int64),
+        dense_shape=tf.constant([10, 3], dtype=tf.int64),
+    )
+    plain = tf.ones([2, 2])
+    dense, same = loop.dense_small_gradients([slices, plain])
+    assert not isinstance(dense, tf.IndexedSlices)
+    expected = np.zeros([10, 3], np.float32)
+    expected[1], expected[4] = 4.0, 2.0  # row 1 looked up twice: its two rows add up
+    np.testing.assert_array_equal(dense.numpy(), expected)
+    assert same is plain
+    # A table over the bound stays sparse (sending it whole would cost more).
+    (kept,) = loop.dense_small_gradients([slices], max_bytes=10 * 3 * 4 - 1)
+    assert isinstance(kept, tf.IndexedSlices)
+
+    # What the trainer's step meets: an Embedding's gradient, inside a tf.function.
+    embed = keras.layers.Embedding(101, 8)
+    embed.build((None,))
+
+    @tf.function
+    def kinds(ids):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(embed(ids))
+        (grad,) = tape.gradient(loss, embed.trainable_variables)
+        (after,) = loop.dense_small_gradients([grad])
+        return isinstance(grad, tf.IndexedSlices), isinstance(after, tf.IndexedSlices), after
+
+    was_sparse, still_sparse, after = kinds(tf.constant([3, 3, 7]))
+    assert was_sparse and not still_sparse
+    assert after.shape == (101, 8) and float(after[3, 0]) == 2.0 and float(after[7, 0]) == 1.0

@@ -377,3 +377,35 @@ def test_data_errors_are_not_peer_losses(exc):
 def test_without_a_collective_nothing_is_a_peer_loss():
     exc = _error("UnavailableError", "Connection reset by peer")
     assert peer_loss(resolve_role({}), exc) is None
+
+
+def _on(cluster: dict, kind: str, index: int) -> dict:
+    return {"cluster": cluster, "task": {"type": kind, "index": index}}
+
+
+def test_replicas_sharing_a_host_split_its_cpus_chief_first():
+    local = {"chief": ["127.0.0.1:1000"], "worker": ["127.0.0.1:1001", "127.0.0.1:1002"]}
+    cpus = [0, 1, 2, 3, 4, 5, 6]
+    shares = [
+        cluster_module.host_cpu_share(_on(local, kind, i), cpus)
+        for kind, i in (("chief", 0), ("worker", 0), ("worker", 1))
+    ]
+    # Disjoint, covering every CPU, the remainder to the first replica.
+    assert shares == [[0, 1, 2], [3, 4], [5, 6]]
+    two = {"chief": ["localhost:1"], "worker": ["localhost:2"]}
+    assert cluster_module.host_cpu_share(_on(two, "chief", 0), [3, 1]) == [1]
+    assert cluster_module.host_cpu_share(_on(two, "worker", 0), [3, 1]) == [3]
+
+
+def test_replicas_on_their_own_hosts_or_too_few_cpus_keep_every_cpu():
+    # A TFJob: one pod (service name) per replica.
+    pods = {"chief": ["j-chief-0.ns.svc:2222"], "worker": ["j-worker-0.ns.svc:2222"]}
+    assert cluster_module.host_cpu_share(_on(pods, "worker", 0), [0, 1]) is None
+    # Two of three replicas on one host: only those two split it.
+    mixed = {"chief": ["a:1"], "worker": ["a:2", "b:3"]}
+    assert cluster_module.host_cpu_share(_on(mixed, "worker", 0), [0, 1]) == [1]
+    assert cluster_module.host_cpu_share(_on(mixed, "worker", 1), [0, 1]) is None
+    # Three replicas, two CPUs: no even split, so no binding.
+    three = {"chief": ["h:1"], "worker": ["h:2", "h:3"]}
+    assert cluster_module.host_cpu_share(_on(three, "chief", 0), [0, 1]) is None
+    assert cluster_module.host_cpu_share({"cluster": three}, [0, 1]) is None

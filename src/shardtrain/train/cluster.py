@@ -42,8 +42,9 @@ rather than through ``os.environ``.
 from __future__ import annotations
 
 import json
+import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +59,8 @@ KNOWN_TYPES = ("chief", "master", "worker", "ps", "evaluator")
 _SINGLETONS = ("chief", "master", "evaluator")
 _ROLE_TYPES = ("local", "chief", "worker", "evaluator")
 _QUOTE_LIMIT = 160
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -401,6 +404,7 @@ def _multi_worker_strategy(
             raise ConfigError(f"devices={devices} but this node has only {num_gpus} GPU(s)")
         num_gpus = min(num_gpus, devices)
     task = tf_config["task"]
+    _keep_to_host_share(tf_config)
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
         tf.train.ClusterSpec(tf_config["cluster"]),
         task_type=task["type"],
@@ -421,6 +425,66 @@ def _multi_worker_strategy(
             "collective ops can no longer be configured; call it at start-up, before creating "
             "any tensor, model or dataset"
         ) from exc
+
+
+def host_cpu_share(tf_config: Mapping[str, Any], cpus: Sequence[int]) -> list[int] | None:
+    """The CPUs this training replica keeps to when other replicas of its job share its host.
+
+    Replicas share a host when their ``TF_CONFIG`` addresses have the same host part
+    (``shardtrain run-local`` puts every replica on ``127.0.0.1``; the pods of a TFJob each
+    have their own service name, so this never applies to them). Then the host's ``cpus``
+    are dealt out in contiguous, disjoint parts, one per co-located replica in ``cluster``
+    order (chief first), the remainder going to the first replicas.
+
+    Why: every step of a chief + worker job waits twice for the peer (the gradient all-reduce
+    and the loss/stop one, each a gRPC round trip through several threads of both processes).
+    With both processes' thread pools free to run on every core, each hand-off waits for the
+    scheduler to find a core; a replica kept to its own cores finds its threads where it
+    left them. Measured on the 2-core VM, chief + worker at batch 128: 2.8-4.4 ms a step
+    unpinned, 1.6 ms pinned (benchmarks/RESULTS.md, issue 17, "Multi-worker"). TensorFlow
+    sizes its thread pools from the CPUs a process may use, so the pools shrink to match.
+
+    Returns:
+        The CPUs to keep to, or None: alone on its host, or fewer CPUs than co-located
+        replicas (nothing sensible to split), or no address for this task.
+    """
+    task = tf_config.get("task", {})
+    cluster = tf_config.get("cluster", {})
+    try:
+        mine = cluster[task["type"]][task["index"]]
+    except (KeyError, IndexError, TypeError):
+        return None
+    host = str(mine).rpartition(":")[0]
+    together = [
+        (kind, i)
+        for kind, addresses in cluster.items()
+        for i, address in enumerate(addresses)
+        if str(address).rpartition(":")[0] == host
+    ]
+    cpus = sorted(cpus)
+    if len(together) < 2 or len(cpus) < len(together):
+        return None
+    position = together.index((task["type"], task["index"]))
+    each, extra = divmod(len(cpus), len(together))
+    start = position * each + min(position, extra)
+    return cpus[start : start + each + (1 if position < extra else 0)]
+
+
+def _keep_to_host_share(tf_config: Mapping[str, Any]) -> None:
+    """Bind this process to :func:`host_cpu_share` (before TensorFlow sizes its pools)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return  # not Linux: nothing to do
+    share = host_cpu_share(tf_config, sorted(os.sched_getaffinity(0)))
+    if share is None:
+        return
+    os.sched_setaffinity(0, share)
+    task = tf_config["task"]
+    log.info(
+        "%s-%d shares this host with other training replicas: keeping to CPU(s) %s",
+        task["type"],
+        task["index"],
+        ",".join(map(str, share)),
+    )
 
 
 #: TensorFlow error classes by which a collective reports that a peer went away.

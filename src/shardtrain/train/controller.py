@@ -220,7 +220,7 @@ class Controller:
         summaries: where training scalars go (none by default).
         checkpoint_uri: where checkpoints are published, for the interruption message.
         clock: a monotonic clock in seconds (for examples/s).
-        collective_seconds: what one all-reduce of the gradients between the replicas takes
+        collective_seconds: what a step's all-reduces between the replicas take
             (measured by :func:`shardtrain.train.loop.measure_all_reduce`; 0: no collective).
             When it exceeds :data:`COLLECTIVE_DOMINATES` of a step, a warning says so once.
     """

@@ -9,6 +9,8 @@ knowing about it:
   (``distribute_datasets_from_function``);
 * :func:`build_train_loop`: ``steps_per_loop`` steps of ``strategy.run`` in one
   ``tf.function``, the loss scaled by the *global* batch;
+* :func:`dense_small_gradients`: embedding gradients made dense, so that a step all-reduces
+  every gradient in one collective rather than three all-gathers per embedding;
 * :class:`DistributedSteps`: that loop as the controller's step function;
 * :func:`stop_request_variable`: the flag a signal sets, read by the loop every step;
 * :func:`build_stop_vote`: the one-number all-reduce by which replicas agree to stop.
@@ -206,6 +208,8 @@ def build_train_loop(
     loop: no Python round trip between steps). Each step runs on every replica with
     ``strategy.run``; the loss is averaged over the *global* batch, so gradients summed by the
     all-reduce are the gradients of the global mean loss whatever the number of replicas.
+    With several replicas, small sparse (embedding) gradients are made dense first
+    (:func:`dense_small_gradients`): the gradients then take one all-reduce per step.
     The summed per-example loss and correct predictions come back for summaries (one extra
     small all-reduce per step), and ``step_var`` is incremented once per step.
     Under mixed precision ``optimizer`` is a ``LossScaleOptimizer`` (dynamic loss scaling).
@@ -220,6 +224,8 @@ def build_train_loop(
     import tensorflow as tf
 
     per_example_loss, predicted = _loss_fn(spec)
+    # One replica all-reduces nothing: its sparse embedding gradients stay sparse.
+    densify = strategy.num_replicas_in_sync > 1
 
     def step_fn(features, labels):
         with tf.GradientTape() as tape:
@@ -234,6 +240,8 @@ def build_train_loop(
             # the scale. Otherwise scale_loss is the identity. It must be on the tape.
             scaled_loss = optimizer.scale_loss(loss)
         grads = tape.gradient(scaled_loss, model.trainable_variables)
+        if densify:
+            grads = dense_small_gradients(grads)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         correct = tf.reduce_sum(tf.cast(tf.equal(predicted(logits), labels), tf.float32))
         if stop_requested is None:
@@ -259,6 +267,39 @@ def build_train_loop(
         return totals[0], totals[1]
 
     return train_loop
+
+
+#: Sparse gradients of variables up to this size are made dense before the all-reduce.
+DENSE_GRADIENT_MAX_BYTES = 1 << 20
+
+
+def dense_small_gradients(grads: list, max_bytes: int = DENSE_GRADIENT_MAX_BYTES) -> list:
+    """``grads`` with every ``tf.IndexedSlices`` of a variable up to ``max_bytes`` made dense.
+
+    An ``Embedding`` layer's gradient is an ``IndexedSlices`` (the rows the batch looked up).
+    ``MultiWorkerMirroredStrategy`` cannot add those up in one collective: it all-gathers each
+    one's row count, then its rows and its indices (three collectives, one after another, per
+    embedding per step), while dense gradients go together in a single packed all-reduce.
+    With the tabular model's 5 embeddings that was 18 of a step's 20 collectives, each a
+    network round trip: most of a chief + worker step (benchmarks/RESULTS.md, issue 17,
+    "Multi-worker"). A small vocabulary table (the default top-100 words x 8 wide is 3 KB)
+    costs nothing to send dense, and the sum, hence the update, is the same: the dense form
+    of an ``IndexedSlices`` adds up its duplicate rows, which is what the sparse all-reduce
+    and Adam's dense moment updates do too. Tables over ``max_bytes`` stay sparse, where
+    sending the whole table would cost more than the round trips.
+    """
+    import math
+
+    import tensorflow as tf
+
+    out = []
+    for grad in grads:
+        if isinstance(grad, tf.IndexedSlices) and grad.dense_shape is not None:
+            shape = tf.get_static_value(grad.dense_shape)
+            if shape is not None and math.prod(shape) * grad.dtype.size <= max_bytes:
+                grad = tf.convert_to_tensor(grad)
+        out.append(grad)
+    return out
 
 
 class DistributedSteps:
@@ -297,12 +338,14 @@ def current_learning_rate(optimizer) -> float:
 
 
 def measure_all_reduce(strategy, model, repeats: int = 20) -> float:
-    """Seconds one all-reduce of ``model``'s gradients between the replicas takes.
+    """Seconds a step's all-reduces between the replicas take.
 
     What every training step pays on top of its computation under a multi-replica
-    strategy (over gRPC between workers): ``repeats`` all-reduces of zero tensors shaped like
-    the trainable variables, in one ``tf.function`` loop, after one warm-up. A collective:
-    every replica must call it at the same point. 0.0 with a single replica.
+    strategy (over gRPC between workers): the gradients' all-reduce (one packed collective:
+    the step makes small sparse gradients dense, :func:`dense_small_gradients`), then the
+    3-number one of loss, correct predictions and the stop flag; ``repeats`` times in one
+    ``tf.function`` loop, after one warm-up. A collective: every replica must call it at the
+    same point. 0.0 with a single replica.
     """
     import tensorflow as tf
 
@@ -313,7 +356,9 @@ def measure_all_reduce(strategy, model, repeats: int = 20) -> float:
     def all_reduce():
         ctx = tf.distribute.get_replica_context()
         grads = [tf.zeros(shape, dtype) for shape, dtype in shapes]
-        return ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)[0]
+        first = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)[0]
+        with tf.control_dependencies([first]):  # after it, as in the step
+            return ctx.all_reduce(tf.distribute.ReduceOp.SUM, tf.zeros([3]))
 
     @tf.function
     def run(n):

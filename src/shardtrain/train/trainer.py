@@ -156,7 +156,8 @@ def _train(
     if collective:
         size = loop.gradient_bytes(state.model)
         log.info(
-            "all-reduce of the gradients (%.2f MB) between %d replicas: %.2f ms a step",
+            "all-reduces of the gradients (%.2f MB) and the loss between %d replicas: "
+            "%.2f ms a step",
             size / 1e6,
             strategy.num_replicas_in_sync,
             collective * 1e3,
