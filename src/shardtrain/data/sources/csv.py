@@ -13,10 +13,11 @@ The sharder (:mod:`shardtrain.data.sharding`) is source-agnostic; this module su
   :class:`Batch` es: the accepted rows, a 64-bit hash per row for the split, and the
   rejected rows with their reason and line number.
 
-Blocks without a quote character (most real files never quote) and with ``,`` between
-fields are parsed by a compiled kernel (:mod:`shardtrain.kernels.csv_parse`) at about twice
-the speed of Arrow's CSV reader; every other block -- quotes, other delimiters, a bare
-carriage return, invalid UTF-8 -- is read by Arrow (with line breaks in values), and what
+Blocks without a quote character (most real files never quote) and with ``,``, ``;``, tab
+or ``|`` between fields are parsed by a compiled kernel (:mod:`shardtrain.kernels.csv_parse`)
+at about twice the speed of Arrow's CSV reader; every other block -- quotes, other
+delimiters, ``--skip-initial-space``, a bare carriage return, invalid UTF-8 -- is read by
+Arrow (with line breaks in values), and what
 Arrow cannot map back to records by Python's csv module. All give the same rows, values,
 rejects and line numbers; ``SHARDTRAIN_CSV_FAST=0`` turns the kernel off, to compare or to
 rule it out. The dialect (:class:`~shardtrain.data.csv_dialect.CsvDialect`) is stored in the
@@ -824,8 +825,11 @@ def _read_fast(
     ends: np.ndarray,
     schema: Schema,
     types: dict[str, pa.DataType],
-) -> tuple[pa.Table, list, bool] | None:
-    """The fast path's ``(table, invalid, converted)``, as the Arrow path computes them.
+    dialect: CsvDialect,
+) -> tuple[pa.Table, list, bool, np.ndarray | None] | None:
+    """The fast path's ``(table, invalid, converted, out_of_range)``: the first three as the
+    Arrow path computes them, and the rows of the table with a float beyond float32's range
+    (None when not known: the block was converted from text).
 
     ``starts``/``ends`` bound the block's non-blank lines. Returns None when the block must go
     to Arrow (see :func:`csv_parse.parse_block_fast`).
@@ -833,7 +837,8 @@ def _read_fast(
     names = schema.names
     kinds = np.array([_FAST_KINDS[types[n]] for n in names], dtype=np.int8)
     nulls = tuple(v.encode() for v in schema.null_values)
-    parsed = csv_parse.parse_block_fast(arr, starts, ends, kinds, nulls)
+    dialect_bytes = {"delimiter": dialect.delim_byte, "quote": dialect.quote_byte}
+    parsed = csv_parse.parse_block_fast(arr, starts, ends, kinds, nulls, **dialect_bytes)
     if parsed is None:
         return None
     converted = False
@@ -842,7 +847,7 @@ def _read_fast(
         # every column as text and converts each with _safe_convert. Reproduce that exactly:
         # the same text columns, then the same conversion code.
         kinds = np.full(len(names), csv_parse.KIND_STRING, dtype=np.int8)
-        parsed = csv_parse.parse_block_fast(arr, starts, ends, kinds, nulls)
+        parsed = csv_parse.parse_block_fast(arr, starts, ends, kinds, nulls, **dialect_bytes)
         if parsed is None:
             return None
         converted = True
@@ -854,10 +859,12 @@ def _read_fast(
             return None  # what Arrow does with such a line is Arrow's to decide
         invalid.append((i + 1, int(parsed.field_count[i]), text))
     rows = np.flatnonzero(parsed.row_status == csv_parse.STATUS_OK) if invalid else None
+    flagged = parsed.out_of_range if rows is None else parsed.out_of_range[rows]
     return (
         pa.Table.from_arrays(csv_parse.to_arrow(parsed, kinds, rows), names=names),
         invalid,
         converted,
+        None if converted else np.flatnonzero(flagged),
     )
 
 
@@ -1023,10 +1030,18 @@ def parse_block(
         typed[schema.key] = pa.string()  # hashed as text; converted below
     if fast is None:
         fast = fast_path_enabled()
-    fast = fast and not quoted and dialect.delimiter == "," and not dialect.skip_initial_space
-    parsed = _read_fast(arr, starts[nonblank], ends[nonblank], schema, typed) if fast else None
+    fast = (
+        fast
+        and not quoted
+        and dialect.delim_byte in csv_parse.FAST_DELIMITERS
+        and not dialect.skip_initial_space
+    )
+    parsed = (
+        _read_fast(arr, starts[nonblank], ends[nonblank], schema, typed, dialect) if fast else None
+    )
+    out_of_range: np.ndarray | None = None  # rows with a float beyond float32, when known
     if parsed is not None:
-        table, invalid, converted = parsed
+        table, invalid, converted, out_of_range = parsed
     else:
         table, invalid, converted = _read_arrow(
             block, starts, ends, nonblank, schema, typed, source, lines_before, dialect, quoted
@@ -1070,7 +1085,16 @@ def parse_block(
             (i, c.name, columns[i]) for i, c in enumerate(schema.columns) if c.type == "float"
         ]
         _warn_float32_overflow(
-            floats, block, starts, ends, row_lines, dialect, source, lines_before, line_of
+            floats,
+            block,
+            starts,
+            ends,
+            row_lines,
+            dialect,
+            source,
+            lines_before,
+            line_of,
+            rows=out_of_range,
         )
 
     key_hash = None
@@ -1148,19 +1172,31 @@ def _warn_float32_overflow(
     source: str,
     lines_before: int,
     line_of: Any,
+    rows: np.ndarray | None = None,
 ) -> None:
     """Log the values of the float columns ``(index, name, values)`` beyond float32's range:
     stored as ±inf (``1e39``) or as zero (``1e-50``).
 
-    Such values are rare, and this runs for every block, so the work is vectorised and only
-    candidate rows are looked at again: infinities whose text is not an ``inf`` spelling,
-    and zeros whose record holds a negative exponent (``e-``, the one way to write such a
-    small number short of 46 zeros; one compiled test for the block) and whose text is not
-    zero (the first :data:`MAX_ZERO_CHECKS` per block).
+    ``rows``, when given, are the only rows that can hold such a value: the compiled parser
+    flags them while it converts (:attr:`csv_parse.FastColumns.out_of_range`), so a block
+    without any costs nothing here. Otherwise (a block Arrow parsed) this runs over the whole
+    block, so the work is vectorised and only candidate rows are looked at again:
+    infinities whose text is not an ``inf`` spelling, and zeros whose record holds a
+    negative exponent (``e-``, the one way to write such a small number short of 46 zeros;
+    one compiled test for the block) and whose text is not zero (the first
+    :data:`MAX_ZERO_CHECKS` per block).
     """
-    if not floats:
+    if not floats or (rows is not None and rows.size == 0):
         return
     data = [arrow.to_numpy(values) for _, _, values in floats]  # views
+    if rows is not None:
+        only = np.zeros(len(data[0]), dtype=bool)
+        only[rows] = True
+        _report_float32_overflow(
+            floats, data, only, block, starts, ends, row_lines, dialect, source, lines_before,
+            line_of,
+        )  # fmt: skip
+        return
     any_zero = np.zeros(len(data[0]), dtype=bool)
     for d in data:
         any_zero |= d == 0
@@ -1169,10 +1205,35 @@ def _warn_float32_overflow(
         zero_rows = zero_rows[
             csv_records.has_negative_exponent(block, starts, ends, row_lines[zero_rows])
         ][:MAX_ZERO_CHECKS]
+    inf_rows = np.zeros(len(data[0]), dtype=bool)
+    for d in data:
+        inf_rows |= np.isinf(d)
+    inf_rows[zero_rows] = True
+    _report_float32_overflow(
+        floats, data, inf_rows, block, starts, ends, row_lines, dialect, source, lines_before,
+        line_of,
+    )  # fmt: skip
+
+
+def _report_float32_overflow(
+    floats: list[tuple[int, str, pa.Array]],
+    data: list[np.ndarray],
+    rows: np.ndarray,
+    block: bytes,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    row_lines: np.ndarray,
+    dialect: CsvDialect,
+    source: str,
+    lines_before: int,
+    line_of: Any,
+) -> None:
+    """Log, per float column, its ±inf or zero values in the candidate ``rows`` (a bool mask)
+    whose text is neither an ``inf`` spelling nor zero."""
+    if not rows.any():
+        return
     for (index, name, values), d in zip(floats, data, strict=True):
-        candidates = np.isinf(d)
-        if zero_rows.size:
-            candidates[zero_rows] |= d[zero_rows] == 0
+        candidates = rows & (np.isinf(d) | (d == 0))
         if not candidates.any():
             continue
         found = []
