@@ -9,6 +9,8 @@ Usage (from the repository root, in the project environment)::
     .venv/bin/python benchmarks/shard_bench.py --formats       # CSV vs Parquet vs JSON lines
     .venv/bin/python benchmarks/shard_bench.py --gb 0.3 --no-minio --quoted \
         --compare-src /path/to/other/checkout/src            # quoted CSV; before vs after
+    .venv/bin/python benchmarks/shard_bench.py --gb 0.3 --no-minio --semicolon \
+        --compare-src /path/to/other/checkout/src            # ';' between fields too
 
 Each sharding run is a separate ``shardtrain shard`` process, sampled every 50 ms for the RSS
 of its whole process tree (the parent plus its worker processes). Figures go to stdout; record
@@ -83,6 +85,18 @@ def generate_quoted(path: Path, plain: Path, gb: float) -> tuple[int, int]:
             if out.tell() >= budget:
                 break
     path.with_suffix(".rows").write_text(str(rows))
+    return rows, path.stat().st_size
+
+
+def generate_semicolon(path: Path, plain: Path) -> tuple[int, int]:
+    """The quest-log CSV ``plain`` with ``;`` between fields (Europe's default; the quest
+    logs hold no comma inside a value, so the rows are the same)."""
+    if not path.exists() or path.stat().st_size != plain.stat().st_size:
+        with plain.open("rb") as src, path.open("wb") as out:
+            while chunk := src.read(64 << 20):
+                out.write(chunk.replace(b",", b";"))
+    with plain.open("rb") as f:
+        rows = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(64 << 20), b"")) - 1
     return rows, path.stat().st_size
 
 
@@ -279,6 +293,11 @@ def main() -> None:
         help="also shard the file with a quoted free-text column (line breaks in ~10%% of rows)",
     )
     parser.add_argument(
+        "--semicolon",
+        action="store_true",
+        help="also shard the same rows with ';' between fields (with --compare-src: both ways)",
+    )
+    parser.add_argument(
         "--compare-src",
         help="another checkout's src/ directory: shard the unquoted file with it too, "
         "alternating with this one (before/after in the same machine state)",
@@ -316,6 +335,9 @@ def main() -> None:
     if args.quoted:
         quoted = generate_quoted(work / f"quoted-{args.gb:g}gb.csv", src, args.gb)
         print(f"quoted input: {quoted[1] / 1e6:,.0f} MB, {quoted[0]:,} rows")
+    semicolon = None
+    if args.semicolon:
+        semicolon = generate_semicolon(work / f"semicolon-{args.gb:g}gb.csv", src)
     other = {"PYTHONPATH": args.compare_src} if args.compare_src else None
     sizes: dict[str, tuple[int, int]] = {}
     for round_ in range(args.rounds):
@@ -339,6 +361,15 @@ def main() -> None:
                 )
                 results[f"quoted-{compression}{tag}"] = r
                 sizes[f"quoted-{compression}{tag}"] = quoted
+            if semicolon is not None:
+                semi = work / f"semicolon-{args.gb:g}gb.csv"
+                for name, env in (("semi", None), ("other-semi", other)):
+                    if name == "other-semi" and other is None:
+                        continue
+                    r = shard_run(semi, str(work / f"out-semi-{compression}"), args.processes,
+                                  compression, env)  # fmt: skip
+                    results[f"{name}-{compression}{tag}"] = r
+                    sizes[f"{name}-{compression}{tag}"] = semicolon
     if not args.no_minio:
         state = work / "minio-state"
         env = _minio_env(state)
@@ -357,7 +388,7 @@ def main() -> None:
     baseline = baseline_rows_per_second(src)
     print(f"\nplain-Python baseline (csv + tf.train.Example per row): {baseline:,.0f} rows/s")
     print(
-        f"{'run':<14}{'seconds':>9}{'MB/s':>9}{'MB/s/core':>11}{'rows/s/core':>13}"
+        f"{'run':<18}{'seconds':>9}{'MB/s':>9}{'MB/s/core':>11}{'rows/s/core':>13}"
         f"{'x baseline':>12}{'MB/CPU-s':>10}{'peak RSS tree':>15}{'per process':>13}"
     )
     for name, r in results.items():
@@ -365,7 +396,7 @@ def main() -> None:
         mbps = n_bytes / 1e6 / r["seconds"]
         rows_core = n_rows / r["seconds"] / cores
         print(
-            f"{name:<14}{r['seconds']:>9.1f}{mbps:>9.1f}{mbps / cores:>11.1f}"
+            f"{name:<18}{r['seconds']:>9.1f}{mbps:>9.1f}{mbps / cores:>11.1f}"
             f"{rows_core:>13,.0f}{rows_core / baseline:>12.1f}"
             f"{n_bytes / 1e6 / r['cpu_seconds']:>10.1f}"
             f"{r['peak_rss_tree_mb']:>12,.0f} MB{r['peak_rss_process_mb']:>10,.0f} MB"
