@@ -872,3 +872,90 @@ def test_parse_block_reports_floats_beyond_float32_the_same_on_both_paths(delim,
         assert len(messages[0]) == 1
         assert f"f.csv: {count} value(s) of column 'score' beyond the float32" in messages[0][0]
         assert "first: line 2, 1e39" in messages[0][0]
+
+
+# --------------------------------------------------------------------------------------------
+# Blocks with quoted records: the unquoted ones by the kernel, the quoted ones by Arrow
+# --------------------------------------------------------------------------------------------
+
+QUOTED_FIELDS = [
+    b'"Thanks!\nRegards, Bob"', b'"fine, ""really"" fine"', b'"line one\r\nline two"', b'""',
+    b'"NA"', b'"x"', b'"a""b"', b'"tail"ed', b'"\xc3\xa9, \xe2\x9c\x93"',
+]  # fmt: skip
+
+
+def _quoted_block(rng: np.random.Generator, n: int, share: float, extras: list[bytes]) -> bytes:
+    """SCHEMA's lines (every edge-case list) with a quoted ``cls`` (or number) in ``share``
+    of them: commas, doubled quotes, line breaks, quoted empty and null words."""
+    lines = _random_block(rng, n, extras).split(b"\n")
+    for k, line in enumerate(lines):
+        fields = line.split(b",")
+        if len(fields) < 6 or rng.random() >= share:
+            continue
+        r = rng.random()
+        if r < 0.8:
+            fields[4] = QUOTED_FIELDS[rng.integers(len(QUOTED_FIELDS))]
+        elif r < 0.9:
+            fields[1] = b'"' + fields[1] + b'"'  # a quoted number
+        else:
+            fields[2] = b'""'  # a quoted empty number: missing
+        lines[k] = b",".join(fields)
+    return b"\n".join(lines)
+
+
+def _parse_mixed(block: bytes, schema: Schema, monkeypatch, dialect=None) -> tuple[dict, bool]:
+    """:func:`_parse_both`, and whether the fast side went through ``_read_mixed``."""
+    used = []
+    real = csv_source._read_mixed
+    monkeypatch.setattr(csv_source, "_read_mixed", lambda *a: used.append(r := real(*a)) or r)
+    summary, _ = _parse_both(block, schema, monkeypatch, dialect)
+    return summary, bool(used) and used[0] is not None
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_blocks_with_quoted_records_are_the_same_through_the_kernel_and_arrow(seed, monkeypatch):
+    rng = np.random.default_rng(100 + seed)
+    # Clean, with bad values, with wrong field counts (quoted or not), with blank lines.
+    extras = [
+        [],
+        [b"a1,x,1,true,mage,1"],
+        [b'a2,1,2.5,true,"x, y",1,extra'],
+        [b"a3,1,2.5,true,mage"],
+        [b'a4,"x",2.5,true,"q",1'],
+    ][seed % 5]
+    block = _quoted_block(rng, 300, 0.1, extras)
+    summary, mixed = _parse_mixed(block, SCHEMA, monkeypatch)
+    assert mixed, "the block went to Arrow whole"
+    assert summary["counts"][0] > 290
+    keyed = Schema(columns=SCHEMA.columns, label="cleared", key="level")
+    _parse_mixed(block, keyed, monkeypatch)
+    semi = CsvDialect(delimiter=";")
+    _, mixed = _parse_mixed(block.replace(b",", b";"), SCHEMA, monkeypatch, semi)
+    assert mixed
+
+
+def test_mostly_quoted_blocks_and_escapes_go_to_arrow_whole(monkeypatch):
+    rng = np.random.default_rng(7)
+    block = _quoted_block(rng, 200, 0.9, [])
+    _, mixed = _parse_mixed(block, SCHEMA, monkeypatch)
+    assert not mixed
+    escaped = CsvDialect(delimiter=",", escape_char="\\")
+    _, mixed = _parse_mixed(_quoted_block(rng, 200, 0.1, []), SCHEMA, monkeypatch, escaped)
+    assert not mixed
+
+
+def test_the_kernel_defers_quoted_lines_instead_of_failing_the_block():
+    kinds = [KIND_STRING, KIND_INT]
+    lines = [b"a,1", b'"b, c",2', b"d,3", b"e\r,4", b"f,x"]
+    assert fast_parse(lines, kinds) is None
+    data = b"".join(line + b"\n" for line in lines)
+    lengths = np.array([len(line) for line in lines], dtype=np.int64)
+    starts = np.concatenate(([0], np.cumsum(lengths + 1)[:-1])).astype(np.int64)
+    fast = csv_parse.parse_block_fast(
+        np.frombuffer(data, np.uint8), starts, starts + lengths, np.array(kinds), NULLS,
+        defer=True,
+    )  # fmt: skip
+    assert fast is not None
+    assert fast.row_status.tolist() == [0, 3, 0, 3, 2]
+    assert csv_parse.to_arrow(fast, kinds, np.array([0, 2]))[0].to_pylist() == ["a", "d"]
+    assert not fast.valid[0][1] and not fast.valid[1][3]

@@ -141,6 +141,7 @@ __all__ = [
     "KIND_STRING",
     "NO_QUOTE",
     "STATUS_BAD_VALUE",
+    "STATUS_DEFERRED",
     "STATUS_FIELD_COUNT",
     "STATUS_OK",
     "FastColumns",
@@ -152,6 +153,9 @@ __all__ = [
 
 KIND_FLOAT, KIND_INT, KIND_BOOL, KIND_STRING = 0, 1, 2, 3
 STATUS_OK, STATUS_FIELD_COUNT, STATUS_BAD_VALUE = 0, 1, 2
+#: A line left to the full parser (``defer=True``): it holds the quote character, ``\r`` or
+#: ``\n`` (a quoted record).
+STATUS_DEFERRED = 3
 
 # Kernel result codes.
 _DONE, _ABORT = 0, 1
@@ -232,7 +236,8 @@ class FastColumns:
         valid: per column, a bool ndarray: False for a missing value (a null token) and for
             every value of a row whose status is not 0.
         row_status: int8 per line: 0 ok, 1 wrong number of fields, 2 a value that does not
-            parse as its column's type (a wrong field count takes precedence).
+            parse as its column's type (a wrong field count takes precedence), 3 left to the
+            full parser (``defer``).
         bad_column: int32 per line: the first column whose value did not parse (status 2),
             else -1.
         field_count: int32 per line: the number of fields on the line.
@@ -831,13 +836,14 @@ def _utf8_valid(buf, s, e):
 
 
 @numba.njit(cache=True, nogil=True)
-def _parse_lines(block, starts, ends, kinds, slots, nulls, pow10, delim, quote, out):
+def _parse_lines(block, starts, ends, kinds, slots, nulls, pow10, delim, quote, defer, out):
     """Pass 1: parse every line, field by field, left to right; return ``(result, pending)``.
 
     Line ``i`` is ``block[starts[i]:ends[i]]``; column ``col`` has kind ``kinds[col]`` and
     its values go to row ``slots[col]`` of its kind's array in ``out`` (a :class:`_Parsed`).
     ``nulls`` is a :class:`_NullTokens`, ``pow10`` the table of :func:`_powers_of_ten`;
-    ``delim`` separates fields, and ``quote`` (:data:`NO_QUOTE`: none) forces the fallback.
+    ``delim`` separates fields, and ``quote`` (:data:`NO_QUOTE`: none) forces the fallback --
+    of the block, or with ``defer`` of the line alone (:data:`STATUS_DEFERRED`).
 
     Each field is read once: numbers are converted while their end is searched for, other
     fields are scanned to the next delimiter. ``result`` is ``_ABORT`` as soon as a byte that
@@ -899,7 +905,10 @@ def _parse_lines(block, starts, ends, kinds, slots, nulls, pow10, delim, quote, 
                 if code == _NOT_PARSED:
                     p, high, stop = _scan_field(buf, p, end, size, delim, quote, delims, quotes)
                     if stop:
-                        return _ABORT, pending
+                        if not defer:
+                            return _ABORT, pending
+                        status = STATUS_DEFERRED
+                        break
                 present = (code != _NOT_PARSED and not numeric_nulls) or not _is_null(
                     buf, s, p, null_buf, null_offsets_buf, n_tokens, length_mask, long_tokens
                 )
@@ -936,13 +945,18 @@ def _parse_lines(block, starts, ends, kinds, slots, nulls, pow10, delim, quote, 
             else:  # an extra field: only counted (and checked for quotes)
                 p, high, stop = _scan_field(buf, p, end, size, delim, quote, delims, quotes)
                 if stop:
-                    return _ABORT, pending
+                    if not defer:
+                        return _ABORT, pending
+                    status = STATUS_DEFERRED
+                    break
             col += 1
             if p >= end:
                 break
             p += 1  # the delimiter
         field_count[i] = col
-        if col != ncols:
+        if status == STATUS_DEFERRED:
+            bad = -1
+        elif col != ncols:
             status = STATUS_FIELD_COUNT
             bad = -1
         row_status[i] = status
@@ -1137,6 +1151,7 @@ def parse_block_fast(
     *,
     delimiter: int = _COMMA,
     quote: int = _QUOTE,
+    defer: bool = False,
 ) -> FastColumns | None:
     """Parse the unquoted CSV lines ``block[starts[i]:ends[i]]`` into typed columns.
 
@@ -1155,6 +1170,9 @@ def parse_block_fast(
         quote: the quote character (a byte value), whose presence makes the block Arrow's
             (quoted fields need the full grammar); :data:`NO_QUOTE` when the dialect has no
             quoting (a ``"`` is then text, as for Arrow with ``quote_char=False``).
+        defer: leave a line that holds the quote, ``\\r`` or ``\\n`` (a quoted record, when
+            the lines are records) to the caller instead of the whole block: its status is
+            :data:`STATUS_DEFERRED` and it has no values.
 
     Returns:
         A :class:`FastColumns` with one entry per line, or None when the block needs Arrow:
@@ -1191,7 +1209,7 @@ def parse_block_fast(
     nulls = _null_table(tuple(v.encode() if isinstance(v, str) else bytes(v) for v in null_values))
     out = _Parsed.empty(counts, len(kinds), len(starts))
     result, pending = _parse_lines(
-        buf, starts, ends, kinds, slots, nulls, _powers_of_ten(), delimiter, quote, out
+        buf, starts, ends, kinds, slots, nulls, _powers_of_ten(), delimiter, quote, defer, out
     )
     if result != _DONE:
         return None

@@ -13,11 +13,13 @@ The sharder (:mod:`shardtrain.data.sharding`) is source-agnostic; this module su
   :class:`Batch` es: the accepted rows, a 64-bit hash per row for the split, and the
   rejected rows with their reason and line number.
 
-Blocks without a quote character (most real files never quote) and with ``,``, ``;``, tab
-or ``|`` between fields are parsed by a compiled kernel (:mod:`shardtrain.kernels.csv_parse`)
-at about twice the speed of Arrow's CSV reader; every other block -- quotes, other
-delimiters, ``--skip-initial-space``, a bare carriage return, invalid UTF-8 -- is read by
-Arrow (with line breaks in values), and what
+Blocks with ``,``, ``;``, tab or ``|`` between fields are parsed by a compiled kernel
+(:mod:`shardtrain.kernels.csv_parse`) at about twice the speed of Arrow's CSV reader. In a
+block that holds quotes, the kernel reads the records without a quote character and Arrow
+the quoted ones, merged back in order (:func:`_read_mixed`; a block mostly quoted goes to
+Arrow whole). Every other block -- other delimiters, an escape character,
+``--skip-initial-space``, a bare carriage return, invalid UTF-8 -- is read by Arrow (with
+line breaks in values), and what
 Arrow cannot map back to records by Python's csv module. All give the same rows, values,
 rejects and line numbers; ``SHARDTRAIN_CSV_FAST=0`` turns the kernel off, to compare or to
 rule it out. The dialect (:class:`~shardtrain.data.csv_dialect.CsvDialect`) is stored in the
@@ -837,8 +839,10 @@ def _read_fast(
     names = schema.names
     kinds = np.array([_FAST_KINDS[types[n]] for n in names], dtype=np.int8)
     nulls = tuple(v.encode() for v in schema.null_values)
-    dialect_bytes = {"delimiter": dialect.delim_byte, "quote": dialect.quote_byte}
-    parsed = csv_parse.parse_block_fast(arr, starts, ends, kinds, nulls, **dialect_bytes)
+    delimiter, quote = dialect.delim_byte, dialect.quote_byte
+    parsed = csv_parse.parse_block_fast(
+        arr, starts, ends, kinds, nulls, delimiter=delimiter, quote=quote
+    )
     if parsed is None:
         return None
     converted = False
@@ -847,7 +851,9 @@ def _read_fast(
         # every column as text and converts each with _safe_convert. Reproduce that exactly:
         # the same text columns, then the same conversion code.
         kinds = np.full(len(names), csv_parse.KIND_STRING, dtype=np.int8)
-        parsed = csv_parse.parse_block_fast(arr, starts, ends, kinds, nulls, **dialect_bytes)
+        parsed = csv_parse.parse_block_fast(
+            arr, starts, ends, kinds, nulls, delimiter=delimiter, quote=quote
+        )
         if parsed is None:
             return None
         converted = True
@@ -866,6 +872,131 @@ def _read_fast(
         converted,
         None if converted else np.flatnonzero(flagged),
     )
+
+
+#: A quoted block goes to Arrow whole when more than this share of its records is quoted.
+MAX_DEFERRED_SHARE = 0.5
+
+
+def _read_mixed(
+    block: bytes,
+    arr: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    nonblank: np.ndarray,
+    schema: Schema,
+    types: dict[str, pa.DataType],
+    source: str,
+    lines_before: int,
+    dialect: CsvDialect,
+) -> tuple[pa.Table, list, bool] | None:
+    """A block with quotes: its records without a quote by the kernel, the others by Arrow.
+
+    Gives the ``(table, invalid, converted)`` that :func:`_read_arrow` gives for the whole
+    block, value for value: the quoted records form a block of their own for Arrow, the
+    kernel reads the rest (``defer``), and the two are merged back in record order. The
+    whole-block rules are kept: a bad value anywhere makes every column text (converted
+    afterwards), and a record with the wrong number of fields anywhere makes the block read
+    record by record (:func:`_read_linewise`, whose text the kernel's string columns equal
+    for unquoted records). Returns None when the block is better (or must be) read whole:
+    most records are quoted, invalid UTF-8, an escape character.
+    """
+    if dialect.escape_char is not None:
+        return None  # the kernel does not stop at escapes
+    names = schema.names
+    nulls = tuple(v.encode() for v in schema.null_values)
+    rec_starts, rec_ends = starts[nonblank], ends[nonblank]
+
+    def kernel(kinds: np.ndarray) -> csv_parse.FastColumns | None:
+        return csv_parse.parse_block_fast(
+            arr, rec_starts, rec_ends, kinds, nulls,
+            delimiter=dialect.delim_byte, quote=dialect.quote_byte, defer=True,
+        )  # fmt: skip
+
+    typed_kinds = np.array([_FAST_KINDS[types[n]] for n in names], dtype=np.int8)
+    parsed = kernel(typed_kinds)
+    if parsed is None:
+        return None
+    status = parsed.row_status
+    deferred = np.flatnonzero(status == csv_parse.STATUS_DEFERRED)
+    if deferred.size > MAX_DEFERRED_SHARE * max(len(status), 1):
+        return None
+    # The quoted records, as a block of their own for Arrow.
+    view = memoryview(block)
+    sub = b"\n".join(view[rec_starts[i] : rec_ends[i]] for i in deferred.tolist())
+    sub_starts, sub_ends, _, _, _ = csv_records.record_bounds(
+        sub, delim=dialect.delim_byte, quote=dialect.quote_byte, escape=dialect.escape_byte
+    )
+    lengths = rec_ends[deferred] - rec_starts[deferred]
+    if len(sub_starts) != deferred.size or not np.array_equal(sub_ends - sub_starts, lengths):
+        return None  # the records do not come back as they were: read the block whole
+    sub_all = np.arange(deferred.size)
+
+    def empty(column_types: dict[str, pa.DataType]) -> pa.Table:
+        return pa.table({n: pa.array([], column_types[n]) for n in names})
+
+    if deferred.size:
+        table_q, invalid_q, converted_q = _read_arrow(
+            sub, sub_starts, sub_ends, sub_all, schema, types, source, lines_before, dialect, True
+        )
+    else:  # quote characters only in blank... or none left: nothing for Arrow
+        table_q, invalid_q, converted_q = empty(types), [], False
+    kernel_invalid = np.flatnonzero(status == csv_parse.STATUS_FIELD_COUNT)
+    kernel_bad = bool((status == csv_parse.STATUS_BAD_VALUE).any())
+    if kernel_invalid.size or invalid_q:
+        # Whole, the block would be read record by record: the same for the quoted part.
+        if not deferred.size:
+            table_q = empty({n: pa.string() for n in names})
+        elif not invalid_q:  # (with invalid records, _read_arrow read them one by one already)
+            table_q, invalid_q = _read_linewise(sub, sub_starts, sub_ends, sub_all, schema, dialect)
+        converted = True
+    elif kernel_bad or converted_q:
+        # Whole, the block would be read as text: the same for the quoted part.
+        if not deferred.size:
+            table_q = empty({n: pa.string() for n in names})
+        elif not converted_q:
+            invalid_q = []
+            try:
+                text_types = {n: pa.string() for n in names}
+                table_q = _read(sub, schema, text_types, invalid_q, dialect, True)
+            except pa.ArrowInvalid:
+                table_q, invalid_q = _read_linewise(
+                    sub, sub_starts, sub_ends, sub_all, schema, dialect
+                )
+        converted = True
+    else:
+        converted = False
+    if converted:
+        parsed = kernel(np.full(len(names), csv_parse.KIND_STRING, dtype=np.int8))
+        if parsed is None or not np.array_equal(
+            np.flatnonzero(parsed.row_status == csv_parse.STATUS_DEFERRED), deferred
+        ):
+            return None
+    kinds = typed_kinds if not converted else np.full(len(names), csv_parse.KIND_STRING, np.int8)
+    invalid = []
+    for i in kernel_invalid.tolist():
+        try:
+            text = arr[rec_starts[i] : rec_ends[i]].tobytes().decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        invalid.append((i + 1, int(parsed.field_count[i]), text))
+    kernel_rows = np.flatnonzero(parsed.row_status == csv_parse.STATUS_OK)
+    bad_q = np.array([number - 1 for number, _, _ in invalid_q], dtype=np.int64)
+    invalid.extend(
+        (int(deferred[number - 1]) + 1, actual, text) for number, actual, text in invalid_q
+    )
+    invalid.sort(key=lambda item: item[0])
+    quoted_rows = np.delete(deferred, bad_q) if bad_q.size else deferred
+    if table_q.num_rows != quoted_rows.size:
+        return None
+    # One take from both tables: every kernel line (zero-copy), then Arrow's rows.
+    kernel_table = pa.Table.from_arrays(csv_parse.to_arrow(parsed, kinds), names=names)
+    table_q = table_q.cast(kernel_table.schema)
+    both = pa.concat_tables([kernel_table, table_q])
+    keys = np.concatenate([kernel_rows, quoted_rows])
+    sources = np.concatenate([kernel_rows, len(rec_starts) + np.arange(quoted_rows.size)])
+    order = sources[np.argsort(keys, kind="stable")]
+    return both.take(arrow.from_numpy(order)).combine_chunks(), invalid, converted
 
 
 def _safe_convert(strings: pa.Array, column_type: str) -> tuple[pa.Array, np.ndarray]:
@@ -1031,17 +1162,20 @@ def parse_block(
     if fast is None:
         fast = fast_path_enabled()
     fast = (
-        fast
-        and not quoted
-        and dialect.delim_byte in csv_parse.FAST_DELIMITERS
-        and not dialect.skip_initial_space
-    )
-    parsed = (
-        _read_fast(arr, starts[nonblank], ends[nonblank], schema, typed, dialect) if fast else None
+        fast and dialect.delim_byte in csv_parse.FAST_DELIMITERS and not dialect.skip_initial_space
     )
     out_of_range: np.ndarray | None = None  # rows with a float beyond float32, when known
+    parsed = mixed = None
+    if fast and not quoted:
+        parsed = _read_fast(arr, starts[nonblank], ends[nonblank], schema, typed, dialect)
+    elif fast:
+        mixed = _read_mixed(
+            block, arr, starts, ends, nonblank, schema, typed, source, lines_before, dialect
+        )
     if parsed is not None:
         table, invalid, converted, out_of_range = parsed
+    elif mixed is not None:
+        table, invalid, converted = mixed
     else:
         table, invalid, converted = _read_arrow(
             block, starts, ends, nonblank, schema, typed, source, lines_before, dialect, quoted
