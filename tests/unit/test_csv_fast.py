@@ -22,7 +22,7 @@ from shardtrain.data.csv_dialect import CsvDialect
 from shardtrain.data.schema import DEFAULT_NULL_VALUES, FALSE_VALUES, TRUE_VALUES, Column, Schema
 from shardtrain.data.sources import csv as csv_source
 from shardtrain.data.sources.base import Batch
-from shardtrain.kernels import csv_parse
+from shardtrain.kernels import csv_parse, csv_records
 from shardtrain.kernels.csv_parse import (
     KIND_BOOL,
     KIND_FLOAT,
@@ -927,6 +927,13 @@ def test_blocks_with_quoted_records_are_the_same_through_the_kernel_and_arrow(se
     summary, mixed = _parse_mixed(block, SCHEMA, monkeypatch)
     assert mixed, "the block went to Arrow whole"
     assert summary["counts"][0] > 290
+    assert summary["counts"][2] == block.count(b"\n") + (not block.endswith(b"\n"))
+    # The record bounds the reader found while cutting the block give the same batch.
+    bounds = csv_records.record_bounds(block, delim=44, quote=34, escape=-1)
+    given = csv_source.parse_block(
+        block, SCHEMA, lines_before=7, source="f.csv", records=bounds[:3]
+    )
+    assert _batch_summary(given) == summary
     keyed = Schema(columns=SCHEMA.columns, label="cleared", key="level")
     _parse_mixed(block, keyed, monkeypatch)
     semi = CsvDialect(delimiter=";")
@@ -959,3 +966,24 @@ def test_the_kernel_defers_quoted_lines_instead_of_failing_the_block():
     assert fast.row_status.tolist() == [0, 3, 0, 3, 2]
     assert csv_parse.to_arrow(fast, kinds, np.array([0, 2]))[0].to_pylist() == ["a", "d"]
     assert not fast.valid[0][1] and not fast.valid[1][3]
+
+
+def test_mixed_blocks_report_floats_beyond_float32_like_arrow(caplog):
+    """Out-of-range floats in unquoted records (the kernel's flags) and in quoted ones
+    (Arrow's, checked the whole way) are reported as when Arrow reads the whole block."""
+    lines = [f"a{i},{i},{i * 0.25},true,mage,1" for i in range(40)]
+    lines[3] = "a3,3,1e39,true,mage,1"  # the kernel's
+    lines[10] = 'a10,10,-2.5e-50,true,"x, y",1'  # Arrow's
+    lines[20] = 'a20,20,1e40,true,"q",1'  # Arrow's
+    lines[30] = "a30,30,0e-9,true,mage,1"  # a zero, not out of range
+    block = ("\n".join(lines) + "\n").encode()
+    messages = []
+    for fast in (True, False):
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            csv_source.parse_block(block, SCHEMA, lines_before=1, source="f.csv", fast=fast)
+        messages.append([r.getMessage() for r in caplog.records if "float32" in r.getMessage()])
+    assert messages[0] == messages[1]
+    assert len(messages[0]) == 1
+    assert "f.csv: 3 value(s) of column 'score' beyond the float32" in messages[0][0]
+    assert "first: line 5, 1e39" in messages[0][0]

@@ -889,12 +889,14 @@ def _read_mixed(
     source: str,
     lines_before: int,
     dialect: CsvDialect,
-) -> tuple[pa.Table, list, bool] | None:
+) -> tuple[pa.Table, list, bool, np.ndarray | None, np.ndarray | None] | None:
     """A block with quotes: its records without a quote by the kernel, the others by Arrow.
 
     Gives the ``(table, invalid, converted)`` that :func:`_read_arrow` gives for the whole
-    block, value for value: the quoted records form a block of their own for Arrow, the
-    kernel reads the rest (``defer``), and the two are merged back in record order. The
+    block, value for value, and the table rows that the kernel flagged for a float beyond
+    float32's range and those Arrow read (both None when converted from text). The quoted
+    records form a block of their own for Arrow, the kernel reads the rest (``defer``), and
+    the two are merged back in record order. The
     whole-block rules are kept: a bad value anywhere makes every column text (converted
     afterwards), and a record with the wrong number of fields anywhere makes the block read
     record by record (:func:`_read_linewise`, whose text the kernel's string columns equal
@@ -995,8 +997,14 @@ def _read_mixed(
     both = pa.concat_tables([kernel_table, table_q])
     keys = np.concatenate([kernel_rows, quoted_rows])
     sources = np.concatenate([kernel_rows, len(rec_starts) + np.arange(quoted_rows.size)])
-    order = sources[np.argsort(keys, kind="stable")]
-    return both.take(arrow.from_numpy(order)).combine_chunks(), invalid, converted
+    by_record = np.argsort(keys, kind="stable")
+    table = both.take(arrow.from_numpy(sources[by_record])).combine_chunks()
+    if converted:  # converted from text: the kernel's flags do not apply
+        return table, invalid, converted, None, None
+    # Table rows of the kernel's flagged records, and of Arrow's (to check the whole way).
+    keys = keys[by_record]
+    flagged = np.searchsorted(keys, np.flatnonzero(parsed.out_of_range))
+    return table, invalid, converted, flagged, np.searchsorted(keys, quoted_rows)
 
 
 def _safe_convert(strings: pa.Array, column_type: str) -> tuple[pa.Array, np.ndarray]:
@@ -1135,11 +1143,14 @@ def parse_block(
     if quoted:
         if records:
             starts, ends, first_lines = records
+            # Line feeds: those before the last record (its first line) and from it on.
+            last = int(starts[-1]) if len(starts) else 0
+            n_lf = (int(first_lines[-1]) if len(starts) else 0) + block.count(b"\n", last)
         else:
-            starts, ends, first_lines, _, _ = csv_records.record_bounds(
+            starts, ends, first_lines, _, n_lf = csv_records.record_bounds(
                 arr, delim=dialect.delim_byte, quote=dialect.quote_byte, escape=dialect.escape_byte
             )
-        n_physical = block.count(b"\n") + (1 if len(block) and block[-1] != 0x0A else 0)
+        n_physical = n_lf + (1 if len(block) and block[-1] != 0x0A else 0)
     else:
         starts, ends = csv_parse.line_bounds(arr)
         n_physical = int(starts.size)
@@ -1165,6 +1176,7 @@ def parse_block(
         fast and dialect.delim_byte in csv_parse.FAST_DELIMITERS and not dialect.skip_initial_space
     )
     out_of_range: np.ndarray | None = None  # rows with a float beyond float32, when known
+    scan: np.ndarray | None = None  # rows to check the whole way besides those
     parsed = mixed = None
     if fast and not quoted:
         parsed = _read_fast(arr, starts[nonblank], ends[nonblank], schema, typed, dialect)
@@ -1175,7 +1187,7 @@ def parse_block(
     if parsed is not None:
         table, invalid, converted, out_of_range = parsed
     elif mixed is not None:
-        table, invalid, converted = mixed
+        table, invalid, converted, out_of_range, scan = mixed
     else:
         table, invalid, converted = _read_arrow(
             block, starts, ends, nonblank, schema, typed, source, lines_before, dialect, quoted
@@ -1229,6 +1241,7 @@ def parse_block(
             lines_before,
             line_of,
             rows=out_of_range,
+            scan=scan,
         )
 
     key_hash = None
@@ -1307,46 +1320,64 @@ def _warn_float32_overflow(
     lines_before: int,
     line_of: Any,
     rows: np.ndarray | None = None,
+    scan: np.ndarray | None = None,
 ) -> None:
     """Log the values of the float columns ``(index, name, values)`` beyond float32's range:
     stored as ±inf (``1e39``) or as zero (``1e-50``).
 
-    ``rows``, when given, are the only rows that can hold such a value: the compiled parser
-    flags them while it converts (:attr:`csv_parse.FastColumns.out_of_range`), so a block
-    without any costs nothing here. Otherwise (a block Arrow parsed) this runs over the whole
-    block, so the work is vectorised and only candidate rows are looked at again:
+    ``rows``, when given, are the only rows that can hold such a value apart from those of
+    ``scan``: the compiled parser flags them while it converts
+    (:attr:`csv_parse.FastColumns.out_of_range`), so a block without any costs nothing here,
+    and ``scan`` holds the rows Arrow converted (the quoted records of a mixed block). Without
+    ``rows`` (a block Arrow parsed) this runs over the whole block, so the work is vectorised
+    and only candidate rows are looked at again:
     infinities whose text is not an ``inf`` spelling, and zeros whose record holds a
     negative exponent (``e-``, the one way to write such a small number short of 46 zeros;
     one compiled test for the block) and whose text is not zero (the first
     :data:`MAX_ZERO_CHECKS` per block).
     """
-    if not floats or (rows is not None and rows.size == 0):
+    if not floats or (rows is not None and rows.size == 0 and (scan is None or not scan.size)):
         return
     data = [arrow.to_numpy(values) for _, _, values in floats]  # views
-    if rows is not None:
-        only = np.zeros(len(data[0]), dtype=bool)
-        only[rows] = True
-        _report_float32_overflow(
-            floats, data, only, block, starts, ends, row_lines, dialect, source, lines_before,
-            line_of,
-        )  # fmt: skip
-        return
-    any_zero = np.zeros(len(data[0]), dtype=bool)
+    n = len(data[0])
+    if rows is None:
+        candidates = _range_candidates(data, np.arange(n), block, starts, ends, row_lines)
+    else:
+        candidates = np.zeros(n, dtype=bool)
+        candidates[rows] = True
+        if scan is not None and scan.size:
+            candidates |= _range_candidates(data, scan, block, starts, ends, row_lines)
+    _report_float32_overflow(
+        floats, data, candidates, block, starts, ends, row_lines, dialect, source, lines_before,
+        line_of,
+    )  # fmt: skip
+
+
+def _range_candidates(
+    data: list[np.ndarray],
+    subset: np.ndarray,
+    block: bytes,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    row_lines: np.ndarray,
+) -> np.ndarray:
+    """The rows among ``subset`` (row indices) that may hold a float beyond float32's range:
+    an infinity, or a zero whose record holds ``e-`` (the first :data:`MAX_ZERO_CHECKS`)."""
+    out = np.zeros(len(data[0]), dtype=bool)
+    any_inf = np.zeros(subset.size, dtype=bool)
+    any_zero = np.zeros(subset.size, dtype=bool)
     for d in data:
-        any_zero |= d == 0
-    zero_rows = np.flatnonzero(any_zero)
+        values = d[subset]
+        any_inf |= np.isinf(values)
+        any_zero |= values == 0
+    out[subset[any_inf]] = True
+    zero_rows = subset[any_zero]
     if zero_rows.size:
         zero_rows = zero_rows[
             csv_records.has_negative_exponent(block, starts, ends, row_lines[zero_rows])
         ][:MAX_ZERO_CHECKS]
-    inf_rows = np.zeros(len(data[0]), dtype=bool)
-    for d in data:
-        inf_rows |= np.isinf(d)
-    inf_rows[zero_rows] = True
-    _report_float32_overflow(
-        floats, data, inf_rows, block, starts, ends, row_lines, dialect, source, lines_before,
-        line_of,
-    )  # fmt: skip
+        out[zero_rows] = True
+    return out
 
 
 def _report_float32_overflow(
