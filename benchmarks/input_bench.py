@@ -25,10 +25,13 @@ One 300 k-row quest CSV (``gen-data quest``: 30 numeric + 5 categorical columns)
   (``shardtrain run-local --workers 1``), on the default and the columnar format.
 
 Every input figure is measured ``--rounds`` times, the variants interleaved round by round
-(the 2 cores are shared: compare variants of the same run only); the table shows the best
-and the median. Targets (issue 17): input >= 2x the naive loader and >= 3x the model; MinIO
->= 80% of local; one-process training within 20% of min(input, model). Figures go to
-benchmarks/RESULTS.md.
+(the 2 cores are shared: compare variants of the same run only), and the one-process
+training runs once per round too; the table shows the best and the median rows/s, and the
+CPU microseconds per row (every thread of the process: what the input and the model compete
+for in one training process). Batches are pulled inside a ``tf.function``, as the trainer
+does (``--consumer python`` pulls them from Python instead). Targets (issue 17): input
+>= 2x the naive loader and >= 3x the model; MinIO >= 80% of local; one-process training
+within 20% of min(input, model). Figures go to benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,23 +59,68 @@ NAIVE_FILE_ROWS = 1000
 FORMATS = (("example", "gzip"), ("example", "none"), ("columnar", "gzip"), ("columnar", "none"))
 
 
-def _rate(batches, batch_rows: Callable[[object], int], count: int, warmup: int) -> float:
-    """Rows/s over ``count`` batches of the iterator ``batches`` after ``warmup`` batches."""
-    for _ in range(warmup):
-        next(batches)
-    rows = 0
-    started = time.monotonic()
-    for _ in range(count):
-        rows += batch_rows(next(batches))
-    return rows / (time.monotonic() - started)
+@dataclass(frozen=True)
+class Rate:
+    """One measurement: rows/s (wall clock) and the CPU time the process spent per row.
+
+    CPU per row is what the input and the model compete for in one process (every thread
+    counted, ``time.process_time``); it moves far less than rows/s when other jobs load the
+    machine, so it is the figure to compare across runs. (The naive loader's two worker
+    processes are not counted: its figure is its main process's share only.)
+    """
+
+    rows_per_s: float
+    cpu_us_per_row: float
 
 
-def _labels_rows(batch) -> int:
-    return int(batch[1].shape[0])
+#: How the timed loops consume batches: ``graph`` (the default) pulls them inside one
+#: ``tf.function``, as the trainer's loop does (:func:`shardtrain.train.loop.build_train_loop`);
+#: ``python`` pulls them one ``next()`` at a time in Python, which adds eager bookkeeping
+#: for every tensor of every batch (measured: 1.35-1.44 M vs 2.08-2.28 M rows/s for the
+#: same columnar pipeline, ~0.25 ms a batch of 37 tensors) that no training run pays.
+CONSUMER = "graph"
 
 
-def _records_rows(batch) -> int:
-    return int(batch.shape[0])
+def _timed(run: Callable[[], int]) -> Rate:
+    wall, cpu = time.monotonic(), time.process_time()
+    rows = run()
+    wall, cpu = time.monotonic() - wall, time.process_time() - cpu
+    return Rate(rows / wall, cpu / rows * 1e6)
+
+
+def _rate(dataset, count: int, warmup: int, rows_of: Callable | None = None, strategy=None) -> Rate:
+    """Rows/s over ``count`` batches of ``dataset`` after ``warmup`` batches (see
+    :data:`CONSUMER`). ``rows_of(element)`` counts an element's rows (default: the labels'
+    length, or a vector of records' length); ``strategy``: ``dataset`` is its distributed
+    dataset (one local replica)."""
+    import tensorflow as tf
+
+    def count_rows(element):
+        if strategy is not None:
+            element = strategy.experimental_local_results(element)[0]
+        if rows_of is not None:
+            return rows_of(element)
+        rows = element[1] if isinstance(element, tuple) else element
+        return tf.shape(rows, out_type=tf.int64)[0]
+
+    it = iter(dataset)
+    if CONSUMER == "python":
+
+        def pull(n: int) -> int:
+            return sum(int(count_rows(next(it))) for _ in range(n))
+
+        pull(warmup)
+        return _timed(lambda: pull(count))
+
+    @tf.function
+    def consume(n):
+        total = tf.constant(0, tf.int64)
+        for _ in tf.range(n):
+            total += tf.cast(count_rows(next(it)), tf.int64)
+        return total
+
+    consume(tf.constant(warmup, tf.int64))
+    return _timed(lambda: int(consume(tf.constant(count, tf.int64))))
 
 
 # ------------------------------------------------------------------------------------------
@@ -133,14 +182,14 @@ def naive_dataset(files: list[str], workers: int = 2):
     return CsvFiles(workers=workers, use_multiprocessing=True)
 
 
-def naive_rate(files: list[str], batches: int, warmup: int) -> float:
+def naive_rate(files: list[str], batches: int, warmup: int) -> Rate:
     """Rows/s the naive loader delivers as tensors, through Keras's PyDataset adapter."""
     from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
 
     adapter = PyDatasetAdapter(naive_dataset(files), shuffle=True)
     ds = adapter.get_tf_dataset().repeat()
     try:
-        return _rate(iter(ds), _labels_rows, batches, warmup)
+        return _rate(ds, batches, warmup)
     finally:
         adapter.on_epoch_end()
 
@@ -150,7 +199,7 @@ def naive_rate(files: list[str], batches: int, warmup: int) -> float:
 # ------------------------------------------------------------------------------------------
 
 
-def plain_tfdata_rate(uri: str, batch: int, batches: int, warmup: int) -> float:
+def plain_tfdata_rate(uri: str, batch: int, batches: int, warmup: int) -> Rate:
     """The textbook pipeline on per-row shards: interleave 4, shuffle 10 k, batch, parse."""
     import tensorflow as tf
 
@@ -176,10 +225,10 @@ def plain_tfdata_rate(uri: str, batch: int, batches: int, warmup: int) -> float:
         .map(spec.parse_examples, num_parallel_calls=tf.data.AUTOTUNE)
         .prefetch(tf.data.AUTOTUNE)
     )
-    return _rate(iter(ds), _labels_rows, batches, warmup)
+    return _rate(ds, batches, warmup)
 
 
-def input_rate(uri: str, batch: int, batches: int, warmup: int) -> float:
+def input_rate(uri: str, batch: int, batches: int, warmup: int) -> Rate:
     """Rows/s delivered by ``train_dataset`` reading ``uri``'s train split (one pipeline)."""
     from shardtrain import storage
     from shardtrain.data.metadata import DatasetMetadata
@@ -191,23 +240,26 @@ def input_rate(uri: str, batch: int, batches: int, warmup: int) -> float:
     cache = None if storage.tf_can_open(uri) else dataset.ShardCache(max_bytes=512 << 20)
     try:
         ds = dataset.train_dataset(uri, meta, spec, split="train", batch_size=batch, cache=cache)
-        return _rate(iter(ds), _labels_rows, batches, warmup)
+        return _rate(ds, batches, warmup)
     finally:
         if cache is not None:
             cache.close()
 
 
-def stage_rates(uri: str, batch: int, batches: int, warmup: int) -> dict[str, float]:
-    """Rows/s after each stage of ``train_dataset``'s pipeline on ``uri`` (one pipeline).
+def stage_rates(uri: str, batch: int, batches: int, warmup: int) -> dict[str, Rate]:
+    """Rows/s (and CPU per row) after each stage of ``train_dataset``'s pipeline on ``uri``.
 
-    Each stage is the pipeline up to it, ending in a batch of ``batch`` records: read one
-    record per element (the old reader), read blocks of records, + the block shuffle and group
-    permutation, + parsing (= ``train_dataset``), and ``train_dataset`` through
+    Each stage is the pipeline up to it (one input pipeline). Per-row shards: read one record
+    per element (the old reader), read blocks of records, + the block shuffle and group
+    permutation, + parsing (= ``train_dataset``). Columnar shards: read and shuffle blocks
+    (rows counted as 256 a block), + parse and cut batches without the group permutation,
+    + the permutation (= ``train_dataset``). Then ``train_dataset`` through
     ``distribute_datasets_from_function`` (MirroredStrategy on the CPU: what the trainer
     iterates, including the copy to the replica's device).
     """
     import tensorflow as tf
 
+    from shardtrain.data.column_blocks import BLOCK_ROWS
     from shardtrain.data.metadata import DatasetMetadata
     from shardtrain.train import dataset
     from shardtrain.train.features import FeatureSpec
@@ -217,6 +269,7 @@ def stage_rates(uri: str, batch: int, batches: int, warmup: int) -> dict[str, fl
     shards = [s for s in dataset.split_shards(uri, meta, "train") if s.num_records]
     block = dataset.block_records(shards)
     columnar = meta.record_format == "columnar"
+    autotune = tf.data.AUTOTUNE
 
     def records(block_size: int):
         return dataset.record_dataset(
@@ -226,39 +279,45 @@ def stage_rates(uri: str, batch: int, batches: int, warmup: int) -> dict[str, fl
 
     out = {}
     if columnar:
-        blocks = records(1).batch(-(-batch // 256))
-        out["read blocks of rows"] = _rate(iter(blocks), lambda b: batch, batches, warmup)
+        group = -(-max(batch, dataset.COLUMNAR_GROUP_ROWS) // BLOCK_ROWS)
+        blocks = records(1).shuffle(10_000 // BLOCK_ROWS).batch(group)
+        out["read + shuffle blocks of rows"] = _rate(
+            blocks, batches * batch // (group * BLOCK_ROWS), warmup,
+            rows_of=lambda b: tf.shape(b, out_type=tf.int64)[0] * BLOCK_ROWS,
+        )  # fmt: skip
+        parsed = (
+            records(1).shuffle(10_000 // BLOCK_ROWS).batch(group)
+            .map(spec.parse_blocks, num_parallel_calls=autotune)
+            .rebatch(batch, drop_remainder=True).prefetch(autotune)
+        )  # fmt: skip
+        out["+ parse, cut batches (no permutation)"] = _rate(parsed, batches, warmup)
+        last = "+ group permutation (train_dataset)"
     else:
         per_record = records(1).batch(batch, drop_remainder=True)
-        out["read, one record per element"] = _rate(
-            iter(per_record), _records_rows, batches, warmup
-        )
+        out["read, one record per element"] = _rate(per_record, batches, warmup)
         blocked = records(block).rebatch(batch, drop_remainder=True)
-        out[f"read, blocks of {block} records"] = _rate(
-            iter(blocked), _records_rows, batches, warmup
-        )
+        out[f"read, blocks of {block} records"] = _rate(blocked, batches, warmup)
         group = max(batch, dataset.GROUP_RECORDS)
         mixed = (
             records(block).shuffle(10_000 // block).rebatch(group).enumerate()
-            .map(dataset._permuted(0), num_parallel_calls=tf.data.AUTOTUNE)
+            .map(dataset._permuted(0), num_parallel_calls=autotune)
             .rebatch(batch, drop_remainder=True)
         )  # fmt: skip
-        out["+ block shuffle + group permutation"] = _rate(
-            iter(mixed), _records_rows, batches, warmup
-        )
+        out["+ block shuffle + group permutation"] = _rate(mixed, batches, warmup)
+        last = "+ parse (train_dataset)"
     full = dataset.train_dataset(uri, meta, spec, split="train", batch_size=batch)
-    out["+ parse (train_dataset)"] = _rate(iter(full), _labels_rows, batches, warmup)
+    out[last] = _rate(full, batches, warmup)
     strategy = tf.distribute.MirroredStrategy()
     distributed = strategy.distribute_datasets_from_function(
         lambda ctx: dataset.train_dataset(uri, meta, spec, split="train", batch_size=batch)
     )
     out["+ distribute_datasets_from_function"] = _rate(
-        iter(distributed), _labels_rows, batches, warmup
+        distributed, batches, warmup, strategy=strategy
     )
     return out
 
 
-def model_rate(uri: str, batch: int, steps: int) -> float:
+def model_rate(uri: str, batch: int, steps: int) -> Rate:
     """Rows/s the tabular model trains on, one batch fed repeatedly (input excluded)."""
     import keras
     import tensorflow as tf
@@ -282,9 +341,12 @@ def model_rate(uri: str, batch: int, steps: int) -> float:
     loop = build_train_loop(strategy, model, optimizer, spec, batch, step)
     it = iter(strategy.experimental_distribute_dataset(one.repeat()))
     loop(it, tf.constant(20, tf.int64))  # trace and warm up
-    started = time.monotonic()
-    loop(it, tf.constant(steps, tf.int64))
-    return steps * batch / (time.monotonic() - started)
+
+    def run() -> int:
+        loop(it, tf.constant(steps, tf.int64))
+        return steps * batch
+
+    return _timed(run)
 
 
 # ------------------------------------------------------------------------------------------
@@ -380,7 +442,16 @@ def main() -> None:
     parser.add_argument("--no-train", action="store_true", help="skip the end-to-end runs")
     parser.add_argument("--quick", action="store_true", help="small sanity run: 1 round")
     parser.add_argument("--stages", action="store_true", help="also rows/s after each stage")
+    parser.add_argument(
+        "--consumer",
+        choices=("graph", "python"),
+        default="graph",
+        help="pull batches inside a tf.function as the trainer does (graph), or with next() "
+        "in Python (adds eager per-batch costs no training run pays)",
+    )
     args = parser.parse_args()
+    global CONSUMER
+    CONSUMER = args.consumer
     if args.quick:
         args.rows, args.batches, args.rounds, args.train_steps = 60_000, 40, 1, 300
 
@@ -399,9 +470,9 @@ def main() -> None:
         _shard(csv, uri, fmt, comp)
     warm = max(5, args.batches // 10)
 
-    figures: dict[str, list[float]] = {}
+    figures: dict[str, list[Rate]] = {}
 
-    def reads(uri: str, warmup: int = warm) -> Callable[[], float]:
+    def reads(uri: str, warmup: int = warm) -> Callable[[], Rate]:
         return lambda: input_rate(uri, args.batch, args.batches, warmup)
 
     # One pass over the train split: MinIO is measured on the first pass (every shard
@@ -410,7 +481,7 @@ def main() -> None:
     epoch = -(-int(args.rows * 0.9) // args.batch)
 
     naive_batches = max(20, args.batches * args.batch // NAIVE_FILE_ROWS)
-    measures: list[tuple[str, Callable[[], float]]] = [
+    measures: list[tuple[str, Callable[[], Rate]]] = [
         (
             "naive loader (1000-row CSV files, PyDataset + pandas, 2 workers)",
             lambda: naive_rate(naive_files, naive_batches, warm),
@@ -432,40 +503,50 @@ def main() -> None:
             measures.append(
                 (f"train_dataset {fmt}, {comp}, MinIO, after one pass", reads(uri, epoch + warm))
             )
+    model_name = "tabular model alone (training on one cached batch, CPU)"
     measures.append(
         (
-            "tabular model alone (training on one cached batch, CPU)",
+            model_name,
             lambda: model_rate(local["example, gzip"], args.batch, steps=max(50, args.batches)),
         )
     )
+    # End to end on one process, in the rounds too: compared with the input and the model
+    # of the same round (the machine's load moves all three).
+    train_runs = [] if args.no_train else [
+        ("example, gzip", local["example, gzip"]),
+        ("columnar, none", local["columnar, none"]),
+    ]  # fmt: skip
+    train_figures: list[tuple[str, float, list[float]]] = []
+
+    def train_once(label: str, uri: str, workers: int, batch: int) -> float:
+        model_dir = tempfile.mkdtemp(prefix="input-bench-model-", dir=work)
+        rate, rates, error = train_rate(uri, model_dir, batch, args.train_steps, workers)
+        who = "chief + worker" if workers else "1 process"
+        name = f"shardtrain train, {who}, batch {batch}, {label}"
+        print(f"{name}: {rate:,.0f} (logged: {[round(r) for r in rates]})", flush=True)
+        if error:  # the log's tail on failure, else the all-reduce lines
+            print(error, file=sys.stderr if math.isnan(rate) else sys.stdout)
+        train_figures.append((name, rate, rates))
+        return rate
+
     try:
         for round_no in range(args.rounds):
             for name, measure in measures:
                 rate = measure()
                 figures.setdefault(name, []).append(rate)
-                print(f"round {round_no + 1} {name}: {rate:,.0f}", flush=True)
-
-        train_figures: list[tuple[str, float, list[float]]] = []
-        if not args.no_train:
-            runs = [
-                (f"{fmt}, {comp}", uri, workers, args.batch)
-                for fmt, comp, uri in (
-                    ("example", "gzip", local["example, gzip"]),
-                    ("columnar", "none", local["columnar, none"]),
+                print(
+                    f"round {round_no + 1} {name}: {rate.rows_per_s:,.0f} rows/s, "
+                    f"{rate.cpu_us_per_row:.2f} CPU us/row",
+                    flush=True,
                 )
-                for workers in (0, 1)
-            ]
+            for label, uri in train_runs:
+                train_once(label, uri, 0, args.batch)
+
+        if not args.no_train:
+            for label, uri in train_runs:
+                train_once(label, uri, 1, args.batch)
             # The issue's multi-worker figure: chief + worker at batch 128.
-            runs.append(("example, gzip", local["example, gzip"], 1, 128))
-            for label, uri, workers, batch in runs:
-                model_dir = tempfile.mkdtemp(prefix="input-bench-model-", dir=work)
-                rate, rates, error = train_rate(uri, model_dir, batch, args.train_steps, workers)
-                who = "chief + worker" if workers else "1 process"
-                name = f"shardtrain train, {who}, batch {batch}, {label}"
-                print(f"{name}: {rate:,.0f} (logged: {[round(r) for r in rates]})", flush=True)
-                if error:  # the log's tail on failure, else the all-reduce lines
-                    print(error, file=sys.stderr if math.isnan(rate) else sys.stdout)
-                train_figures.append((name, rate, rates))
+            train_once("example, gzip", local["example, gzip"], 1, 128)
     finally:
         if not args.no_minio:
             subprocess.run(
@@ -474,43 +555,71 @@ def main() -> None:
                 check=False,
             )
 
-    stages: dict[str, dict[str, float]] = {}
+    stages: dict[str, dict[str, Rate]] = {}
     if args.stages:
         for name, uri in local.items():
             stages[name] = stage_rates(uri, args.batch, args.batches, warm)
             print(f"stages, {name}: {stages[name]}", flush=True)
 
-    naive = max(figures[measures[0][0]])
-    model = max(figures[measures[-1][0]])
+    def best(name: str) -> float:
+        return max(r.rows_per_s for r in figures[name])
+
+    def cpu(name: str) -> float:
+        return min(r.cpu_us_per_row for r in figures[name])
+
+    naive, model = best(measures[0][0]), best(model_name)
+    cores = len(os.sched_getaffinity(0))
     print(
         f"\nrows {args.rows:,} ({NUMERIC} numeric + {CATEGORICAL} categorical), batch "
-        f"{args.batch}, cores {os.cpu_count()}, {args.rounds} interleaved round(s); "
-        f"load average {os.getloadavg()[0]:.1f}"
+        f"{args.batch}, cores {cores}, {args.rounds} interleaved round(s), consumer "
+        f"{CONSUMER}; load average {os.getloadavg()[0]:.1f}"
     )
-    print("| input | best examples/s | median | vs naive | vs model |\n|---|---|---|---|---|")
+    print(
+        "| input | best examples/s | median | CPU us/row (min) | vs naive | vs model |\n"
+        "|---|---|---|---|---|---|"
+    )
     for name, rates in figures.items():
-        best = max(rates)
+        top = best(name)
+        median = statistics.median(r.rows_per_s for r in rates)
         print(
-            f"| {name} | {best:,.0f} | {statistics.median(rates):,.0f} | {best / naive:.2f} | "
-            f"{best / model:.2f} |"
+            f"| {name} | {top:,.0f} | {median:,.0f} | {cpu(name):.2f} | {top / naive:.2f} | "
+            f"{top / model:.2f} |"
         )
+    by_name: dict[str, list[float]] = {}
     for name, rate, _ in train_figures:
-        print(f"| {name} | {rate:,.0f} | | {rate / naive:.2f} | {rate / model:.2f} |")
+        by_name.setdefault(name, []).append(rate)
+    for name, rates in by_name.items():
+        top = max(rates)
+        print(f"| {name} | {top:,.0f} | {statistics.median(rates):,.0f} | | "
+              f"{top / naive:.2f} | {top / model:.2f} |")  # fmt: skip
     for name, by_stage in stages.items():
-        print(f"\nstages, {name}, local (rows/s, one round):")
+        print(f"\nstages, {name}, local (one round):")
         for stage, rate in by_stage.items():
-            print(f"  {stage:45} {rate:12,.0f}")
+            rows, us = rate.rows_per_s, rate.cpu_us_per_row
+            print(f"  {stage:45} {rows:12,.0f} rows/s {us:6.2f} CPU us/row")
     for fmt, comp in FORMATS:
         here, there = f"train_dataset {fmt}, {comp}, local", f"train_dataset {fmt}, {comp}, MinIO"
         if there in figures:
-            ratio = max(figures[there]) / max(figures[here])
-            later = max(figures[f"{there}, after one pass"]) / max(figures[here])
+            ratio = best(there) / best(here)
+            later = best(f"{there}, after one pass") / best(here)
             print(f"MinIO / local, {fmt}, {comp}: {ratio:.2f} first pass, {later:.2f} after")
-    for name, rate, _ in train_figures:
-        if "1 process" in name and f"batch {args.batch}," in name:
-            fmt, comp = name.rsplit(", ", 2)[-2:]
-            ceiling = min(max(figures[f"train_dataset {fmt}, {comp}, local"]), model)
-            print(f"{name}: {rate / ceiling:.2f} of min(input alone, model alone)")
+    # End to end vs min(input, model), round by round (same load), and the bound of the
+    # two sharing the cores: one row costs the input's CPU plus the model's CPU.
+    for label, _ in train_runs:
+        name = f"shardtrain train, 1 process, batch {args.batch}, {label}"
+        here = f"train_dataset {label}, local"
+        ratios = [
+            rate / min(inp.rows_per_s, mod.rows_per_s)
+            for rate, inp, mod in zip(
+                by_name.get(name, []), figures[here], figures[model_name], strict=False
+            )
+        ]
+        shared = cores * 1e6 / (cpu(here) + cpu(model_name))
+        print(
+            f"{name}: {max(by_name[name]):,.0f}; per round, of min(input alone, model alone): "
+            f"{', '.join(f'{r:.2f}' for r in ratios)}; CPU bound when the input and the model "
+            f"share {cores} cores: {shared:,.0f} = {shared / model:.2f} of the model alone"
+        )
 
 
 if __name__ == "__main__":

@@ -7,10 +7,12 @@ Usage (from the repository root, in the project environment)::
     .venv/bin/python benchmarks/shard_bench.py --gb 0.1 --no-minio
     .venv/bin/python benchmarks/shard_bench.py --rss-scaling   # 0.1 GB vs 1 GB peak RSS
     .venv/bin/python benchmarks/shard_bench.py --formats       # CSV vs Parquet vs JSON lines
+    .venv/bin/python benchmarks/shard_bench.py --no-minio --type-pass  # types by all rows
     .venv/bin/python benchmarks/shard_bench.py --gb 0.3 --no-minio --quoted \
         --compare-src /path/to/other/checkout/src            # quoted CSV; before vs after
     .venv/bin/python benchmarks/shard_bench.py --gb 0.3 --no-minio --semicolon \
         --compare-src /path/to/other/checkout/src            # ';' between fields too
+    .venv/bin/python benchmarks/shard_bench.py --gb 0.3 --no-minio --decimal-comma
 
 Each sharding run is a separate ``shardtrain shard`` process, sampled every 50 ms for the RSS
 of its whole process tree (the parent plus its worker processes). Figures go to stdout; record
@@ -88,16 +90,26 @@ def generate_quoted(path: Path, plain: Path, gb: float) -> tuple[int, int]:
     return rows, path.stat().st_size
 
 
-def generate_semicolon(path: Path, plain: Path) -> tuple[int, int]:
-    """The quest-log CSV ``plain`` with ``;`` between fields (Europe's default; the quest
-    logs hold no comma inside a value, so the rows are the same)."""
-    if not path.exists() or path.stat().st_size != plain.stat().st_size:
-        with plain.open("rb") as src, path.open("wb") as out:
-            while chunk := src.read(64 << 20):
-                out.write(chunk.replace(b",", b";"))
-    with plain.open("rb") as f:
-        rows = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(64 << 20), b"")) - 1
-    return rows, path.stat().st_size
+def generate_semicolon(plain: Path) -> dict[str, Path]:
+    """The quest-log CSV ``plain`` with ``;`` between fields, numbers with a decimal point
+    (``semi-point``) and with a decimal comma (``semi-comma``, ``--decimal ,``): the same
+    values, both read by Arrow (not ``,``-delimited), so the pair isolates the decimal mark's
+    cost. (The quest logs quote nothing and hold no ``.`` or ``,`` but in numbers.)"""
+    paths = {
+        name: plain.with_name(f"{plain.stem}-{name}.csv") for name in ("semi-point", "semi-comma")
+    }
+    if all(p.exists() and p.stat().st_size == plain.stat().st_size for p in paths.values()):
+        return paths
+    point, comma = bytes.maketrans(b",", b";"), bytes.maketrans(b",.", b";,")
+    with (
+        plain.open("rb") as src,
+        paths["semi-point"].open("wb") as out_point,
+        paths["semi-comma"].open("wb") as out_comma,
+    ):
+        while chunk := src.read(1 << 24):
+            out_point.write(chunk.translate(point))
+            out_comma.write(chunk.translate(comma))
+    return paths
 
 
 def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
@@ -141,9 +153,16 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> dict[str,
 
 
 def shard_run(
-    src: Path, output: str, processes: int, compression: str, env: dict[str, str] | None = None
+    src: Path,
+    output: str,
+    processes: int,
+    compression: str,
+    env: dict[str, str] | None = None,
+    infer_types: str = "all",
+    extra: tuple[str, ...] = (),
 ) -> dict[str, float]:
-    """One ``shardtrain shard`` run of ``src`` (quest logs, optionally with a comment column)."""
+    """One ``shardtrain shard`` run of ``src`` (quest logs, optionally with a comment column),
+    with the ``extra`` flags."""
     _clear(output, env)
     cmd = _shardtrain(
         "shard",
@@ -158,9 +177,82 @@ def shard_run(
         compression,
         "--processes",
         str(processes),
+        "--infer-types",
+        infer_types,
         "--overwrite",
+        *extra,
     )
     return run_measured(cmd, env)
+
+
+#: Plans a run (nothing written) in one of three ways: ``sample`` (types from the first 4 MB),
+#: ``all`` (the compiled type pass over the planner's pieces, ``processes`` threads) or
+#: ``arrow`` (the sample's planning, then the Arrow + regex pass over every row in one
+#: process: what ``--infer-types all`` cost before the type pass).
+_PLAN_CODE = """
+import sys
+from shardtrain.data import sharding
+from shardtrain.data.sharding.plan import build_plan
+from shardtrain.data.sources import csv
+mode, processes, src, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+config = sharding.ShardConfig(sources=(src,), output=out, label="cleared", key="attempt_id",
+                              processes=processes, infer_types="all" if mode == "all" else "sample")
+if mode == "arrow":
+    source = config.source()
+    inputs = source.plan_inputs()
+    csv.all_row_types(inputs.sources, inputs.schema, csv._dialect(inputs.options))
+else:
+    build_plan(config)
+"""
+
+
+def type_pass_runs(src: Path, work: Path, size: int, rounds: int) -> None:
+    """The cost of typing every row at planning (``--infer-types all``, the default): the
+    planning time with the pass minus without it, per GB and as a fraction of the sharding
+    run (with ``--infer-types sample``), with 1 and 2 processes; before (Arrow + regexes, one
+    process) and after (the compiled pass, one thread per process)."""
+    out = str(work / "out-plan")
+    gb = size / 1e9
+    best: dict[str, dict[str, float]] = {}
+
+    def keep(name: str, r: dict[str, float]) -> None:
+        if name not in best or r["seconds"] < best[name]["seconds"]:
+            best[name] = r
+
+    def plan(mode: str, n: int) -> dict[str, float]:
+        return run_measured([sys.executable, "-c", _PLAN_CODE, mode, str(n), str(src), out])
+
+    for _ in range(rounds):
+        keep("plan sample", plan("sample", 1))
+        keep("plan arrow", plan("arrow", 1))
+        for n in (1, 2):
+            keep(f"plan all {n}", plan("all", n))
+            keep(
+                f"shard sample {n}",
+                shard_run(src, str(work / "out-tp"), n, "gzip", infer_types="sample"),
+            )
+    print(f"\ntypes by all rows, {gb:.2f} GB quest CSV (best of {rounds}):")
+    base = best["plan sample"]
+    print(
+        f"{'what':<34}{'seconds':>9}{'s/GB':>8}{'CPU-s/GB':>10}"
+        f"{'of shard wall':>15}{'of shard CPU':>14}"
+    )
+    for name, n in (("plan arrow", 1), ("plan arrow", 2), ("plan all 1", 1), ("plan all 2", 2)):
+        r = best[name]
+        extra = r["seconds"] - base["seconds"]
+        cpu = r["cpu_seconds"] - base["cpu_seconds"]
+        shard = best[f"shard sample {n}"]
+        label = f"{name} (vs {n}-process shard)"
+        print(
+            f"{label:<34}{extra:>9.2f}{extra / gb:>8.2f}{cpu / gb:>10.2f}"
+            f"{extra / shard['seconds']:>14.1%}{cpu / shard['cpu_seconds']:>14.1%}"
+        )
+    for n in (1, 2):
+        r = best[f"shard sample {n}"]
+        print(
+            f"{'shard --infer-types sample, ' + str(n) + 'p':<34}{r['seconds']:>9.2f}"
+            f"{r['seconds'] / gb:>8.2f}{r['cpu_seconds'] / gb:>10.2f}"
+        )
 
 
 def _clear(output: str, env: dict[str, str] | None) -> None:
@@ -303,7 +395,18 @@ def main() -> None:
         help="another checkout's src/ directory: shard the unquoted file with it too, "
         "alternating with this one (before/after in the same machine state)",
     )
+    parser.add_argument(
+        "--decimal-comma",
+        action="store_true",
+        help="also shard the file with ; between fields, numbers with a decimal point and "
+        "with a decimal comma (--decimal ,)",
+    )
     parser.add_argument("--rounds", type=int, default=1, help="repeat the local runs")
+    parser.add_argument(
+        "--type-pass",
+        action="store_true",
+        help="only measure the cost of typing every row at planning (before vs after)",
+    )
     parser.add_argument(
         "--rss-scaling",
         action="store_true",
@@ -331,14 +434,15 @@ def main() -> None:
     if args.formats:
         format_runs(src, work, args.processes, rows, size)
         return
+    if args.type_pass:
+        type_pass_runs(src, work, size, args.rounds)
+        return
 
     quoted = None
     if args.quoted:
         quoted = generate_quoted(work / f"quoted-{args.gb:g}gb.csv", src, args.gb)
         print(f"quoted input: {quoted[1] / 1e6:,.0f} MB, {quoted[0]:,} rows")
-    semicolon = None
-    if args.semicolon:
-        semicolon = generate_semicolon(work / f"semicolon-{args.gb:g}gb.csv", src)
+    semicolon = generate_semicolon(src) if args.decimal_comma or args.semicolon else {}
     other = {"PYTHONPATH": args.compare_src} if args.compare_src else None
     sizes: dict[str, tuple[int, int]] = {}
     for round_ in range(args.rounds):
@@ -366,15 +470,18 @@ def main() -> None:
                     )
                     results[f"{name}-{compression}{tag}"] = r
                     sizes[f"{name}-{compression}{tag}"] = quoted
-            if semicolon is not None:
-                semi = work / f"semicolon-{args.gb:g}gb.csv"
-                for name, env in (("semi", None), ("other-semi", other)):
-                    if name == "other-semi" and other is None:
-                        continue
-                    r = shard_run(semi, str(work / f"out-semi-{compression}"), args.processes,
-                                  compression, env)  # fmt: skip
-                    results[f"{name}-{compression}{tag}"] = r
-                    sizes[f"{name}-{compression}{tag}"] = semicolon
+            for name, path in semicolon.items():
+                if name == "semi-comma" and not args.decimal_comma:
+                    continue
+                extra = ("--decimal", ",") if name == "semi-comma" else ()
+                runs: list[tuple[str, dict[str, str] | None]] = [(name, None)]
+                if args.semicolon and other is not None and name == "semi-point":
+                    runs.append((f"other-{name}", other))  # ';': this branch and the other
+                for label, env in runs:
+                    out = str(work / f"out-{name}-{compression}")
+                    r = shard_run(path, out, args.processes, compression, env, extra=extra)
+                    results[f"{label}-{compression}{tag}"] = r
+                    sizes[f"{label}-{compression}{tag}"] = (rows, size)
     if not args.no_minio:
         state = work / "minio-state"
         env = _minio_env(state)

@@ -81,3 +81,58 @@ def quoted_text_csv(n: int, seed: int = 0) -> str:
         field = '"' + text.replace('"', '""') + '"' if any(c in text for c in ',"\n\r') else text
         lines.append(f"{i},u{rng.randint(1, 50)},{field},{rng.randint(0, 999)},{i % 2}")
     return "\n".join(lines) + "\n"
+
+
+def european_export_csv(path, rows: int, seed: int = 7, encoding: str = "cp1252"):
+    """What pandas writes for European Excel: ``to_csv(sep=";", quoting=csv.QUOTE_ALL,
+    encoding="cp1252", decimal=",")`` -- quoted multi-line notes (LF and CRLF), zip codes
+    with leading zeros, fees in cents with some missing, full-precision floats, accented
+    names; ``id,name,zip,notes,fee,amount,ratio,label``. Returns the written DataFrame."""
+    import csv
+
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    names = ["Müller", "Zoë; Ltd", "Šebestová", "Ørsted", "François", "Ångström", "Œuvre"]
+    notes = ["", "plain", 'said "hi"', "€ 5, paid; late", "line one\nline two", "a\r\nb\nc"]
+    fees = np.round(rng.exponential(40, rows), 2)
+    fees[rng.random(rows) < 0.05] = np.nan
+    fees[rng.random(rows) < 0.2] = 0.0
+    frame = pd.DataFrame(
+        {
+            "id": np.arange(rows),
+            "name": [names[i] for i in rng.integers(0, len(names), rows)],
+            "zip": [f"{z:05d}" for z in rng.integers(0, 20000, rows)],
+            "notes": [notes[i] for i in rng.integers(0, len(notes), rows)],
+            "fee": fees,
+            "amount": rng.integers(-1000, 1000, rows),
+            "ratio": rng.normal(0, 1, rows) * 10.0 ** rng.integers(-8, 12, rows),
+            "label": np.where(rng.random(rows) < 0.3, "yes", "no"),
+        }
+    )
+    frame.to_csv(path, sep=";", quoting=csv.QUOTE_ALL, encoding=encoding, decimal=",", index=False)
+    return frame
+
+
+def pandas_examples(frame, types: dict[str, str]) -> list[dict]:
+    """The Examples the sharder should write for the rows of a typed pandas ``frame`` (as
+    :func:`read_examples` returns them, without ``__split__``): floats as float32, strings
+    as UTF-8 bytes, missing values absent."""
+    import math
+
+    import numpy as np
+
+    out = []
+    for record in frame.astype(object).to_dict("records"):
+        row = {}
+        for k, v in record.items():
+            if isinstance(v, float) and math.isnan(v):
+                continue  # missing: an absent feature
+            if types[k] == "float":
+                v = float(np.float32(v))
+            elif types[k] == "string":
+                v = v.encode()
+            row[k] = v
+        out.append(row)
+    return out

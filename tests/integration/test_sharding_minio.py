@@ -240,3 +240,41 @@ def test_quoted_multiline_csv_cut_into_pieces_on_minio_gives_pandas_rows(minio, 
     assert by_id == {r["id"]: r for r in read_examples(str(tmp_path / "local"))}
     texts = dict(zip(frame["id"].astype(int), frame["text"], strict=True))
     assert all(r["text"].decode() == texts[i] for i, r in by_id.items())
+
+
+def test_decimal_comma_csv_cut_into_pieces_on_minio_gives_pandas_values(minio, tmp_path):
+    """``--decimal ,``: a UTF-8 European export (``;``, every field quoted, decimal commas,
+    multi-line notes) in s3://, cut into 64 KiB pieces and sharded by two workers, each
+    reading the dialect from the plan: every Example equals what ``pandas.read_csv(sep=";",
+    decimal=",")`` reads, floats as float32."""
+    import pandas as pd
+
+    from helpers import european_export_csv, pandas_examples
+
+    csv_path = tmp_path / "export.csv"
+    european_export_csv(csv_path, 6000, seed=11, encoding="utf-8")
+    src = minio.uri("inputs", "export.csv")
+    storage.upload_file(str(csv_path), src)
+    out = minio.uri()
+    common = dict(label="label", key="id", decimal=",", task_bytes=64 * 1024, processes=1)
+    for w in range(2):
+        sharding.shard(
+            sharding.ShardConfig(
+                sources=(src,), output=out, min_shards=4, num_workers=2, worker_index=w, **common
+            )
+        )
+    meta = sharding.finalize(out).to_dict()
+    plan_tasks = storage.read_json(storage.join(out, "_plan.json"))["tasks"]
+    assert csv_path.stat().st_size > 3 * 64 * 1024
+    assert sum(len(t["pieces"]) for t in plan_tasks) > 3  # the file was cut into pieces
+    assert meta["options"]["csv_dialect"]["delimiter"] == ";"
+    types = {c["name"]: c["type"] for c in meta["schema"]["columns"]}
+    assert (types["fee"], types["ratio"], types["zip"]) == ("float", "float", "string")
+    frame = pd.read_csv(csv_path, sep=";", decimal=",", dtype={"zip": str})
+    assert meta["rows_read"] == meta["rows_accepted"] == len(frame) == 6000
+    got = {}
+    for example in read_examples(out):
+        example.pop("__split__")
+        got[example.pop("id")] = example
+    expected = {e.pop("id"): e for e in pandas_examples(frame, types)}
+    assert got == expected

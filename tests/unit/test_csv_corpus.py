@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from helpers import european_export_csv, pandas_examples, read_examples
 from helpers import quoted_text_csv as _tweets
-from helpers import read_examples
 from shardtrain.data import sharding
 from shardtrain.data.schema import DEFAULT_NULL_VALUES, FALSE_VALUES, TRUE_VALUES
 from shardtrain.errors import DataError
@@ -46,9 +46,10 @@ def _shard(path, out, **kw) -> dict:
     return sharding.shard(config).metadata.to_dict()
 
 
-def _typed(text, typ):
-    """``text`` (pandas' string, or None) as the sharder stores a value of ``typ``; raises
-    ValueError when it does not fit (the sharder then rejects the row)."""
+def _typed(text, typ, decimal="."):
+    """``text`` (pandas' string, or None) as the sharder stores a value of ``typ`` (floats
+    written with the decimal mark ``decimal``); raises ValueError when it does not fit (the
+    sharder then rejects the row)."""
     if text is None:
         return None
     if typ == "string":
@@ -58,6 +59,10 @@ def _typed(text, typ):
             raise ValueError(text)
         return int(text)
     if typ == "float":
+        if decimal != ".":
+            if "." in text:
+                raise ValueError(text)  # 1.5 is no number with a decimal comma (pandas)
+            text = text.replace(decimal, ".")
         with np.errstate(over="ignore"):
             value = np.float32(float(text))
         return "nan" if math.isnan(value) else float(value)
@@ -74,6 +79,7 @@ def _compare(path, out, shard_kw: dict, pandas_kw: dict, *, expect_rejected: int
     schema = meta["schema"]
     types = {c["name"]: c["type"] for c in schema["columns"]}
     nulls = list(schema["null_values"])
+    decimal = pandas_kw.get("decimal", ".")
     frame = pd.read_csv(
         path, dtype=str, keep_default_na=False, na_values=nulls, **pandas_kw
     ).astype(object)
@@ -82,7 +88,7 @@ def _compare(path, out, shard_kw: dict, pandas_kw: dict, *, expect_rejected: int
     expected, unfit = collections.Counter(), 0
     for record in frame.to_dict("records"):
         try:
-            row = tuple(sorted((k, _typed(v, types[k])) for k, v in record.items()))
+            row = tuple(sorted((k, _typed(v, types[k], decimal)) for k, v in record.items()))
         except ValueError:
             unfit += 1
             continue
@@ -190,6 +196,29 @@ CASES = {
     "japanese_utf8": ('名前,値,ラベル\n東京,1,はい\n大阪,2,いいえ\n"京都,奈良",3,はい\n', {}, {}),
     "odd_quotes": ('a,b,label\n5" screen,"ab"cd,x\nx""y,"p""q",y\n', {}, {}),
     "blank_lines_no_final_newline": ("a,b,label\n\n1,2,x\n\n\n3,4,y", {}, {}),
+    # decimal commas (European Excel, pandas decimal=",", R write.csv2)
+    "decimal_comma": (
+        "id;fee;rate;code;label\n1;1,5;-0,25;1.5;x\n2;0;1,5e3;2;y\n3;;,5;3;x\n4;-12,75;1E-3;4;y\n",
+        {"decimal": ","},
+        {"sep": ";", "decimal": ","},
+    ),
+    "r_write_csv2": (  # R: write.csv2(df, row.names = FALSE)
+        '"id";"fee";"big";"flag";"kind";"label"\n1;1,5;1e+05;TRUE;"a";"yes"\n'
+        '2;NA;-2,5e-07;FALSE;"b; c";"no"\n3;-0,25;123456,789;NA;"say ""hi""";"yes"\n',
+        {"decimal": ","},
+        {"sep": ";", "decimal": ","},
+    ),
+    "excel_de_thousands": (  # German Excel "CSV UTF-8": BOM, CRLF, thousands separators
+        "\ufeffKunde;Betrag;Anteil;Datum;label\r\nMüller;1.234,50;12,5;24.11.2026;ja\r\n"
+        "Schmidt;45,12;0,5;01.02.2026;nein\r\nWeiß;-3,00;100;03.03.2026;ja\r\n",
+        {"decimal": ","},
+        {"sep": ";", "decimal": ","},
+    ),
+    "decimal_comma_quoted_tab": (
+        'id\tfee\tlabel\n"1"\t"0,0"\t"a"\n"2"\t"45,12"\t"b"\n"3"\t""\t"c"\n',
+        {"decimal": ",", "delimiter": "tab"},
+        {"sep": "\t", "decimal": ","},
+    ),
 }
 ENCODED = {
     "shift_jis": ('名前,値,label\n東京,1,はい\n"大阪,梅田",2,いいえ\n', "cp932"),
@@ -215,6 +244,14 @@ def test_crafted_file(tmp_path, case):
         assert types["id"] == "string" and types["small"] == "int"
     if case == "quoted_everything":
         assert types["a"] == "int" and types["b"] == "int"
+    if case == "decimal_comma":  # 1.5 is text when the decimal mark is a comma, as in pandas
+        assert (types["fee"], types["rate"], types["code"]) == ("float", "float", "string")
+    if case == "r_write_csv2":
+        assert (types["fee"], types["big"], types["flag"]) == ("float", "float", "bool")
+    if case == "excel_de_thousands":  # 1.234,50 is no number: the column stays text
+        assert (types["Betrag"], types["Anteil"], types["Datum"]) == ("string", "float", "string")
+    if case == "decimal_comma_quoted_tab":
+        assert types["fee"] == "float"
 
 
 @pytest.mark.parametrize("case", sorted(ENCODED))
@@ -266,6 +303,135 @@ def test_piece_and_block_boundaries_inside_quoted_fields(tmp_path, block_bytes):
     assert [p["end"] for p in plan_pieces[:-1]] == [p["start"] for p in plan_pieces[1:]]
 
 
+@pytest.mark.parametrize("infer_types", ["sample", "all"])
+def test_european_excel_export_with_decimal_commas(tmp_path, infer_types):
+    """The file found by hand (issue 14): every value was exact except the decimal-comma fee
+    column, read as text (``0,0``). With ``--decimal , --encoding cp1252`` every Example
+    equals what ``pandas.read_csv(sep=";", decimal=",", encoding="cp1252")`` reads, floats
+    cast to float32, in byte-range pieces and blocks cut between quoted multi-line notes."""
+    path = tmp_path / "export.csv"
+    european_export_csv(path, 3000)
+    assert b"\r\n" in path.read_bytes() and "€".encode("cp1252") in path.read_bytes()
+    meta = _shard(
+        path,
+        tmp_path / "ds",
+        label="label",
+        decimal=",",
+        encoding="cp1252",
+        infer_types=infer_types,
+        task_bytes=64 * 1024,
+        block_bytes=16 * 1024,
+        processes=2,
+        min_shards=8,
+    )
+    assert len([p for t in meta_plan_tasks(tmp_path / "ds") for p in t["pieces"]]) > 2
+    assert meta["options"]["csv_dialect"]["delimiter"] == ";"  # detected, never the comma
+    assert meta["options"]["csv_dialect"]["decimal"] == ","
+    types = _types(meta)
+    assert types == {
+        "id": "int",
+        "name": "string",
+        "zip": "string",
+        "notes": "string",
+        "fee": "float",
+        "amount": "int",
+        "ratio": "float",
+        "label": "string",
+    }
+    frame = pd.read_csv(path, sep=";", decimal=",", encoding="cp1252", dtype={"zip": str})
+    assert frame["fee"].dtype == np.float64 and frame["fee"].isna().any()
+    assert frame["zip"].str.startswith("0").any()
+    expected = collections.Counter(tuple(sorted(e.items())) for e in pandas_examples(frame, types))
+    got = collections.Counter()
+    for example in read_examples(str(tmp_path / "ds")):
+        example.pop("__split__")
+        got[tuple(sorted(example.items()))] += 1
+    assert meta["rows_read"] == meta["rows_accepted"] == 3000
+    assert got == expected
+
+
+def test_decimal_comma_file_read_with_the_point_gets_a_hint(tmp_path, caplog):
+    """Without ``--decimal ,`` the fee column is text, as before, and the sharder says why."""
+    path = tmp_path / "export.csv"
+    european_export_csv(path, 50)
+    with caplog.at_level("WARNING"):
+        meta = _shard(path, tmp_path / "ds", label="label", encoding="cp1252")
+    assert _types(meta)["fee"] == "string"
+    hints = [r.getMessage() for r in caplog.records if "--decimal ," in r.getMessage()]
+    assert len(hints) == 1
+    assert (
+        "export.csv: column(s) 'fee', 'ratio' hold numbers written with a decimal comma"
+        in (hints[0])
+    )
+
+
+@pytest.mark.parametrize(
+    ("encoding", "words"),
+    [
+        # ソ and 表 end in 0x5C (a backslash byte), 東 in 0x8C: second bytes of Shift_JIS
+        # characters that the record scan must never take for ASCII.
+        ("cp932", "ソ表 東京、「引用」"),
+        ("cp1252", "café “quoted” €"),
+    ],
+)
+def test_files_in_other_encodings_are_cut_into_pieces(tmp_path, encoding, words):
+    """A Shift_JIS (or cp1252) file is cut into byte-range pieces like a UTF-8 one: each piece
+    starts at a record start found in the source bytes and is transcoded on its own, and
+    every row comes back exactly (a 100 GB Excel export is not one task)."""
+    path = tmp_path / "tweets.csv"
+    path.write_bytes(_tweets(15000).replace("é✓", words).encode(encoding))
+    shard_kw = {
+        "label": "label",
+        "encoding": encoding,
+        "task_bytes": 64 * 1024,
+        "block_bytes": 20_000,
+        "processes": 2,
+        "min_shards": 16,
+    }
+    meta = _compare(path, tmp_path / "ds", shard_kw, {"encoding": encoding})
+    assert meta["rows_read"] == 15000
+    pieces = [p for t in meta_plan_tasks(tmp_path / "ds") for p in t["pieces"]]
+    assert len(pieces) > 4
+    data = path.read_bytes()
+    assert all(p["start"] == 0 or data[p["start"] - 1] == ord("\n") for p in pieces)
+    assert [p["end"] for p in pieces[:-1]] == [p["start"] for p in pieces[1:]]
+
+
+def test_utf16_and_a_pipe_in_shift_jis_stay_one_piece_per_file(tmp_path):
+    """Where an ASCII byte can be part of a character (UTF-16; ``|`` = 0x7C is a second byte
+    of Shift_JIS kanji), a file is not cut: read whole by one task, still exact."""
+    for name, encoding, delimiter in [("u16", "utf-16", ","), ("sjis", "cp932", "|")]:
+        text = _tweets(3000).replace("é✓", "表ソ|").replace(",", delimiter)
+        if delimiter == "|":
+            text = text.replace("表ソ|", "表ソ")
+        path = tmp_path / f"{name}.csv"
+        path.write_bytes(text.encode(encoding))
+        shard_kw = {
+            "label": "label",
+            "encoding": encoding,
+            "delimiter": delimiter,
+            "task_bytes": 16 * 1024,
+            "min_shards": 4,
+        }
+        _compare(path, tmp_path / name, shard_kw, {"encoding": encoding, "sep": delimiter})
+        pieces = [p for t in meta_plan_tasks(tmp_path / name) for p in t["pieces"]]
+        assert len(pieces) == 1, pieces
+
+
+def test_a_bad_byte_deep_in_a_piece_fails_with_one_line_naming_the_file(tmp_path):
+    """Bytes that are not text in the encoding, past the schema sample, in a later piece."""
+    text = "名前,値,label\n" + "東京,1,はい\n" * 40000
+    data = bytearray(text.encode("cp932"))
+    where = len(data) - 100
+    data[where] = 0xFF  # not a Shift_JIS byte (nor a second byte after a first one)
+    path = tmp_path / "bad.csv"
+    path.write_bytes(bytes(data))
+    with pytest.raises(DataError, match=r"bad\.csv: not cp932 text .*at byte (\d+)\)$") as err:
+        _shard(path, tmp_path / "ds", label="label", encoding="cp932", task_bytes=64 * 1024)
+    # The offset in the file: the bad byte, or the first byte of the character it ends.
+    assert int(re.search(r"at byte (\d+)", str(err.value)).group(1)) in (where - 1, where)
+
+
 def meta_plan_tasks(out) -> list[dict]:
     import json
 
@@ -286,6 +452,11 @@ def meta_plan_tasks(out) -> list[dict]:
             r"bad\.csv: the CSV header has an empty column name at position 2",
         ),
         (b"a,b,label,\n1,2,3,\n", {}, r"bad\.csv: .*empty column name at position 4 \(a delimiter"),
+        (
+            b'"";"x";"label"\n"1";1,5;"a"\n',  # R's write.csv2 with its row names
+            {"decimal": ","},
+            r"bad\.csv: .*empty column name at position 1 \(R's row names\? .*row.names = FALSE",
+        ),
         (b"a,b,a,label\n1,2,3,4\n", {}, r"bad\.csv: duplicate column names in the CSV header: a"),
         (b"a,b,label\r1,2,3\r4,5,6\r", {}, r"bad\.csv: lines end with bare carriage returns"),
         (
@@ -316,7 +487,17 @@ def test_floats_beyond_float32_are_reported(tmp_path, caplog):
     path.write_text("x,y,label\n1e39,inf,a\n-1e39,3.5,b\n1.5,2.5e-50,a\n2,0e-3,b\n3,0,a\n")
     with caplog.at_level("WARNING"):
         _shard(path, tmp_path / "ds", label="label")
-    warnings = [r.getMessage() for r in caplog.records if "float32" in r.getMessage()]
+    messages = [r.getMessage() for r in caplog.records if "float32" in r.getMessage()]
+    # At planning, by the type pass over all rows (before any shard is written)...
+    planned = [m for m in messages if m.startswith("column ")]
+    assert planned == [
+        "column 'x': 2 value(s) beyond the float32 range will be stored as ±inf or 0 (make the "
+        "column a string in --schema to keep them exact)",
+        "column 'y': 1 value(s) beyond the float32 range will be stored as ±inf or 0 (make the "
+        "column a string in --schema to keep them exact)",
+    ]
+    # ... and while sharding, with the first line of each.
+    warnings = [m for m in messages if m not in planned]
     assert len(warnings) == 2, warnings
     assert "f.csv: 2 value(s) of column 'x' beyond the float32 range" in warnings[0]
     assert "line 2, 1e39" in warnings[0]
@@ -360,8 +541,9 @@ def test_an_unclosed_quote_fails_with_one_line_not_unbounded_memory(tmp_path, mo
 def test_types_from_all_rows_accept_what_the_sample_did_not_show(tmp_path, monkeypatch):
     """Issue 14, case 2: a zip column numeric for the sample and then ``98115-4820``, a fee
     column ``0`` and then ``45.12``, an id that later exceeds int64. ``--infer-types
-    sample`` rejects those rows (documented: bad_value, nothing changed); ``all`` types the
-    columns by every row and accepts them all, exactly as pandas reads them."""
+    sample`` rejects those rows (documented: bad_value, nothing changed); ``all`` (the
+    default) types the columns by every row and accepts them all, exactly as pandas reads
+    them."""
     from shardtrain.data.sources import csv as csv_source
 
     monkeypatch.setattr(csv_source, "SAMPLE_BYTES", 4096)
@@ -370,7 +552,7 @@ def test_types_from_all_rows_accept_what_the_sample_did_not_show(tmp_path, monke
     rows += ["98115-4820,45.12,18446744073709551616,1", "K1A 0B1,0,7,0"]
     path = tmp_path / "late.csv"
     path.write_text("\n".join(rows) + "\n")
-    sample = _shard(path, tmp_path / "sample", label="label")
+    sample = _shard(path, tmp_path / "sample", label="label", infer_types="sample")
     assert _types(sample)["zip"] == "int" and sample["rows_rejected"] == 2
     meta = _compare(path, tmp_path / "all", {"label": "label", "infer_types": "all"}, {})
     assert (_types(meta)["zip"], _types(meta)["fee"], _types(meta)["id"]) == (

@@ -1045,3 +1045,20 @@ def test_the_kernel_skips_spaces_only_at_the_start_of_fields():
     rows = csv_module.reader([x.decode() for x in lines], skipinitialspace=True)
     want = list(zip(*rows, strict=True))
     assert got == [list(column) for column in want]
+
+
+def test_a_float_key_beyond_float32_is_reported_on_both_paths(caplog):
+    """The kernel reads the key as text (it is hashed as text), so it cannot flag the key's
+    values: a float key is checked the whole way after its conversion."""
+    schema = Schema(columns=SCHEMA.columns, label="cleared", key="score")
+    block = b"a1,1,1e39,true,x,1\na2,2,0.5,true,x,0\na3,3,2.5,true,x,1\n"
+    messages = []
+    for fast in (True, False):
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            csv_source.parse_block(
+                block, schema, lines_before=1, key_index=2, source="f.csv", fast=fast
+            )
+        messages.append([r.getMessage() for r in caplog.records if "float32" in r.getMessage()])
+    assert messages[0] == messages[1] and len(messages[0]) == 1
+    assert "1 value(s) of column 'score'" in messages[0][0]

@@ -45,7 +45,7 @@ def _config(source, output, **kw) -> sharding.ShardConfig:
 def counted(monkeypatch):
     """Counts of the two full reads of planning: record alignment and the all-rows types."""
     calls = {"align": 0, "types": 0}
-    align, types = csv_source._record_starts_after, csv_source.all_row_types
+    align, types = csv_source._record_starts_after, csv_source.type_pass
 
     def counted_align(*args, **kw):
         calls["align"] += 1
@@ -56,7 +56,7 @@ def counted(monkeypatch):
         return types(*args, **kw)
 
     monkeypatch.setattr(csv_source, "_record_starts_after", counted_align)
-    monkeypatch.setattr(csv_source, "all_row_types", counted_types)
+    monkeypatch.setattr(csv_source, "type_pass", counted_types)
     return calls
 
 
@@ -135,13 +135,13 @@ def test_recall_is_refused_for_another_label_or_a_stored_plan_of_another_size(tm
     other_size = json.loads(json.dumps(stored))
     other_size["sources"][0]["size"] += 1
     source.recall(other_size)
-    source.plan_inputs()
-    assert counted["types"] == 2
+    _plan(source)
+    assert counted == {"align": 2, "types": 2}
 
     source = csv_source.CsvSource([str(src)], label="zip", key="id", infer_types="all")
     source.recall(stored)
-    source.plan_inputs()
-    assert counted["types"] == 3
+    _plan(source)
+    assert counted == {"align": 3, "types": 3}
 
     # A damaged stored plan is ignored, not trusted: the passes run again.
     broken = json.loads(json.dumps(stored))
@@ -149,10 +149,15 @@ def test_recall_is_refused_for_another_label_or_a_stored_plan_of_another_size(tm
     broken["options"]["csv_all_row_types"] = {"id": "int"}  # not the file's columns
     source = _config(src, output).source()
     source.recall(broken)
+    _plan(source)
+    assert counted == {"align": 4, "types": 4}
+
+
+def _plan(source) -> None:
+    """What planning asks of a source: inputs, aligned pieces, the schema by all rows."""
     inputs = source.plan_inputs()
-    assert counted["types"] == 4
-    source.align_pieces(plan_pieces(inputs.sources, 64 * 1024), inputs)
-    assert counted["align"] == 2
+    pieces = source.align_pieces(plan_pieces(inputs.sources, 64 * 1024), inputs)
+    source.final_schema(pieces, inputs)
 
 
 def test_the_plan_step_publishes_the_plan_for_its_workers(tmp_path, counted):

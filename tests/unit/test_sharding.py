@@ -154,8 +154,10 @@ def test_rejects_are_counted_and_located(tmp_path):
     bad = sum(summary.bad_rows_by_kind.values())
     assert bad > 50
     out = tmp_path / "ds"
+    # Types from the sample, so the junk values datagen writes are rejected as bad values (by
+    # all rows, the default, their columns would be strings and the rows accepted).
     meta = sharding.shard(
-        _config([csv_path], out, max_bad_fraction=0.05, task_bytes=200_000)
+        _config([csv_path], out, max_bad_fraction=0.05, task_bytes=200_000, infer_types="sample")
     ).metadata.to_dict()
     assert meta["rows_read"] == summary.rows
     assert meta["rows_rejected"] == bad
@@ -479,8 +481,8 @@ def test_a_bad_value_and_invalid_utf8_in_one_block_are_both_rejected(tmp_path, m
     rows[290_000] = b"r9x,not-a-number,ok,1"  # a bad int
     rows[290_010] = b"r19x,5,caf\xe9,0"  # not UTF-8
     csv_path.write_bytes(b"\n".join(rows) + b"\n")
-    meta = sharding.shard(
-        _config([csv_path], tmp_path / "ds", max_bad_fraction=0.05)
+    meta = sharding.shard(  # types from the sample: 'level' stays an int, the bad int a reject
+        _config([csv_path], tmp_path / "ds", max_bad_fraction=0.05, infer_types="sample")
     ).metadata.to_dict()
     assert meta["rows_read"] == 300_000 and meta["rows_rejected"] == 2
     rejects = [

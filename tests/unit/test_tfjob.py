@@ -479,6 +479,19 @@ def test_no_logs_when_not_wanted(sdk):
 # --------------------------------------------------------------------------------------------
 
 
+def _rendered(capsys) -> dict:
+    """The YAML `tfjob render` printed; a parse error shows the first lines of stdout (a
+    render that printed anything besides the manifest would break `render > job.yaml`)."""
+    out = capsys.readouterr().out
+    try:
+        return yaml.safe_load(out)
+    except yaml.YAMLError as exc:
+        head = "\n".join(out.splitlines()[:3])
+        raise AssertionError(
+            f"stdout is not one YAML manifest: {exc}\nfirst lines:\n{head}"
+        ) from exc
+
+
 def _main(*args: str) -> int:
     with pytest.raises(SystemExit) as exit_info:
         cli.main(list(args))
@@ -498,7 +511,7 @@ def test_render_prints_the_generators_yaml(capsys):
         secret=None,
         train_args=("--train-steps", "9"),
     )
-    assert yaml.safe_load(capsys.readouterr().out) == expected
+    assert _rendered(capsys) == expected
 
 
 def test_render_warns_when_the_grace_period_is_shorter_than_a_stop_needs(capsys, caplog):
@@ -510,8 +523,7 @@ def test_render_warns_when_the_grace_period_is_shorter_than_a_stop_needs(capsys,
         )  # fmt: skip
     assert code == 0
     pods = [
-        spec["template"]["spec"]
-        for spec in yaml.safe_load(capsys.readouterr().out)["spec"]["tfReplicaSpecs"].values()
+        spec["template"]["spec"] for spec in _rendered(capsys)["spec"]["tfReplicaSpecs"].values()
     ]
     assert {pod["terminationGracePeriodSeconds"] for pod in pods} == {10}
     assert "termination_grace_seconds 10" in caplog.text and "SIGKILL" in caplog.text
@@ -698,14 +710,14 @@ def test_render_writes_the_queue_options(capsys):
         "--queue", "gpu-team", "--priority-class", "high",
     )  # fmt: skip
     assert code == 0
-    m = yaml.safe_load(capsys.readouterr().out)
+    m = _rendered(capsys)
     assert m == _manifest(queue="gpu-team", priority_class="high")
     code = _main(
         "tfjob", "render", "--data", DATA, "--model-dir", MODEL_DIR,
         "--gang-scheduler", "volcano", "--queue", "research",
     )  # fmt: skip
     assert code == 0
-    m = yaml.safe_load(capsys.readouterr().out)
+    m = _rendered(capsys)
     assert m == _manifest(gang_scheduler="volcano", queue="research")
 
 

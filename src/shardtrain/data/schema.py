@@ -238,6 +238,17 @@ FLOAT_PATTERN = (
     r"|[iI]nf(inity)?|INF(INITY)?|[nN]a[nN]|NAN)$"
 )
 
+
+def float_pattern(decimal: str = ".") -> str:
+    """:data:`FLOAT_PATTERN` for numbers written with the decimal mark ``decimal``
+    (``,``: ``1,5``, ``-0,25``, ``1,5e3``; ``1.5`` then does not match)."""
+    return FLOAT_PATTERN if decimal == "." else FLOAT_PATTERN.replace(r"\.", decimal)
+
+
+#: A number written with a decimal comma (``0,5``, ``-12,75``): in a file read with the decimal
+#: point, a column of such values is text, and the sharder suggests ``--decimal ,``.
+DECIMAL_COMMA_PATTERN = r"^[ \t]*[+-]?[0-9]*,[0-9]+([eE][+-]?[0-9]+)?[ \t]*$"
+
 #: Integers with a leading zero (``07919``) are codes -- zip codes, ids, phone numbers -- and
 #: stay strings: as numbers they would lose the zeros, a silent change of meaning.
 LEADING_ZERO_PATTERN = r"^[ \t]*[+-]?0[0-9]"
@@ -249,8 +260,9 @@ LEADING_ZERO_PATTERN = r"^[ \t]*[+-]?0[0-9]"
 TYPE_AGREEMENT = 0.99
 
 
-def _infer_type(values: pa.Array) -> ColumnType | None:
-    """The column type of the sampled (non-missing) values.
+def _infer_type(values: pa.Array, decimal: str = ".") -> ColumnType | None:
+    """The column type of the sampled (non-missing) values, numbers written with the decimal
+    mark ``decimal`` (``.`` or ``,``).
 
     * ``bool`` when every value is a true/false word;
     * numeric when at least :data:`TYPE_AGREEMENT` of the values are numbers: ``int`` when
@@ -272,8 +284,10 @@ def _infer_type(values: pa.Array) -> ColumnType | None:
     head = present.slice(0, 1000)
     allowed = (1 - TYPE_AGREEMENT) * len(present)  # values that may fail the numeric test
 
+    number_pattern = _BLANKS_AROUND.format(float_pattern(decimal)[1:-1])
+
     def numbers(v: pa.Array) -> pa.Array:
-        return pc.match_substring_regex(v, _BLANKS_AROUND.format(FLOAT_PATTERN[1:-1]))
+        return pc.match_substring_regex(v, number_pattern)
 
     # More failures among the first values than the whole sample may have: not numeric,
     # without testing the rest (a third of the planning time, on wide files).
@@ -293,6 +307,31 @@ def _infer_type(values: pa.Array) -> ColumnType | None:
 _BLANKS_AROUND = r"^[ \t]*(?:{})[ \t]*$"
 
 
+def _decimal_comma_numbers(values: pa.Array, dialect: CsvDialect | None) -> bool:
+    """Whether a text column of a file read with the decimal point looks like numbers with a
+    decimal comma: every value a number when read with ``,`` (``0,5``, ``12``, ``1e-05``)
+    and at least one with a comma (possible only when ``,`` is not the delimiter)."""
+    import pyarrow.compute as pc
+
+    if dialect is None or dialect.decimal != "." or dialect.delimiter in (None, ","):
+        return False
+    present = values.drop_null()
+    if len(present) == 0:
+        return False
+    comma = pc.match_substring_regex(present, DECIMAL_COMMA_PATTERN)
+    if not pc.any(comma).as_py():
+        return False
+    number = pc.match_substring_regex(present, _BLANKS_AROUND.format(float_pattern(",")[1:-1]))
+    return bool(pc.all(number).as_py())
+
+
+def _first_value(values: pa.ChunkedArray) -> str:
+    import pyarrow.compute as pc
+
+    found = pc.filter(values, pc.match_substring_regex(values, DECIMAL_COMMA_PATTERN))
+    return repr(found[0].as_py()) if len(found) else "?"
+
+
 @dataclass
 class TypeTally:
     """The evidence for a column's type, gathered over any number of blocks of text values.
@@ -301,9 +340,11 @@ class TypeTally:
     (``--infer-types all``): feed it each block's string column with :meth:`add`, then read
     :meth:`type`. The rules are the sample's but strict: types only widen, so a single value
     that is not a number makes the column a string (no row is rejected for its type; set a
-    numeric type in ``--schema`` to reject junk instead).
+    numeric type in ``--schema`` to reject junk instead). ``decimal`` is the numbers' decimal
+    mark (``.`` or ``,``, :attr:`~shardtrain.data.csv_dialect.CsvDialect.decimal`).
     """
 
+    decimal: str = "."
     present: int = 0
     bools: int = 0
     numbers: int = 0
@@ -321,7 +362,9 @@ class TypeTally:
         self.present += len(present)
         truth = arrow.strings(TRUE_VALUES + FALSE_VALUES)
         self.bools += pc.sum(pc.is_in(present, value_set=truth)).as_py() or 0
-        is_number = pc.match_substring_regex(present, _BLANKS_AROUND.format(FLOAT_PATTERN[1:-1]))
+        is_number = pc.match_substring_regex(
+            present, _BLANKS_AROUND.format(float_pattern(self.decimal)[1:-1])
+        )
         found = pc.filter(present, is_number)
         self.numbers += len(found)
         if len(found) == 0:
@@ -393,7 +436,11 @@ def parse_header(line: bytes, source: str, dialect: CsvDialect | None = None) ->
     blank = [i + 1 for i, n in enumerate(names) if n.strip() == ""]
     if not names or blank:
         where = ", ".join(str(i) for i in blank)
-        trailing = " (a delimiter at the end of the header?)" if blank == [len(names)] else ""
+        trailing = ""
+        if blank == [len(names)]:
+            trailing = " (a delimiter at the end of the header?)"
+        elif blank == [1]:
+            trailing = " (R's row names? write.csv/write.csv2 with row.names = FALSE)"
         raise DataError(
             f"{source}: the CSV header has an empty column name at position {where}"
             f"{trailing}: {line[:200]!r}"
@@ -508,11 +555,15 @@ def infer_schema(
         raise ConfigError(
             f"schema file names columns that {source} does not have: {', '.join(sorted(unknown))}"
         )
+    decimal = dialect.decimal if dialect is not None else "."
     columns = []
+    comma_numbers = []
     for name, values in zip(names, table.columns, strict=True):
         typ = overrides.types.get(name)
         if typ is None:
-            typ = _infer_type(values.combine_chunks())
+            typ = _infer_type(values.combine_chunks(), decimal)
+            if typ == "string" and _decimal_comma_numbers(values.combine_chunks(), dialect):
+                comma_numbers.append(name)
             if typ is None and table.num_rows:
                 log.warning(
                     "column '%s' is empty in the sample of %s: treated as string "
@@ -522,4 +573,12 @@ def infer_schema(
                 )
             typ = typ or "string"
         columns.append(Column(name=name, type=typ, drop=name in overrides.drop))
+    if comma_numbers:
+        log.warning(
+            "%s: column(s) %s hold numbers written with a decimal comma (e.g. %s), read as "
+            "text; if they are numbers, shard with --decimal ,",
+            source,
+            _preview([f"'{n}'" for n in comma_numbers], limit=5),
+            _first_value(table.column(comma_numbers[0])),
+        )
     return Schema(columns=tuple(columns), label=label, key=key, null_values=tuple(null_values))

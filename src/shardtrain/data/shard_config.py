@@ -167,7 +167,7 @@ class ShardConfig:
     encoding: str = option(
         "utf-8",
         help="Text encoding of the CSV files (utf-8, cp932, shift_jis, latin-1, cp1252, "
-        "utf-16...); others than UTF-8 are transcoded while read, one task per file.",
+        "utf-16...); others than UTF-8 are transcoded while read (UTF-16 files one task each).",
         pipeline="encoding",
     )
     no_header: bool = option(
@@ -198,12 +198,21 @@ class ShardConfig:
         help='Ignore spaces after each CSV delimiter (1, 2, "a").',
         pipeline="skip_initial_space",
     )
+    decimal: str = option(
+        ".",
+        choices=(".", ","),
+        help="Decimal mark of CSV numbers: , reads 1,5 and -0,25e3 as floats (European "
+        "Excel, pandas decimal=',', R write.csv2; fields then split by ; or another "
+        "delimiter, and 1.5 is text). No thousands separators: 1.234,5 is text.",
+        pipeline="decimal",
+    )
     infer_types: str = option(
-        "sample",
-        choices=("sample", "all"),
-        help="CSV column types from the first 4 MB of the first file (sample), or from every "
-        "row of every file, read once more at planning (all): no row rejected for a type "
-        "the sample did not show.",
+        "all",
+        choices=("all", "sample"),
+        help="CSV column types from every row of every file (all: a fast compiled pass over "
+        "the data at planning, in parallel; no row rejected for a type the first rows did "
+        "not show), or from the first 4 MB of the first file only (sample: quicker to plan; "
+        "a later value that does not fit is rejected as bad_value).",
         pipeline="infer_types",
     )
     compression: str = option(
@@ -404,6 +413,7 @@ class ShardConfig:
             schema_file=self.schema_file,
             dialect=self.csv_dialect(),
             infer_types=self.infer_types,
+            processes=self.processes,
         )
 
     def csv_dialect(self) -> CsvDialect:
@@ -423,6 +433,7 @@ class ShardConfig:
             columns=self.columns,
             null_values=self.null_values,
             skip_initial_space=self.skip_initial_space,
+            decimal=self.decimal,
         )
 
     def plan_options(self) -> dict[str, Any]:

@@ -11,7 +11,9 @@ every signature a job meets is compiled and saved:
 * a quest CSV (float, integer, boolean and string columns, malformed rows, a gzip copy),
   sharded split by a key column, and again split by the whole row into uncompressed shards,
   and once more cut into byte-range pieces (the quote-aware record alignment), and with
-  ``;`` between fields (the compiled parser takes the delimiter as a parameter);
+  ``;`` between fields (the compiled parser takes the delimiter as a parameter); every CSV
+  run types its columns by all rows first (the type pass, :mod:`shardtrain.kernels.csv_types`,
+  the default ``--infer-types all``);
 * a CSV with quoted fields holding delimiters, quotes and line breaks, and floats beyond
   float32's range (the record-bounds and range-check kernels);
 * the quest CSV again in columnar records (an Example per block of rows), and as Parquet

@@ -111,7 +111,9 @@ def distributed_input(
     """An iterator over the train split's distributed batches, and the shard caches it uses.
 
     Every input pipeline (one per worker) reads its own subset of the shard files, in
-    per-replica batches of the global ``batch_size``. Shards that TensorFlow cannot open
+    per-replica batches of the global ``batch_size``. A single CPU replica
+    (:func:`single_cpu_replica`) gets a plain ``tf.data`` iterator instead of a distributed
+    one: the same batches, for less CPU. Shards that TensorFlow cannot open
     (``s3://``) are staged through a bounded :class:`~shardtrain.train.dataset.ShardCache`
     in ``scratch``; the caller closes the returned caches when training ends (the list fills
     as the pipelines are created).
@@ -142,7 +144,32 @@ def distributed_input(
             cache=cache,
         )
 
+    if single_cpu_replica(strategy):
+        # One replica on the CPU: strategy.run takes the batches as they are, and skipping
+        # the distributed iterator saves ~25% of the input's CPU per row (benchmarks/
+        # RESULTS.md, issue 17). With a GPU the distributed iterator prefetches to it.
+        return iter(input_fn(tf.distribute.InputContext())), caches
     return iter(strategy.distribute_datasets_from_function(input_fn)), caches
+
+
+def single_cpu_replica(strategy) -> bool:
+    """True when ``strategy`` trains one replica, on a CPU device of this process.
+
+    Its input can then be a plain ``tf.data`` iterator: ``strategy.run`` hands a single
+    replica its arguments as they are, so the distributed iterator (a per-replica copy and
+    prefetch to the device) only costs CPU time.
+    """
+    import tensorflow as tf
+
+    try:
+        devices = strategy.extended.worker_devices
+    except RuntimeError:  # the default strategy: ops run on the process's default device
+        devices = ("/device:GPU:0" if tf.config.list_logical_devices("GPU") else "/device:CPU:0",)
+    return (
+        strategy.num_replicas_in_sync == 1
+        and len(devices) == 1
+        and tf.DeviceSpec.from_string(devices[0]).device_type == "CPU"
+    )
 
 
 def _loss_fn(spec: FeatureSpec):

@@ -188,6 +188,13 @@ class Source(abc.ABC):
         :meth:`recall`); the plan stores the options after this call."""
         return pieces
 
+    def final_schema(self, pieces: list[Piece], inputs: PlanInputs) -> Schema:
+        """The schema the tasks write with, once the pieces are aligned: by default the one
+        :meth:`plan_inputs` inferred. A source may refine it by reading every piece (CSV's
+        type pass over all rows, run in parallel over ``pieces``) and add what it found to
+        ``inputs.options`` (stored in the plan, so :meth:`recall` can take it back)."""
+        return inputs.schema
+
     def new_statistics(self, schema: Schema) -> dict[str, ColumnStats]:
         """Empty statistics for every feature column (merged across tasks by the sharder)."""
         return {c.name: new_stats(c.type) for c in schema.features}

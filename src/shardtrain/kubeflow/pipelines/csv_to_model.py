@@ -96,7 +96,8 @@ def csv_to_model(
     columns: str = "",
     null_values: str = "",
     skip_initial_space: bool = False,
-    infer_types: str = "sample",
+    decimal: str = ".",
+    infer_types: str = "all",
     compression: str = "gzip",
     compression_level: int = 1,
     record_format: str = "example",
@@ -155,7 +156,10 @@ def csv_to_model(
         columns: Column names of header-less CSV files, a,b,c ('' takes the schema file's).
         null_values: CSV values read as missing, V,V,... ('' for '', NA, N/A, NULL, null).
         skip_initial_space: Ignore spaces after each CSV delimiter.
-        infer_types: CSV column types from the first 4 MB (sample) or from every row (all).
+        decimal: Decimal mark of CSV numbers: '.' or ',' (1,5; then fields are split by ;
+            or another delimiter, and 1.5 is text).
+        infer_types: CSV column types from every row (all: a fast pass over the data at
+            planning) or from the first 4 MB only (sample).
         compression: Shard compression: gzip or none.
         compression_level: gzip level: 1 is fastest (ISA-L); 2-9 are zlib's, smaller, slower.
         record_format: example (one tf.train.Example per row, any TensorFlow tool reads it) or
@@ -217,6 +221,7 @@ def csv_to_model(
         columns=columns,
         null_values=null_values,
         skip_initial_space=skip_initial_space,
+        decimal=decimal,
         infer_types=infer_types,
         compression=compression,
         compression_level=compression_level,
