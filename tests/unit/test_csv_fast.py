@@ -10,7 +10,6 @@ for the kernel; a line Arrow's invalid-row handler sees has the wrong field coun
 
 from __future__ import annotations
 
-import csv as csv_module
 import struct
 from decimal import Decimal
 
@@ -988,63 +987,6 @@ def test_mixed_blocks_report_floats_beyond_float32_like_arrow(caplog):
     assert len(messages[0]) == 1
     assert "f.csv: 3 value(s) of column 'score' beyond the float32" in messages[0][0]
     assert "first: line 5, 1e39" in messages[0][0]
-
-
-# --------------------------------------------------------------------------------------------
-# --skip-initial-space: the kernel reads the text the csv module reads
-# --------------------------------------------------------------------------------------------
-
-
-def _spaced_block(rng: np.random.Generator, n: int, delim: bytes) -> bytes:
-    """SCHEMA's lines with 0-3 spaces (and sometimes a tab) after each delimiter, spaces
-    before the first field, fields of spaces only, null words after spaces."""
-    lines = _random_block(rng, n, [b"a1, ,1.5,true,  NA,1", b"  a2,3 ,x,  true,mage,1,extra"])
-    out = []
-    for line in lines.split(b"\n"):
-        fields = line.split(b",")
-        spaced = [
-            b" " * int(rng.integers(0, 4)) + (b"\t" if rng.random() < 0.05 else b"") + f
-            for f in fields
-        ]
-        out.append(delim.join(spaced) if line else b"")
-    return b"\n".join(out)
-
-
-@pytest.mark.parametrize("delim", [b",", b";", b"\t"], ids=["comma", "semicolon", "tab"])
-def test_skip_initial_space_through_the_kernel_is_the_csv_module(delim, monkeypatch):
-    rng = np.random.default_rng(21)
-    block = _spaced_block(rng, 300, delim)
-    dialect = CsvDialect(delimiter=delim.decode(), skip_initial_space=True)
-    spaced = []
-    real = csv_source._read_spaced
-    monkeypatch.setattr(csv_source, "_read_spaced", lambda *a: spaced.append(r := real(*a)) or r)
-    summary, _ = _parse_both(block, SCHEMA, monkeypatch, dialect)
-    assert spaced and spaced[0] is not None, "the kernel left the block to the csv module"
-    assert summary["rejects"] and summary["counts"][0] > 290
-    keyed = Schema(columns=SCHEMA.columns, label="cleared", key="level")
-    _parse_both(block, keyed, monkeypatch, dialect)
-    # Quotes (a quoted field may follow the spaces), NUL and a bare CR: the csv module's.
-    for odd in (b'a1, "x, y",1.5,true,mage,1', b"a1,1,1.5,true,ma\x00ge,1", b"a1,1\r,2,t,m,1"):
-        spaced.clear()
-        _parse_both(block + odd.replace(b",", delim) + b"\n", SCHEMA, monkeypatch, dialect)
-        assert not spaced or spaced[0] is None
-
-
-def test_the_kernel_skips_spaces_only_at_the_start_of_fields():
-    kinds = [KIND_STRING, KIND_STRING, KIND_STRING]
-    lines = [b"  a,  b c ,\t d", b"x,   ,y", b" ,, "]
-    data = b"".join(line + b"\n" for line in lines)
-    lengths = np.array([len(line) for line in lines], dtype=np.int64)
-    starts = np.concatenate(([0], np.cumsum(lengths + 1)[:-1])).astype(np.int64)
-    fast = csv_parse.parse_block_fast(
-        np.frombuffer(data, np.uint8), starts, starts + lengths, np.array(kinds), (),
-        skip_initial_space=True,
-    )  # fmt: skip
-    assert fast is not None
-    got = [a.to_pylist() for a in csv_parse.to_arrow(fast, kinds)]
-    rows = csv_module.reader([x.decode() for x in lines], skipinitialspace=True)
-    want = list(zip(*rows, strict=True))
-    assert got == [list(column) for column in want]
 
 
 def test_a_float_key_beyond_float32_is_reported_on_both_paths(caplog):

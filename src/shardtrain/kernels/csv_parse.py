@@ -836,17 +836,14 @@ def _utf8_valid(buf, s, e):
 
 
 @numba.njit(cache=True, nogil=True)
-def _parse_lines(
-    block, starts, ends, kinds, slots, nulls, pow10, delim, quote, defer, skip_space, out
-):
+def _parse_lines(block, starts, ends, kinds, slots, nulls, pow10, delim, quote, defer, out):
     """Pass 1: parse every line, field by field, left to right; return ``(result, pending)``.
 
     Line ``i`` is ``block[starts[i]:ends[i]]``; column ``col`` has kind ``kinds[col]`` and
     its values go to row ``slots[col]`` of its kind's array in ``out`` (a :class:`_Parsed`).
     ``nulls`` is a :class:`_NullTokens`, ``pow10`` the table of :func:`_powers_of_ten`;
     ``delim`` separates fields, and ``quote`` (:data:`NO_QUOTE`: none) forces the fallback --
-    of the block, or with ``defer`` of the line alone (:data:`STATUS_DEFERRED`). With
-    ``skip_space``, spaces at the start of every field are not part of it.
+    of the block, or with ``defer`` of the line alone (:data:`STATUS_DEFERRED`).
 
     Each field is read once: numbers are converted while their end is searched for, other
     fields are scanned to the next delimiter. ``result`` is ``_ABORT`` as soon as a byte that
@@ -888,9 +885,6 @@ def _parse_lines(
         col = 0
         flagged = False
         while True:
-            if skip_space:
-                while p < end and load_u8(buf, p) == _SPACE:
-                    p += 1
             if col < ncols:
                 kind = kinds[col]
                 slot = slots[col]
@@ -1158,7 +1152,6 @@ def parse_block_fast(
     delimiter: int = _COMMA,
     quote: int = _QUOTE,
     defer: bool = False,
-    skip_initial_space: bool = False,
 ) -> FastColumns | None:
     """Parse the unquoted CSV lines ``block[starts[i]:ends[i]]`` into typed columns.
 
@@ -1180,8 +1173,6 @@ def parse_block_fast(
         defer: leave a line that holds the quote, ``\\r`` or ``\\n`` (a quoted record, when
             the lines are records) to the caller instead of the whole block: its status is
             :data:`STATUS_DEFERRED` and it has no values.
-        skip_initial_space: spaces at the start of a field are not part of it (Python's csv
-            ``skipinitialspace``; pass string kinds to read fields as that module does).
 
     Returns:
         A :class:`FastColumns` with one entry per line, or None when the block needs Arrow:
@@ -1218,9 +1209,8 @@ def parse_block_fast(
     nulls = _null_table(tuple(v.encode() if isinstance(v, str) else bytes(v) for v in null_values))
     out = _Parsed.empty(counts, len(kinds), len(starts))
     result, pending = _parse_lines(
-        buf, starts, ends, kinds, slots, nulls, _powers_of_ten(), delimiter, quote, defer,
-        skip_initial_space, out,
-    )  # fmt: skip
+        buf, starts, ends, kinds, slots, nulls, _powers_of_ten(), delimiter, quote, defer, out
+    )
     if result != _DONE:
         return None
     if pending:

@@ -21,14 +21,13 @@ Blocks with ``,``, ``;``, tab or ``|`` between fields are parsed by a compiled k
 (:mod:`shardtrain.kernels.csv_parse`) at about twice the speed of Arrow's CSV reader. In a
 block that holds quotes, the kernel reads the records without a quote character and Arrow
 the quoted ones, merged back in order (:func:`_read_mixed`; a block mostly quoted goes to
-Arrow whole). With ``--skip-initial-space`` the kernel reads blocks without quotes as text,
-as Python's csv module does (:func:`_read_spaced`). Every other block -- other delimiters,
-an escape character, a bare carriage return, invalid UTF-8 -- is read by Arrow (with line
-breaks in values), and what Arrow cannot map back to records (and, with
-``--skip-initial-space``, a block with quotes) by Python's csv module. All give the same
-rows, values, rejects and line numbers; ``SHARDTRAIN_CSV_FAST=0`` turns the kernel off, to
-compare or to rule it out. The dialect (:class:`~shardtrain.data.csv_dialect.CsvDialect`)
-is stored in the plan, so every task reads the same way.
+Arrow whole). Every other block -- other delimiters, an escape character,
+``--skip-initial-space``, a bare carriage return, invalid UTF-8 -- is read by Arrow (with
+line breaks in values), and what Arrow cannot map back to records by Python's csv module.
+All give the same rows, values, rejects and line numbers; ``SHARDTRAIN_CSV_FAST=0`` turns
+the kernel off, to compare or to rule it out. The dialect
+(:class:`~shardtrain.data.csv_dialect.CsvDialect`) is stored in the plan, so every task reads
+the same way.
 Numbers with a decimal comma (``--decimal ,``, never with ``,`` between fields) are read by
 Arrow (``decimal_point``), with the same correctly rounded float32 values as the point.
 
@@ -1083,39 +1082,6 @@ def _read_fast(
     )
 
 
-def _read_spaced(
-    arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, schema: Schema, dialect: CsvDialect
-) -> tuple[pa.Table, list, bool] | None:
-    """``--skip-initial-space`` on a block without quotes: the kernel reads every field as
-    text with the spaces at its start skipped -- the text, nulls and invalid records Python's
-    csv module gives (:func:`_read_linewise`) -- and the columns are converted afterwards.
-
-    ``starts``/``ends`` bound the block's non-blank lines. Returns None when the block must go
-    to the csv module (a NUL byte, a carriage return, invalid UTF-8).
-    """
-    if arr.size and np.count_nonzero(arr == 0):  # NUL: the csv module's to judge
-        return None
-    names = schema.names
-    kinds = np.full(len(names), csv_parse.KIND_STRING, dtype=np.int8)
-    nulls = tuple(v.encode() for v in schema.null_values)
-    parsed = csv_parse.parse_block_fast(
-        arr, starts, ends, kinds, nulls,
-        delimiter=dialect.delim_byte, quote=dialect.quote_byte, skip_initial_space=True,
-    )  # fmt: skip
-    if parsed is None:
-        return None
-    invalid = []
-    for i in np.flatnonzero(parsed.row_status == csv_parse.STATUS_FIELD_COUNT).tolist():
-        try:
-            text = arr[starts[i] : ends[i]].tobytes().decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-        invalid.append((i + 1, int(parsed.field_count[i]), text))
-    rows = np.flatnonzero(parsed.row_status == csv_parse.STATUS_OK) if invalid else None
-    table = pa.Table.from_arrays(csv_parse.to_arrow(parsed, kinds, rows), names=names)
-    return table, invalid, True
-
-
 #: A quoted block goes to Arrow whole when more than this share of its records is quoted.
 MAX_DEFERRED_SHARE = 0.5
 
@@ -1428,16 +1394,16 @@ def parse_block(
     if fast is None:
         fast = fast_path_enabled()
     # Decimal commas are Arrow's (decimal_point); the kernel reads points.
-    fast = fast and dialect.delim_byte in csv_parse.FAST_DELIMITERS and dialect.decimal == "."
+    fast = (
+        fast
+        and dialect.delim_byte in csv_parse.FAST_DELIMITERS
+        and dialect.decimal == "."
+        and not dialect.skip_initial_space
+    )
     out_of_range: np.ndarray | None = None  # rows with a float beyond float32, when known
     scan: np.ndarray | None = None  # rows to check the whole way besides those
-    parsed: tuple[pa.Table, list, bool, np.ndarray | None] | None = None
-    mixed: tuple[pa.Table, list, bool, np.ndarray | None, np.ndarray | None] | None = None
-    if fast and dialect.skip_initial_space:
-        if not quoted:  # (a quote after the spaces opens a quoted field: the csv module's)
-            spaced = _read_spaced(arr, starts[nonblank], ends[nonblank], schema, dialect)
-            mixed = None if spaced is None else (*spaced, None, None)
-    elif fast and not quoted:
+    parsed = mixed = None
+    if fast and not quoted:
         parsed = _read_fast(arr, starts[nonblank], ends[nonblank], schema, typed, dialect)
     elif fast:
         mixed = _read_mixed(
