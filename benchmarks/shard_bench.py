@@ -10,6 +10,8 @@ Usage (from the repository root, in the project environment)::
     .venv/bin/python benchmarks/shard_bench.py --no-minio --type-pass  # types by all rows
     .venv/bin/python benchmarks/shard_bench.py --gb 0.3 --no-minio --quoted \
         --compare-src /path/to/other/checkout/src            # quoted CSV; before vs after
+    .venv/bin/python benchmarks/shard_bench.py --gb 0.3 --no-minio --semicolon \
+        --compare-src /path/to/other/checkout/src            # ';' between fields too
     .venv/bin/python benchmarks/shard_bench.py --gb 0.3 --no-minio --decimal-comma
 
 Each sharding run is a separate ``shardtrain shard`` process, sampled every 50 ms for the RSS
@@ -380,7 +382,13 @@ def main() -> None:
     parser.add_argument(
         "--quoted",
         action="store_true",
-        help="also shard the file with a quoted free-text column (line breaks in ~10%% of rows)",
+        help="also shard the file with a quoted free-text column (line breaks in ~10%% of "
+        "rows; with --compare-src: both ways)",
+    )
+    parser.add_argument(
+        "--semicolon",
+        action="store_true",
+        help="also shard the same rows with ';' between fields (with --compare-src: both ways)",
     )
     parser.add_argument(
         "--compare-src",
@@ -434,7 +442,7 @@ def main() -> None:
     if args.quoted:
         quoted = generate_quoted(work / f"quoted-{args.gb:g}gb.csv", src, args.gb)
         print(f"quoted input: {quoted[1] / 1e6:,.0f} MB, {quoted[0]:,} rows")
-    semicolon = generate_semicolon(src) if args.decimal_comma else {}
+    semicolon = generate_semicolon(src) if args.decimal_comma or args.semicolon else {}
     other = {"PYTHONPATH": args.compare_src} if args.compare_src else None
     sizes: dict[str, tuple[int, int]] = {}
     for round_ in range(args.rounds):
@@ -450,20 +458,30 @@ def main() -> None:
                 results[f"other-{compression}{tag}"] = r
                 sizes[f"other-{compression}{tag}"] = (rows, size)
             if quoted is not None:
-                r = shard_run(
-                    work / f"quoted-{args.gb:g}gb.csv",
-                    str(work / f"out-quoted-{compression}"),
-                    args.processes,
-                    compression,
-                )
-                results[f"quoted-{compression}{tag}"] = r
-                sizes[f"quoted-{compression}{tag}"] = quoted
+                for name, env in (("quoted", None), ("other-quoted", other)):
+                    if name == "other-quoted" and other is None:
+                        continue
+                    r = shard_run(
+                        work / f"quoted-{args.gb:g}gb.csv",
+                        str(work / f"out-quoted-{compression}"),
+                        args.processes,
+                        compression,
+                        env,
+                    )
+                    results[f"{name}-{compression}{tag}"] = r
+                    sizes[f"{name}-{compression}{tag}"] = quoted
             for name, path in semicolon.items():
+                if name == "semi-comma" and not args.decimal_comma:
+                    continue
                 extra = ("--decimal", ",") if name == "semi-comma" else ()
-                out = str(work / f"out-{name}-{compression}")
-                r = shard_run(path, out, args.processes, compression, extra=extra)
-                results[f"{name}-{compression}{tag}"] = r
-                sizes[f"{name}-{compression}{tag}"] = (rows, size)
+                runs: list[tuple[str, dict[str, str] | None]] = [(name, None)]
+                if args.semicolon and other is not None and name == "semi-point":
+                    runs.append((f"other-{name}", other))  # ';': this branch and the other
+                for label, env in runs:
+                    out = str(work / f"out-{name}-{compression}")
+                    r = shard_run(path, out, args.processes, compression, env, extra=extra)
+                    results[f"{label}-{compression}{tag}"] = r
+                    sizes[f"{label}-{compression}{tag}"] = (rows, size)
     if not args.no_minio:
         state = work / "minio-state"
         env = _minio_env(state)

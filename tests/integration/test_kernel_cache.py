@@ -89,7 +89,8 @@ def warm_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_warm_up_compiles_every_signature_a_sharding_job_uses(warm_cache, tmp_path):
     """After warm-up, sharding CSV (plain and gzip, malformed rows, key and whole-row
-    splits, quoted multi-line fields cut into pieces, columnar records), Parquet, JSON lines
+    splits, ``;`` between fields, quoted multi-line fields cut into pieces, columnar
+    records), Parquet, JSON lines
     and images compiles nothing, in the
     parent or in its pool's processes."""
     from shardtrain.data import datagen
@@ -104,6 +105,7 @@ def test_warm_up_compiles_every_signature_a_sharding_job_uses(warm_cache, tmp_pa
     pq.write_table(table, tmp_path / "q.parquet", row_group_size=500)
     with open(tmp_path / "q.jsonl", "w", encoding="utf-8") as f:
         f.writelines(json.dumps(row, default=str) + "\n" for row in table.to_pylist())
+    (tmp_path / "semi.csv").write_bytes(csv.read_bytes().replace(b",", b";"))
     before = _cache_files(warm_cache)
     runs = [
         ["shard", str(csv), str(tmp_path / "q2.csv.gz"), "-o", str(tmp_path / "a"),
@@ -111,6 +113,8 @@ def test_warm_up_compiles_every_signature_a_sharding_job_uses(warm_cache, tmp_pa
          "--max-bad-fraction", "0.1"],  # 5 tasks: a pool process beside the parent
         ["shard", str(csv), "-o", str(tmp_path / "b"), "--label", "cleared",
          "--compression", "none", "--processes", "1", "--max-bad-fraction", "0.1"],
+        ["shard", str(tmp_path / "semi.csv"), "-o", str(tmp_path / "s"), "--label", "cleared",
+         "--max-bad-fraction", "0.1"],  # ';' detected: the compiled parser, another delimiter
         ["shard", str(tmp_path / "tweets.csv"), "-o", str(tmp_path / "t"), "--label", "label",
          "--key", "id", "--task-mb", "0.05"],  # quoted multi-line fields, cut into pieces
         ["shard", str(csv), "-o", str(tmp_path / "col"), "--label", "cleared",

@@ -18,10 +18,11 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 
+from shardtrain.data.csv_dialect import CsvDialect
 from shardtrain.data.schema import DEFAULT_NULL_VALUES, FALSE_VALUES, TRUE_VALUES, Column, Schema
 from shardtrain.data.sources import csv as csv_source
 from shardtrain.data.sources.base import Batch
-from shardtrain.kernels import csv_parse
+from shardtrain.kernels import csv_parse, csv_records
 from shardtrain.kernels.csv_parse import (
     KIND_BOOL,
     KIND_FLOAT,
@@ -57,7 +58,9 @@ def _convert_options(kinds, nulls) -> pacsv.ConvertOptions:
     )
 
 
-def arrow_read(lines: list[bytes], kinds, nulls=NULLS) -> tuple[pa.Table, list[int]]:
+def arrow_read(
+    lines: list[bytes], kinds, nulls=NULLS, delim: bytes = b",", quote: bytes | None = b'"'
+) -> tuple[pa.Table, list[int]]:
     """Arrow's table of ``lines`` and the field counts of the lines its handler skipped.
 
     Raises:
@@ -77,18 +80,31 @@ def arrow_read(lines: list[bytes], kinds, nulls=NULLS) -> tuple[pa.Table, list[i
             use_threads=False,
             block_size=len(data) + 1,
         ),
-        parse_options=pacsv.ParseOptions(invalid_row_handler=handler, newlines_in_values=False),
+        parse_options=pacsv.ParseOptions(
+            delimiter=delim.decode(),
+            quote_char=quote.decode() if quote else False,
+            invalid_row_handler=handler,
+            newlines_in_values=False,
+        ),
         convert_options=_convert_options(kinds, nulls),
     )
     return table, skipped
 
 
-def fast_parse(lines: list[bytes], kinds, nulls=NULLS) -> csv_parse.FastColumns | None:
+def fast_parse(
+    lines: list[bytes], kinds, nulls=NULLS, delim: bytes = b",", quote: bytes | None = b'"'
+) -> csv_parse.FastColumns | None:
     data = b"".join(line + b"\n" for line in lines)
     lengths = np.array([len(line) for line in lines], dtype=np.int64)
     starts = np.concatenate(([0], np.cumsum(lengths + 1)[:-1])).astype(np.int64)
     return csv_parse.parse_block_fast(
-        np.frombuffer(data, dtype=np.uint8), starts, starts + lengths, np.array(kinds), nulls
+        np.frombuffer(data, dtype=np.uint8),
+        starts,
+        starts + lengths,
+        np.array(kinds),
+        nulls,
+        delimiter=delim[0],
+        quote=quote[0] if quote else csv_parse.NO_QUOTE,
     )
 
 
@@ -102,14 +118,16 @@ def _column_summary(array: pa.Array) -> tuple[list[bool], list]:
     return valid, array.to_pylist()
 
 
-def assert_same_as_arrow(lines: list[bytes], kinds, nulls=NULLS) -> csv_parse.FastColumns:
+def assert_same_as_arrow(
+    lines: list[bytes], kinds, nulls=NULLS, delim: bytes = b",", quote: bytes | None = b'"'
+) -> csv_parse.FastColumns:
     """Parse ``lines`` both ways, line by line for Arrow; return the kernel's result."""
-    fast = fast_parse(lines, kinds, nulls)
+    fast = fast_parse(lines, kinds, nulls, delim, quote)
     assert fast is not None, "the kernel fell back on lines Arrow reads"
     assert fast.num_rows == len(lines)
     for i, line in enumerate(lines):
         try:
-            table, skipped = arrow_read([line], kinds, nulls)
+            table, skipped = arrow_read([line], kinds, nulls, delim, quote)
         except pa.ArrowInvalid:
             assert fast.row_status[i] == STATUS_BAD_VALUE, line
             assert not any(valid[i] for valid in fast.valid), line
@@ -127,11 +145,11 @@ def assert_same_as_arrow(lines: list[bytes], kinds, nulls=NULLS) -> csv_parse.Fa
     return fast
 
 
-def assert_block_same_as_arrow(lines: list[bytes], kinds, nulls=NULLS) -> None:
+def assert_block_same_as_arrow(lines: list[bytes], kinds, nulls=NULLS, delim: bytes = b",") -> None:
     """Parse a block of valid lines both ways, as whole blocks (fast for many lines)."""
-    table, skipped = arrow_read(lines, kinds, nulls)
+    table, skipped = arrow_read(lines, kinds, nulls, delim)
     assert not skipped
-    fast = fast_parse(lines, kinds, nulls)
+    fast = fast_parse(lines, kinds, nulls, delim)
     assert fast is not None
     assert (fast.row_status == STATUS_OK).all()
     got = csv_parse.to_arrow(fast, kinds)
@@ -144,10 +162,11 @@ def assert_block_same_as_arrow(lines: list[bytes], kinds, nulls=NULLS) -> None:
             pytest.fail(f"line {lines[first]!r}: kernel {have[first]!r}, Arrow {want[first]!r}")
 
 
-def _in_both_positions(values: list[bytes], kind: int) -> None:
-    """Each value as the first field (ended by a comma) and as the last (ended by the line)."""
-    assert_same_as_arrow([v + b",1" for v in values], [kind, KIND_INT])
-    assert_same_as_arrow([b"1," + v for v in values], [KIND_INT, kind])
+def _in_both_positions(values: list[bytes], kind: int, delim: bytes = b",") -> None:
+    """Each value as the first field (ended by the delimiter) and as the last (ended by the
+    line)."""
+    assert_same_as_arrow([v + delim + b"1" for v in values], [kind, KIND_INT], delim=delim)
+    assert_same_as_arrow([b"1" + delim + v for v in values], [KIND_INT, kind], delim=delim)
 
 
 # --------------------------------------------------------------------------------------------
@@ -567,7 +586,9 @@ def _batch_summary(batch: Batch) -> dict:
     }
 
 
-def _parse_both(block: bytes, schema: Schema, monkeypatch) -> tuple[dict, bool]:
+def _parse_both(
+    block: bytes, schema: Schema, monkeypatch, dialect: CsvDialect | None = None
+) -> tuple[dict, bool]:
     """``(summary, fell_back)``: the same summary (or error) with the fast path off, and
     whether the fast path left the block to Arrow."""
     key_index = schema.names.index(schema.key) if schema.key else None
@@ -580,7 +601,13 @@ def _parse_both(block: bytes, schema: Schema, monkeypatch) -> tuple[dict, bool]:
     for fast in (True, False):
         try:
             batch = csv_source.parse_block(
-                block, schema, lines_before=7, key_index=key_index, source="f.csv", fast=fast
+                block,
+                schema,
+                lines_before=7,
+                key_index=key_index,
+                source="f.csv",
+                fast=fast,
+                dialect=dialect,
             )
             results.append(_batch_summary(batch))
         except Exception as exc:  # the same failure both ways is the same behaviour
@@ -713,3 +740,267 @@ def test_line_bounds_edge_cases(block):
     want = _line_bounds_reference(block)
     got = csv_parse.line_bounds(block)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+# --------------------------------------------------------------------------------------------
+# Other delimiters and quote characters (the dialect as kernel parameters)
+# --------------------------------------------------------------------------------------------
+
+OTHER_DELIMITERS = [b";", b"\t", b"|"]
+#: Values that hold another dialect's delimiter (a European decimal comma, a pipe, a tab).
+DELIMITER_VALUES = [b"1,5", b"a,b", b"1;5", b" ;1", b"x|y", b"|", b"1\t", b"\t1.5", b";"]
+
+
+@pytest.mark.parametrize("delim", OTHER_DELIMITERS, ids=["semicolon", "tab", "pipe"])
+@pytest.mark.parametrize(
+    "values, kind",
+    [
+        (INT_VALUES, KIND_INT),
+        (FLOAT_VALUES, KIND_FLOAT),
+        (BOOL_VALUES, KIND_BOOL),
+        (STRING_VALUES, KIND_STRING),
+    ],
+    ids=["int", "float", "bool", "string"],
+)
+def test_other_delimiters_value_by_value_like_arrow(delim, values, kind):
+    _in_both_positions(values + DELIMITER_VALUES, kind, delim)
+
+
+def test_blank_and_empty_fields_between_tabs_like_arrow():
+    """Arrow trims spaces and tabs around numbers, but a tab delimiter is never a blank: an
+    empty field stays empty (missing) instead of reaching into the next field."""
+    lines = [b"\t\t", b"1\t\t", b"\t2.5\t", b" \t 2\t x", b"1 \t2 \t", b"\t\t\t", b" 1 \t \tNA"]
+    for kinds in ([KIND_INT, KIND_FLOAT, KIND_STRING], [KIND_FLOAT, KIND_INT, KIND_BOOL]):
+        assert_same_as_arrow(lines, kinds, delim=b"\t")
+
+
+def test_a_block_of_every_type_with_semicolons_and_decimal_commas():
+    kinds = [KIND_STRING, KIND_INT, KIND_FLOAT, KIND_BOOL, KIND_STRING]
+    lines = [b"r1;1;0.5;true;1,5", b"r2;-7;-2.25;false;a, b", b"r3;;1000;;NA", b"r4;2;1e39;TRUE;x"]
+    assert_block_same_as_arrow(lines, kinds, delim=b";")
+    fast = assert_same_as_arrow([*lines, b"r5;1;1,5;true;x"], kinds, delim=b";")
+    assert fast.row_status.tolist() == [STATUS_OK] * 4 + [STATUS_BAD_VALUE]
+    assert csv_parse.to_arrow(fast, kinds)[4].to_pylist()[:3] == ["1,5", "a, b", None]
+
+
+def test_without_quoting_a_quote_is_text_and_another_quote_char_falls_back():
+    kinds = [KIND_STRING, KIND_INT]
+    lines = [b'say "hi",1', b'"x",2', b"it's,3"]
+    fast = assert_same_as_arrow(lines, kinds, quote=None)
+    assert csv_parse.to_arrow(fast, kinds)[0].to_pylist() == ['say "hi"', '"x"', "it's"]
+    assert fast_parse(lines, kinds) is None  # quoted with ": Arrow's
+    assert fast_parse([b"it's,3"], kinds, quote=b"'") is None  # quoted with ': Arrow's
+    assert fast_parse([b'say "hi",1'], kinds, quote=b"'") is not None
+    with pytest.raises(ValueError, match="delimiter"):
+        fast_parse(lines, kinds, delim=b".")
+    with pytest.raises(ValueError, match="quote"):
+        fast_parse(lines, kinds, delim=b";", quote=b";")
+
+
+@pytest.mark.parametrize(
+    "delim", [b",", *OTHER_DELIMITERS], ids=["comma", "semicolon", "tab", "pipe"]
+)
+def test_parse_block_with_other_delimiters_is_the_same_with_and_without_the_fast_path(
+    delim, monkeypatch
+):
+    rng = np.random.default_rng(11)
+    block = _random_block(rng, 400, [b"a9,1,1e39,true,mage,1", b"a8,2,1e-50,true,x,0"])
+    if delim != b",":  # fields holding the delimiter become extra fields, as in the original
+        block = block.replace(b",", delim)
+    dialect = CsvDialect(delimiter=delim.decode())
+    summary, fell_back = _parse_both(block, SCHEMA, monkeypatch, dialect)
+    assert not fell_back and summary["rejects"]
+    keyed = Schema(columns=SCHEMA.columns, label="cleared", key="level")
+    _parse_both(block, keyed, monkeypatch, dialect)
+    # Without quoting, a block with quotes is the kernel's too.
+    quoted = block.replace(b"mage", b'"mage"')
+    no_quote = CsvDialect(delimiter=delim.decode(), quote_char="")
+    _, fell_back = _parse_both(quoted, SCHEMA, monkeypatch, no_quote)
+    assert not fell_back
+
+
+# --------------------------------------------------------------------------------------------
+# Floats beyond float32's range: flagged by the kernel, reported as before
+# --------------------------------------------------------------------------------------------
+
+
+def _beyond_float32(text: bytes, value: float) -> bool:
+    """The reference: a finite numeral whose float32 is ±inf or ±0 but whose value is not 0."""
+    if not (np.isinf(value) or value == 0):
+        return False
+    mantissa = text.lower().split(b"e")[
+        0
+    ]  # (Decimal refuses exponents such as 1e99999999999999999999)
+    return any(c in b"123456789" for c in mantissa)  # not zero, not an inf spelling
+
+
+def test_the_kernel_flags_rows_with_floats_beyond_float32():
+    kinds = [KIND_FLOAT, KIND_INT]
+    lines = [v + b",1" for v in _utf8(FLOAT_VALUES)] + [b"1e39,1,extra", b"1e39,x"]
+    fast = fast_parse(lines, kinds)
+    assert fast is not None
+    want = []
+    for i, line in enumerate(lines):
+        ok = fast.row_status[i] == STATUS_OK and fast.valid[0][i]
+        want.append(bool(ok) and _beyond_float32(line.split(b",")[0], float(fast.values[0][i])))
+    assert fast.out_of_range.tolist() == want
+    flagged = {lines[i].split(b",")[0] for i in np.flatnonzero(fast.out_of_range)}
+    for text in (b"1e39", b"-1e400", b"3.4028236e38", b"1e-46", b"7e-46", b"-1e-400"):
+        assert text in flagged  # overflow, underflow, and values only exact conversion decides
+    for text in (b"inf", b"-Infinity", b"0e99999999999999999999", b"1.4e-45", b"3.4028235e38"):
+        assert text not in flagged
+    assert not fast.out_of_range[-2:].any()  # rejected rows are not flagged
+
+
+@pytest.mark.parametrize("delim", [b",", b";"], ids=["comma", "semicolon"])
+def test_parse_block_reports_floats_beyond_float32_the_same_on_both_paths(delim, caplog):
+    clean = b"a1,1,1e39,true,x,1\na2,2,0.5,true,x,0\na3,3,-2.5e-50,true,x,1\na4,4,0e-9,true,x,1\n"
+    clean += b"a5,5,inf,true,x,1\na6,6,-1e400,true,y,1\na7,7,1e39,true,x,1,extra\n"
+    dialect = CsvDialect(delimiter=delim.decode())
+    # The clean block (the kernel's flags) and one with a bad value (converted from text).
+    for block, count in ((clean, 3), (clean + b"a8,x,1e39,true,bad,1\n", 4)):
+        block = block.replace(b",", delim)
+        messages = []
+        for fast in (True, False):
+            caplog.clear()
+            with caplog.at_level("WARNING"):
+                csv_source.parse_block(
+                    block, SCHEMA, lines_before=1, source="f.csv", fast=fast, dialect=dialect
+                )
+            messages.append([r.getMessage() for r in caplog.records if "float32" in r.getMessage()])
+        assert messages[0] == messages[1]
+        assert len(messages[0]) == 1
+        assert f"f.csv: {count} value(s) of column 'score' beyond the float32" in messages[0][0]
+        assert "first: line 2, 1e39" in messages[0][0]
+
+
+# --------------------------------------------------------------------------------------------
+# Blocks with quoted records: the unquoted ones by the kernel, the quoted ones by Arrow
+# --------------------------------------------------------------------------------------------
+
+QUOTED_FIELDS = [
+    b'"Thanks!\nRegards, Bob"', b'"fine, ""really"" fine"', b'"line one\r\nline two"', b'""',
+    b'"NA"', b'"x"', b'"a""b"', b'"tail"ed', b'"\xc3\xa9, \xe2\x9c\x93"',
+]  # fmt: skip
+
+
+def _quoted_block(rng: np.random.Generator, n: int, share: float, extras: list[bytes]) -> bytes:
+    """SCHEMA's lines (every edge-case list) with a quoted ``cls`` (or number) in ``share``
+    of them: commas, doubled quotes, line breaks, quoted empty and null words."""
+    lines = _random_block(rng, n, extras).split(b"\n")
+    for k, line in enumerate(lines):
+        fields = line.split(b",")
+        if len(fields) < 6 or rng.random() >= share:
+            continue
+        r = rng.random()
+        if r < 0.8:
+            fields[4] = QUOTED_FIELDS[rng.integers(len(QUOTED_FIELDS))]
+        elif r < 0.9:
+            fields[1] = b'"' + fields[1] + b'"'  # a quoted number
+        else:
+            fields[2] = b'""'  # a quoted empty number: missing
+        lines[k] = b",".join(fields)
+    return b"\n".join(lines)
+
+
+def _parse_mixed(block: bytes, schema: Schema, monkeypatch, dialect=None) -> tuple[dict, bool]:
+    """:func:`_parse_both`, and whether the fast side went through ``_read_mixed``."""
+    used = []
+    real = csv_source._read_mixed
+    monkeypatch.setattr(csv_source, "_read_mixed", lambda *a: used.append(r := real(*a)) or r)
+    summary, _ = _parse_both(block, schema, monkeypatch, dialect)
+    return summary, bool(used) and used[0] is not None
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_blocks_with_quoted_records_are_the_same_through_the_kernel_and_arrow(seed, monkeypatch):
+    rng = np.random.default_rng(100 + seed)
+    # Clean, with bad values, with wrong field counts (quoted or not), with blank lines.
+    extras = [
+        [],
+        [b"a1,x,1,true,mage,1"],
+        [b'a2,1,2.5,true,"x, y",1,extra'],
+        [b"a3,1,2.5,true,mage"],
+        [b'a4,"x",2.5,true,"q",1'],
+    ][seed % 5]
+    block = _quoted_block(rng, 300, 0.1, extras)
+    summary, mixed = _parse_mixed(block, SCHEMA, monkeypatch)
+    assert mixed, "the block went to Arrow whole"
+    assert summary["counts"][0] > 290
+    assert summary["counts"][2] == block.count(b"\n") + (not block.endswith(b"\n"))
+    # The record bounds the reader found while cutting the block give the same batch.
+    bounds = csv_records.record_bounds(block, delim=44, quote=34, escape=-1)
+    given = csv_source.parse_block(
+        block, SCHEMA, lines_before=7, source="f.csv", records=bounds[:3]
+    )
+    assert _batch_summary(given) == summary
+    keyed = Schema(columns=SCHEMA.columns, label="cleared", key="level")
+    _parse_mixed(block, keyed, monkeypatch)
+    semi = CsvDialect(delimiter=";")
+    _, mixed = _parse_mixed(block.replace(b",", b";"), SCHEMA, monkeypatch, semi)
+    assert mixed
+
+
+def test_mostly_quoted_blocks_and_escapes_go_to_arrow_whole(monkeypatch):
+    rng = np.random.default_rng(7)
+    block = _quoted_block(rng, 200, 0.9, [])
+    _, mixed = _parse_mixed(block, SCHEMA, monkeypatch)
+    assert not mixed
+    escaped = CsvDialect(delimiter=",", escape_char="\\")
+    _, mixed = _parse_mixed(_quoted_block(rng, 200, 0.1, []), SCHEMA, monkeypatch, escaped)
+    assert not mixed
+
+
+def test_the_kernel_defers_quoted_lines_instead_of_failing_the_block():
+    kinds = [KIND_STRING, KIND_INT]
+    lines = [b"a,1", b'"b, c",2', b"d,3", b"e\r,4", b"f,x"]
+    assert fast_parse(lines, kinds) is None
+    data = b"".join(line + b"\n" for line in lines)
+    lengths = np.array([len(line) for line in lines], dtype=np.int64)
+    starts = np.concatenate(([0], np.cumsum(lengths + 1)[:-1])).astype(np.int64)
+    fast = csv_parse.parse_block_fast(
+        np.frombuffer(data, np.uint8), starts, starts + lengths, np.array(kinds), NULLS,
+        defer=True,
+    )  # fmt: skip
+    assert fast is not None
+    assert fast.row_status.tolist() == [0, 3, 0, 3, 2]
+    assert csv_parse.to_arrow(fast, kinds, np.array([0, 2]))[0].to_pylist() == ["a", "d"]
+    assert not fast.valid[0][1] and not fast.valid[1][3]
+
+
+def test_mixed_blocks_report_floats_beyond_float32_like_arrow(caplog):
+    """Out-of-range floats in unquoted records (the kernel's flags) and in quoted ones
+    (Arrow's, checked the whole way) are reported as when Arrow reads the whole block."""
+    lines = [f"a{i},{i},{i * 0.25},true,mage,1" for i in range(40)]
+    lines[3] = "a3,3,1e39,true,mage,1"  # the kernel's
+    lines[10] = 'a10,10,-2.5e-50,true,"x, y",1'  # Arrow's
+    lines[20] = 'a20,20,1e40,true,"q",1'  # Arrow's
+    lines[30] = "a30,30,0e-9,true,mage,1"  # a zero, not out of range
+    block = ("\n".join(lines) + "\n").encode()
+    messages = []
+    for fast in (True, False):
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            csv_source.parse_block(block, SCHEMA, lines_before=1, source="f.csv", fast=fast)
+        messages.append([r.getMessage() for r in caplog.records if "float32" in r.getMessage()])
+    assert messages[0] == messages[1]
+    assert len(messages[0]) == 1
+    assert "f.csv: 3 value(s) of column 'score' beyond the float32" in messages[0][0]
+    assert "first: line 5, 1e39" in messages[0][0]
+
+
+def test_a_float_key_beyond_float32_is_reported_on_both_paths(caplog):
+    """The kernel reads the key as text (it is hashed as text), so it cannot flag the key's
+    values: a float key is checked the whole way after its conversion."""
+    schema = Schema(columns=SCHEMA.columns, label="cleared", key="score")
+    block = b"a1,1,1e39,true,x,1\na2,2,0.5,true,x,0\na3,3,2.5,true,x,1\n"
+    messages = []
+    for fast in (True, False):
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            csv_source.parse_block(
+                block, schema, lines_before=1, key_index=2, source="f.csv", fast=fast
+            )
+        messages.append([r.getMessage() for r in caplog.records if "float32" in r.getMessage()])
+    assert messages[0] == messages[1] and len(messages[0]) == 1
+    assert "1 value(s) of column 'score'" in messages[0][0]

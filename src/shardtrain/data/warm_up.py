@@ -10,8 +10,9 @@ every signature a job meets is compiled and saved:
 
 * a quest CSV (float, integer, boolean and string columns, malformed rows, a gzip copy),
   sharded split by a key column, and again split by the whole row into uncompressed shards,
-  and once more cut into byte-range pieces (the quote-aware record alignment); every CSV run
-  types its columns by all rows first (the type pass, :mod:`shardtrain.kernels.csv_types`,
+  and once more cut into byte-range pieces (the quote-aware record alignment), and with
+  ``;`` between fields (the compiled parser takes the delimiter as a parameter); every CSV
+  run types its columns by all rows first (the type pass, :mod:`shardtrain.kernels.csv_types`,
   the default ``--infer-types all``);
 * a CSV with quoted fields holding delimiters, quotes and line breaks, and floats beyond
   float32's range (the record-bounds and range-check kernels);
@@ -68,6 +69,9 @@ def warm_up() -> WarmUpReport:
             for i in range(1000):
                 text = f'"line {i}, with ""quotes""\nand a second line"' if i % 3 else f"plain {i}"
                 f.write(f"{i},{text},{'1e-50' if i % 7 == 0 else i * 0.5},{i % 2}\n")
+        semicolon = os.path.join(tmp, "quest-semicolon.csv")
+        with open(csv, "rb") as src, open(semicolon, "wb") as dst:
+            dst.write(src.read().replace(b",", b";"))
         parquet, jsonl = _columnar_copies(csv_gz, tmp)
         runs = [
             ShardConfig(sources=(csv, csv_gz), output=f"{tmp}/out-keyed", label="cleared",
@@ -76,6 +80,8 @@ def warm_up() -> WarmUpReport:
                         compression="none", max_bad_fraction=0.5),
             ShardConfig(sources=(csv,), output=f"{tmp}/out-pieces", label="cleared",
                         processes=1, task_bytes=64 * 1024, max_bad_fraction=0.5),
+            ShardConfig(sources=(semicolon,), output=f"{tmp}/out-semicolon", label="cleared",
+                        processes=1, delimiter=";", max_bad_fraction=0.5),
             ShardConfig(sources=(quoted,), output=f"{tmp}/out-quoted", label="label",
                         key="id", processes=1, task_bytes=16 * 1024),
             ShardConfig(sources=(csv,), output=f"{tmp}/out-columnar", label="cleared",

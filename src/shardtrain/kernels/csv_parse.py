@@ -1,7 +1,8 @@
 """A compiled fast path for parsing unquoted CSV blocks into typed columns.
 
 Most real CSV files never quote a field, and for those the full CSV grammar of Arrow's CSV
-reader is overkill: a line is its fields separated by commas, and a field is its bytes.
+reader is overkill: a line is its fields separated by a delimiter (``,``, or ``;`` -- the
+default of much of Europe --, tab or ``|``: a kernel parameter), and a field is its bytes.
 :func:`parse_block_fast` handles exactly that case in one numba kernel, faster than Arrow,
 and answers ``None`` for any block it cannot handle exactly like Arrow, so the caller falls
 back to Arrow for that block::
@@ -39,9 +40,17 @@ bool, string), ``null_values``, ``strings_can_be_null=True`` and the true/false 
   are plain ASCII need no check, others are validated, and invalid UTF-8 makes the whole
   block fall back (Arrow rejects the block; the caller then reads it line by line).
 
-A block falls back (``None``) when a line holds a double quote (quoted fields need the full
-grammar), a carriage return (Arrow ends a row there) or a line feed, when a string field is
-not valid UTF-8, or when the block starts with a UTF-8 byte-order mark (Arrow drops it).
+A block falls back (``None``) when a line holds the quote character (quoted fields need the
+full grammar; without quoting a ``"`` is text), a carriage return (Arrow ends a row there) or
+a line feed, when a string field is not valid UTF-8, or when the block starts with a UTF-8
+byte-order mark (Arrow drops it).
+
+Floats beyond float32's range
+-----------------------------
+A finite nonzero numeral that becomes ±inf (``1e39``) or ±0 (``1e-50``) in float32 is stored
+as Arrow stores it, and its row is flagged (:attr:`FastColumns.out_of_range`) so that the
+caller can report it without looking at the block again. Only conversions outside the exact
+fast path (case 1 below) can leave the range, so the test costs nothing on typical data.
 
 Correctly rounded float32 from decimal text
 -------------------------------------------
@@ -125,11 +134,14 @@ from shardtrain.kernels.native import (
 )
 
 __all__ = [
+    "FAST_DELIMITERS",
     "KIND_BOOL",
     "KIND_FLOAT",
     "KIND_INT",
     "KIND_STRING",
+    "NO_QUOTE",
     "STATUS_BAD_VALUE",
+    "STATUS_DEFERRED",
     "STATUS_FIELD_COUNT",
     "STATUS_OK",
     "FastColumns",
@@ -141,12 +153,16 @@ __all__ = [
 
 KIND_FLOAT, KIND_INT, KIND_BOOL, KIND_STRING = 0, 1, 2, 3
 STATUS_OK, STATUS_FIELD_COUNT, STATUS_BAD_VALUE = 0, 1, 2
+#: A line left to the full parser (``defer=True``): it holds the quote character, ``\r`` or
+#: ``\n`` (a quoted record).
+STATUS_DEFERRED = 3
 
 # Kernel result codes.
 _DONE, _ABORT = 0, 1
 
-# Codes of the per-field parsers.
-_PARSED, _NOT_PARSED, _TOO_CLOSE = 0, 1, 2
+# Codes of the per-field parsers. _OUT_OF_RANGE: parsed, but a finite nonzero numeral became
+# ±inf or ±0 in float32 (``1e39``, ``1e-50``): stored like _PARSED, and the row is flagged.
+_PARSED, _NOT_PARSED, _TOO_CLOSE, _OUT_OF_RANGE = 0, 1, 2, 3
 
 # Null tokens of at least this many bytes are not in the length mask (an int64).
 _LONG_TOKEN = 63
@@ -158,6 +174,7 @@ _PENDING_BITS = 0x7FC0DEAD
 _F32_INF_BITS = 0x7F800000
 _F32_NAN_BITS = 0x7FC00000
 _F32_SIGN = 0x80000000
+_F32_MAGNITUDE = 0x7FFFFFFF
 _F32_MIN_NORMAL = 2.0**-126
 _MAX_DECIMAL_EXPONENT = 63  # pow10 table: 10**0 .. 10**63
 _MAX_OFFSET = 2**31 - 1  # Arrow string offsets are int32
@@ -187,6 +204,11 @@ _HEX_DIGITS = 16  # an int64 in hex: 0x and at most 16 digits
 # Bytes the parsers compare with.
 _TAB, _LF, _CR, _SPACE = ord("\t"), ord("\n"), ord("\r"), ord(" ")
 _QUOTE, _COMMA, _PLUS, _MINUS, _DOT = ord('"'), ord(","), ord("+"), ord("-"), ord(".")
+
+#: The ``quote`` of :func:`parse_block_fast` for a dialect without quoting.
+NO_QUOTE = -1
+#: The delimiters the kernel reads (others could be part of a number: ``.``, ``-``, ``e``...).
+FAST_DELIMITERS = frozenset(b",;\t|")
 _OPEN, _CLOSE, _UNDERSCORE = ord("("), ord(")"), ord("_")
 _ZERO, _NINE = ord("0"), ord("9")
 _CASE = 0x20  # an ASCII letter | _CASE is the lowercase letter
@@ -214,10 +236,14 @@ class FastColumns:
         valid: per column, a bool ndarray: False for a missing value (a null token) and for
             every value of a row whose status is not 0.
         row_status: int8 per line: 0 ok, 1 wrong number of fields, 2 a value that does not
-            parse as its column's type (a wrong field count takes precedence).
+            parse as its column's type (a wrong field count takes precedence), 3 left to the
+            full parser (``defer``).
         bad_column: int32 per line: the first column whose value did not parse (status 2),
             else -1.
         field_count: int32 per line: the number of fields on the line.
+        out_of_range: bool per line: an accepted line (status 0) holds a float value beyond
+            float32's range, stored as ±inf (``1e39``) or ±0 (``1e-50``). Spelled
+            infinities and zeros (``inf``, ``0.0e-3``) are not flagged.
     """
 
     values: list
@@ -225,6 +251,7 @@ class FastColumns:
     row_status: np.ndarray
     bad_column: np.ndarray
     field_count: np.ndarray
+    out_of_range: np.ndarray
 
     @property
     def num_rows(self) -> int:
@@ -300,6 +327,7 @@ class _Parsed(NamedTuple):
     row_status: np.ndarray  # int8[n]
     bad_column: np.ndarray  # int32[n]
     field_count: np.ndarray  # int32[n]
+    out_of_range: np.ndarray  # bool[n]: a float value of the row was beyond float32's range
 
     @classmethod
     def empty(cls, counts: tuple[int, int, int, int], ncols: int, n: int) -> _Parsed:
@@ -315,6 +343,7 @@ class _Parsed(NamedTuple):
             row_status=np.empty(n, dtype=np.int8),
             bad_column=np.empty(n, dtype=np.int32),
             field_count=np.empty(n, dtype=np.int32),
+            out_of_range=np.empty(n, dtype=np.bool_),
         )
 
 
@@ -341,11 +370,12 @@ def _column_slots(kinds_key: bytes) -> tuple[np.ndarray, np.ndarray, tuple[int, 
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _skip_blanks(buf, p, end):
-    """Skip spaces and tabs: Arrow trims exactly these around numbers."""
+def _skip_blanks(buf, p, end, delim):
+    """Skip spaces and tabs: Arrow trims exactly these around numbers (never the delimiter:
+    with ``\t`` between fields a tab ends the field instead)."""
     while p < end:
         c = load_u8(buf, p)
-        if c != _SPACE and c != _TAB:
+        if c == delim or (c != _SPACE and c != _TAB):
             break
         p += 1
     return p
@@ -385,6 +415,14 @@ def _float_bits(m, nd, e10, sign, pow10):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _beyond_float32(bits):
+    """Whether the float32 ``bits`` of a finite nonzero numeral are ±inf or ±0: the value
+    was beyond float32's range (overflow or underflow)."""
+    magnitude = bits & _F32_MAGNITUDE
+    return magnitude == 0 or magnitude == _F32_INF_BITS
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _decimal_digits(m):
     """The number of decimal digits of ``m > 0``."""
     n = 0
@@ -395,9 +433,9 @@ def _decimal_digits(m):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _parse_float_loop(buf, p, end, pow10):
+def _parse_float_loop(buf, p, end, pow10, delim):
     """The common case of :func:`_parse_float`, or ``code == -1``: ``-``? digits, at most
-    one ``.``, at most 18 digits in all, ending at a comma or the line end.
+    one ``.``, at most 18 digits in all, ending at the delimiter or the line end.
 
     A plain byte loop: it mispredicts once per field, where the field ends (see "Speed" in
     the module docstring). Anything else goes to the general parser.
@@ -421,7 +459,7 @@ def _parse_float_loop(buf, p, end, pow10):
                 e10 -= 1
         elif c == _DOT and not dot:
             dot = True
-        elif c == _COMMA:
+        elif c == delim:
             break
         else:
             return p, 0, -1
@@ -436,19 +474,21 @@ def _parse_float_loop(buf, p, end, pow10):
     bits = _float_bits(m, 0 if exact else _decimal_digits(m), e10, sign, pow10)
     if bits < 0:
         return q, 0, _TOO_CLOSE
+    if not exact and _beyond_float32(bits):
+        return q, bits, _OUT_OF_RANGE
     return q, bits, _PARSED
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _parse_float(buf, p, end, pow10):
+def _parse_float(buf, p, end, pow10, delim):
     """Parse a float32 field starting at ``p``; return ``(q, bits, code)``.
 
-    ``code`` is ``_PARSED`` (``bits`` are the float32's, ``q`` is at the comma or the line
-    end), ``_TOO_CLOSE`` (the syntax is valid and ``q`` at the field end, but the value
+    ``code`` is ``_PARSED`` (``bits`` are the float32's, ``q`` is at the delimiter or the
+    line end), ``_TOO_CLOSE`` (the syntax is valid and ``q`` at the field end, but the value
     needs exact conversion) or ``_NOT_PARSED`` (``q`` is the first byte not consumed; the
     caller scans on to the field end, and the field is a bad value unless a null token).
     """
-    p = _skip_blanks(buf, p, end)
+    p = _skip_blanks(buf, p, end, delim)
     sign = 0
     if p < end:
         c = load_u8(buf, p)
@@ -524,8 +564,8 @@ def _parse_float(buf, p, end, pow10):
                 p += 5
         else:
             return p, 0, _NOT_PARSED
-        p = _skip_blanks(buf, p, end)
-        if p < end and load_u8(buf, p) != _COMMA:
+        p = _skip_blanks(buf, p, end, delim)
+        if p < end and load_u8(buf, p) != delim:
             return p, 0, _NOT_PARSED
         return p, bits, _PARSED
     if p < end and _lower_is(buf, p, _E):
@@ -549,19 +589,21 @@ def _parse_float(buf, p, end, pow10):
         if exponent_digits == 0:
             return p, 0, _NOT_PARSED
         e10 += -exponent if negative_exponent else exponent
-    p = _skip_blanks(buf, p, end)
-    if p < end and load_u8(buf, p) != _COMMA:
+    p = _skip_blanks(buf, p, end, delim)
+    if p < end and load_u8(buf, p) != delim:
         return p, 0, _NOT_PARSED
     if m == 0:
         return p, sign, _PARSED  # zero, with its sign
     bits = _float_bits(m, nd, e10, sign, pow10)
     if bits < 0:
         return p, 0, _TOO_CLOSE
+    if _beyond_float32(bits):
+        return p, bits, _OUT_OF_RANGE
     return p, bits, _PARSED
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _parse_hex(buf, p, end):
+def _parse_hex(buf, p, end, delim):
     """Parse the hex digits of an int64 field after its ``0x``, as :func:`_parse_int`.
 
     Arrow reads ``0x`` followed by 1 to 16 hex digits (no sign) as the 64-bit pattern they
@@ -582,15 +624,15 @@ def _parse_hex(buf, p, end):
         p += 1
     if digits == 0 or digits > _HEX_DIGITS:
         return p, 0, _NOT_PARSED
-    p = _skip_blanks(buf, p, end)
-    if p < end and load_u8(buf, p) != _COMMA:
+    p = _skip_blanks(buf, p, end, delim)
+    if p < end and load_u8(buf, p) != delim:
         return p, 0, _NOT_PARSED
     return p, u64_as_i64(v), _PARSED
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _parse_int_loop(buf, p, end):
-    """``-``? 1-18 digits ending at a comma or the line end (a byte loop, as
+def _parse_int_loop(buf, p, end, delim):
+    """``-``? 1-18 digits ending at the delimiter or the line end (a byte loop, as
     :func:`_parse_float_loop`), or ``code == -1`` for :func:`_parse_int`."""
     q = p
     negative = False
@@ -604,7 +646,7 @@ def _parse_int_loop(buf, p, end):
         if 0 <= d <= 9:
             v = v * 10 + d
             digits += 1
-        elif d == _COMMA - _ZERO:
+        elif d == delim - _ZERO:
             break
         else:
             return p, 0, -1
@@ -615,11 +657,11 @@ def _parse_int_loop(buf, p, end):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _parse_int(buf, p, end):
+def _parse_int(buf, p, end, delim):
     """Parse an int64 field starting at ``p``; return ``(q, value, code)`` as _parse_float."""
-    p = _skip_blanks(buf, p, end)
+    p = _skip_blanks(buf, p, end, delim)
     if p + 2 < end and load_u8(buf, p) == _ZERO and _lower_is(buf, p + 1, _X):
-        return _parse_hex(buf, p + 2, end)  # '0x' / '0X'
+        return _parse_hex(buf, p + 2, end, delim)  # '0x' / '0X'
     negative = False
     if p < end and load_u8(buf, p) == _MINUS:
         negative = True
@@ -639,8 +681,8 @@ def _parse_int(buf, p, end):
         p += 1
     if digits == 0:
         return p, 0, _NOT_PARSED
-    p = _skip_blanks(buf, p, end)
-    if p < end and load_u8(buf, p) != _COMMA:
+    p = _skip_blanks(buf, p, end, delim)
+    if p < end and load_u8(buf, p) != delim:
         return p, 0, _NOT_PARSED
     if overflow:
         return p, 0, _NOT_PARSED
@@ -675,8 +717,6 @@ def _in_every_byte(byte: int) -> np.uint64:
 
 _ONES = _in_every_byte(0x01)
 _HIGHS = _in_every_byte(0x80)  # the high bit of every byte
-_COMMAS = _in_every_byte(_COMMA)
-_QUOTES = _in_every_byte(_QUOTE)
 _CRS = _in_every_byte(_CR)
 _LFS = _in_every_byte(_LF)
 
@@ -688,12 +728,14 @@ def _zero_bytes(x):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _scan_field(buf, p, end, size):
+def _scan_field(buf, p, end, size, delim, quote, delims, quotes):
     """Find the end of the field containing ``p``: return ``(q, high, stop)``.
 
-    ``q`` is the position of the next comma (or the line end), ``high`` whether non-ASCII
-    bytes were seen, ``stop`` whether a byte that forces the fallback (a double quote, a
-    carriage return or a line feed) was found (at ``q``). ``size`` is the buffer's length.
+    ``q`` is the position of the next delimiter (or the line end), ``high`` whether non-ASCII
+    bytes were seen, ``stop`` whether a byte that forces the fallback (the quote character, a
+    carriage return or a line feed) was found (at ``q``). ``size`` is the buffer's length;
+    ``delims`` and ``quotes`` are the delimiter and the quote in every byte of a word
+    (``quote`` is :data:`NO_QUOTE` without quoting, and ``quotes`` then the delimiters again).
 
     Eight bytes at a time (SWAR) while a whole word fits in the buffer: a byte loop costs a
     mispredicted branch at every field end, which dominated string columns. The lowest
@@ -703,8 +745,8 @@ def _scan_field(buf, p, end, size):
     while p + 8 <= size:
         w = load_u64(buf, p)
         marks = (
-            _zero_bytes(w ^ _COMMAS)
-            | _zero_bytes(w ^ _QUOTES)
+            _zero_bytes(w ^ delims)
+            | _zero_bytes(w ^ quotes)
             | _zero_bytes(w ^ _CRS)
             | _zero_bytes(w ^ _LFS)
         )
@@ -714,15 +756,15 @@ def _scan_field(buf, p, end, size):
             keep = (np.uint64(1) << np.uint64(8 * n)) - np.uint64(1)
             high |= w & keep & _HIGHS
             if k < end - p:  # the special byte lies inside the line
-                return p + k, high != 0, load_u8(buf, p + k) != _COMMA
+                return p + k, high != 0, load_u8(buf, p + k) != delim
             return end, high != 0, False  # the line ends first
         high |= w & _HIGHS
         p += 8
     while p < end:  # the last bytes of the buffer
         c = load_u8(buf, p)
-        if c == _COMMA:
+        if c == delim:
             return p, high != 0, False
-        if c in (_QUOTE, _CR, _LF):
+        if c in (quote, _CR, _LF):
             return p, high != 0, True
         high |= np.uint64(c & 0x80)
         p += 1
@@ -794,17 +836,20 @@ def _utf8_valid(buf, s, e):
 
 
 @numba.njit(cache=True, nogil=True)
-def _parse_lines(block, starts, ends, kinds, slots, nulls, pow10, out):
+def _parse_lines(block, starts, ends, kinds, slots, nulls, pow10, delim, quote, defer, out):
     """Pass 1: parse every line, field by field, left to right; return ``(result, pending)``.
 
     Line ``i`` is ``block[starts[i]:ends[i]]``; column ``col`` has kind ``kinds[col]`` and
     its values go to row ``slots[col]`` of its kind's array in ``out`` (a :class:`_Parsed`).
-    ``nulls`` is a :class:`_NullTokens`, ``pow10`` the table of :func:`_powers_of_ten`.
+    ``nulls`` is a :class:`_NullTokens`, ``pow10`` the table of :func:`_powers_of_ten`;
+    ``delim`` separates fields, and ``quote`` (:data:`NO_QUOTE`: none) forces the fallback --
+    of the block, or with ``defer`` of the line alone (:data:`STATUS_DEFERRED`).
 
     Each field is read once: numbers are converted while their end is searched for, other
-    fields are scanned to the next comma. ``result`` is ``_ABORT`` as soon as a byte that
+    fields are scanned to the next delimiter. ``result`` is ``_ABORT`` as soon as a byte that
     forces the fallback (or invalid UTF-8 in a string) is seen; ``pending`` counts the float
-    values left for exact conversion (marked with ``_PENDING_BITS``).
+    values left for exact conversion (marked with ``_PENDING_BITS``). A row with a float
+    beyond float32's range (stored as ±inf or ±0) is flagged in ``out.out_of_range``.
     """
     null_data, null_offsets, length_mask, long_tokens, numeric_nulls = nulls
     (
@@ -817,6 +862,7 @@ def _parse_lines(block, starts, ends, kinds, slots, nulls, pow10, out):
         row_status,
         bad_column,
         field_count,
+        out_of_range,
     ) = out  # unpacked once: bound to variables, the arrays are not reference-counted per use
     buf = block.ctypes.data
     size = block.shape[0]
@@ -824,6 +870,8 @@ def _parse_lines(block, starts, ends, kinds, slots, nulls, pow10, out):
     null_offsets_buf = null_offsets.ctypes.data
     n_tokens = null_offsets.shape[0] - 1
     pow10_buf = pow10.ctypes.data
+    delims = np.uint64(delim) * _ONES
+    quotes = np.uint64(quote if quote >= 0 else delim) * _ONES
     ncols = kinds.shape[0]
     n_strings = string_offsets.shape[0]
     for c in range(n_strings):
@@ -835,6 +883,7 @@ def _parse_lines(block, starts, ends, kinds, slots, nulls, pow10, out):
         status = STATUS_OK
         bad = -1
         col = 0
+        flagged = False
         while True:
             if col < ncols:
                 kind = kinds[col]
@@ -843,20 +892,23 @@ def _parse_lines(block, starts, ends, kinds, slots, nulls, pow10, out):
                 code = _NOT_PARSED
                 number = 0
                 if kind == KIND_FLOAT:
-                    q, number, code = _parse_float_loop(buf, p, end, pow10_buf)
+                    q, number, code = _parse_float_loop(buf, p, end, pow10_buf, delim)
                     if code < 0:
-                        q, number, code = _parse_float(buf, p, end, pow10_buf)
+                        q, number, code = _parse_float(buf, p, end, pow10_buf, delim)
                     p = q
                 elif kind == KIND_INT:
-                    q, number, code = _parse_int_loop(buf, p, end)
+                    q, number, code = _parse_int_loop(buf, p, end, delim)
                     if code < 0:
-                        q, number, code = _parse_int(buf, p, end)
+                        q, number, code = _parse_int(buf, p, end, delim)
                     p = q
                 high = False
                 if code == _NOT_PARSED:
-                    p, high, stop = _scan_field(buf, p, end, size)
+                    p, high, stop = _scan_field(buf, p, end, size, delim, quote, delims, quotes)
                     if stop:
-                        return _ABORT, pending
+                        if not defer:
+                            return _ABORT, pending
+                        status = STATUS_DEFERRED
+                        break
                 present = (code != _NOT_PARSED and not numeric_nulls) or not _is_null(
                     buf, s, p, null_buf, null_offsets_buf, n_tokens, length_mask, long_tokens
                 )
@@ -867,6 +919,9 @@ def _parse_lines(block, starts, ends, kinds, slots, nulls, pow10, out):
                         ok = not present
                     elif code == _PARSED:
                         float_bits[slot, i] = number
+                    elif code == _OUT_OF_RANGE:
+                        float_bits[slot, i] = number
+                        flagged = True
                     else:
                         float_bits[slot, i] = _PENDING_BITS
                         pending += 1
@@ -888,19 +943,25 @@ def _parse_lines(block, starts, ends, kinds, slots, nulls, pow10, out):
                     status = STATUS_BAD_VALUE
                     bad = col
             else:  # an extra field: only counted (and checked for quotes)
-                p, high, stop = _scan_field(buf, p, end, size)
+                p, high, stop = _scan_field(buf, p, end, size, delim, quote, delims, quotes)
                 if stop:
-                    return _ABORT, pending
+                    if not defer:
+                        return _ABORT, pending
+                    status = STATUS_DEFERRED
+                    break
             col += 1
             if p >= end:
                 break
-            p += 1  # the comma
+            p += 1  # the delimiter
         field_count[i] = col
-        if col != ncols:
+        if status == STATUS_DEFERRED:
+            bad = -1
+        elif col != ncols:
             status = STATUS_FIELD_COUNT
             bad = -1
         row_status[i] = status
         bad_column[i] = bad
+        out_of_range[i] = flagged and status == STATUS_OK
         if status != STATUS_OK:  # a rejected row: no values, whatever was parsed
             for c in range(ncols):
                 valid[c, i] = False
@@ -990,14 +1051,19 @@ def _resolve_pending(
     ends: np.ndarray,
     kinds: np.ndarray,
     slots: np.ndarray,
-    float_bits: np.ndarray,
+    delim: int,
+    out: _Parsed,
 ) -> None:
-    """Replace every pending float value with its exact conversion."""
+    """Replace every pending float value with its exact conversion (and flag the rows of
+    those that end up beyond float32's range)."""
     for col in np.flatnonzero(kinds == KIND_FLOAT):
-        column_bits = float_bits[slots[col]]
+        column_bits = out.float_bits[slots[col]]
         for i in np.flatnonzero(column_bits == _PENDING_BITS):
             line = buf[starts[i] : ends[i]].tobytes()
-            column_bits[i] = decimal_to_float32_bits(line.split(b",")[col])
+            bits = decimal_to_float32_bits(line.split(bytes([delim]))[col])
+            column_bits[i] = bits
+            if bits & _F32_MAGNITUDE in (0, _F32_INF_BITS) and out.row_status[i] == STATUS_OK:
+                out.out_of_range[i] = True
 
 
 _LOW7 = _in_every_byte(0x7F)
@@ -1082,12 +1148,16 @@ def parse_block_fast(
     ends: np.ndarray,
     kinds: np.ndarray,
     null_values: tuple[bytes, ...],
+    *,
+    delimiter: int = _COMMA,
+    quote: int = _QUOTE,
+    defer: bool = False,
 ) -> FastColumns | None:
     """Parse the unquoted CSV lines ``block[starts[i]:ends[i]]`` into typed columns.
 
-    Field separator ``,``; one line is one row. The values, nulls and rejections are those
-    of ``pyarrow.csv.read_csv`` with the same column types and null values (see the module
-    docstring), computed in compiled code.
+    Fields are separated by ``delimiter``; one line is one row. The values, nulls and
+    rejections are those of ``pyarrow.csv.read_csv`` with the same delimiter, column types
+    and null values (see the module docstring), computed in compiled code.
 
     Args:
         block: the block's bytes (uint8 array or bytes-like).
@@ -1096,10 +1166,17 @@ def parse_block_fast(
         kinds: int8 per column: ``KIND_FLOAT`` (float32), ``KIND_INT`` (int64), ``KIND_BOOL``
             or ``KIND_STRING``.
         null_values: the byte strings read as missing (e.g. ``(b"", b"NA", b"null")``).
+        delimiter: the field separator, one of :data:`FAST_DELIMITERS` (as a byte value).
+        quote: the quote character (a byte value), whose presence makes the block Arrow's
+            (quoted fields need the full grammar); :data:`NO_QUOTE` when the dialect has no
+            quoting (a ``"`` is then text, as for Arrow with ``quote_char=False``).
+        defer: leave a line that holds the quote, ``\\r`` or ``\\n`` (a quoted record, when
+            the lines are records) to the caller instead of the whole block: its status is
+            :data:`STATUS_DEFERRED` and it has no values.
 
     Returns:
         A :class:`FastColumns` with one entry per line, or None when the block needs Arrow:
-        a line contains ``"``, ``\\r`` or ``\\n``, a string field is not valid UTF-8, the
+        a line contains the quote, ``\\r`` or ``\\n``, a string field is not valid UTF-8, the
         block starts with a UTF-8 byte-order mark (which Arrow drops), or the block is too
         large for int32 string offsets.
 
@@ -1118,6 +1195,12 @@ def parse_block_fast(
         raise ValueError("kinds must be a 1-D array of KIND_* codes")
     if len(kinds) == 0:
         raise ValueError("at least one column is needed")
+    if delimiter not in FAST_DELIMITERS:
+        raise ValueError(
+            f"delimiter {chr(delimiter)!r} is not one of {sorted(map(chr, FAST_DELIMITERS))}"
+        )
+    if (quote != NO_QUOTE and not 0 < quote < 128) or quote == delimiter:
+        raise ValueError("quote must be an ASCII byte other than the delimiter, or NO_QUOTE")
     if len(buf) > _MAX_OFFSET:
         return None
     if len(starts) and starts[0] == 0 and bytes(buf[:3]) == _UTF8_BOM:
@@ -1125,11 +1208,13 @@ def parse_block_fast(
     kinds, slots, counts = _column_slots(kinds.astype(np.int8).tobytes())
     nulls = _null_table(tuple(v.encode() if isinstance(v, str) else bytes(v) for v in null_values))
     out = _Parsed.empty(counts, len(kinds), len(starts))
-    result, pending = _parse_lines(buf, starts, ends, kinds, slots, nulls, _powers_of_ten(), out)
+    result, pending = _parse_lines(
+        buf, starts, ends, kinds, slots, nulls, _powers_of_ten(), delimiter, quote, defer, out
+    )
     if result != _DONE:
         return None
     if pending:
-        _resolve_pending(buf, starts, ends, kinds, slots, out.float_bits)
+        _resolve_pending(buf, starts, ends, kinds, slots, delimiter, out)
 
     values: list = []
     for kind, slot in zip(kinds.tolist(), slots.tolist(), strict=True):
@@ -1150,6 +1235,7 @@ def parse_block_fast(
         row_status=out.row_status,
         bad_column=out.bad_column,
         field_count=out.field_count,
+        out_of_range=out.out_of_range,
     )
 
 

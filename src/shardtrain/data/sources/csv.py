@@ -17,14 +17,17 @@ The sharder (:mod:`shardtrain.data.sharding`) is source-agnostic; this module su
   :class:`Batch` es: the accepted rows, a 64-bit hash per row for the split, and the
   rejected rows with their reason and line number.
 
-Blocks without a quote character (most real files never quote) and with ``,`` between
-fields are parsed by a compiled kernel (:mod:`shardtrain.kernels.csv_parse`) at about twice
-the speed of Arrow's CSV reader; every other block -- quotes, other delimiters, a bare
-carriage return, invalid UTF-8 -- is read by Arrow (with line breaks in values), and what
-Arrow cannot map back to records by Python's csv module. All give the same rows, values,
-rejects and line numbers; ``SHARDTRAIN_CSV_FAST=0`` turns the kernel off, to compare or to
-rule it out. The dialect (:class:`~shardtrain.data.csv_dialect.CsvDialect`) is stored in the
-plan, so every task reads the same way.
+Blocks with ``,``, ``;``, tab or ``|`` between fields are parsed by a compiled kernel
+(:mod:`shardtrain.kernels.csv_parse`) at about twice the speed of Arrow's CSV reader. In a
+block that holds quotes, the kernel reads the records without a quote character and Arrow
+the quoted ones, merged back in order (:func:`_read_mixed`; a block mostly quoted goes to
+Arrow whole). Every other block -- other delimiters, an escape character,
+``--skip-initial-space``, a bare carriage return, invalid UTF-8 -- is read by Arrow (with
+line breaks in values), and what Arrow cannot map back to records by Python's csv module.
+All give the same rows, values, rejects and line numbers; ``SHARDTRAIN_CSV_FAST=0`` turns
+the kernel off, to compare or to rule it out. The dialect
+(:class:`~shardtrain.data.csv_dialect.CsvDialect`) is stored in the plan, so every task reads
+the same way.
 Numbers with a decimal comma (``--decimal ,``, never with ``,`` between fields) are read by
 Arrow (``decimal_point``), with the same correctly rounded float32 values as the point.
 
@@ -1032,8 +1035,11 @@ def _read_fast(
     ends: np.ndarray,
     schema: Schema,
     types: dict[str, pa.DataType],
-) -> tuple[pa.Table, list, bool] | None:
-    """The fast path's ``(table, invalid, converted)``, as the Arrow path computes them.
+    dialect: CsvDialect,
+) -> tuple[pa.Table, list, bool, np.ndarray | None] | None:
+    """The fast path's ``(table, invalid, converted, out_of_range)``: the first three as the
+    Arrow path computes them, and the rows of the table with a float beyond float32's range
+    (None when not known: the block was converted from text).
 
     ``starts``/``ends`` bound the block's non-blank lines. Returns None when the block must go
     to Arrow (see :func:`csv_parse.parse_block_fast`).
@@ -1041,7 +1047,10 @@ def _read_fast(
     names = schema.names
     kinds = np.array([_FAST_KINDS[types[n]] for n in names], dtype=np.int8)
     nulls = tuple(v.encode() for v in schema.null_values)
-    parsed = csv_parse.parse_block_fast(arr, starts, ends, kinds, nulls)
+    delimiter, quote = dialect.delim_byte, dialect.quote_byte
+    parsed = csv_parse.parse_block_fast(
+        arr, starts, ends, kinds, nulls, delimiter=delimiter, quote=quote
+    )
     if parsed is None:
         return None
     converted = False
@@ -1050,7 +1059,9 @@ def _read_fast(
         # every column as text and converts each with _safe_convert. Reproduce that exactly:
         # the same text columns, then the same conversion code.
         kinds = np.full(len(names), csv_parse.KIND_STRING, dtype=np.int8)
-        parsed = csv_parse.parse_block_fast(arr, starts, ends, kinds, nulls)
+        parsed = csv_parse.parse_block_fast(
+            arr, starts, ends, kinds, nulls, delimiter=delimiter, quote=quote
+        )
         if parsed is None:
             return None
         converted = True
@@ -1062,11 +1073,146 @@ def _read_fast(
             return None  # what Arrow does with such a line is Arrow's to decide
         invalid.append((i + 1, int(parsed.field_count[i]), text))
     rows = np.flatnonzero(parsed.row_status == csv_parse.STATUS_OK) if invalid else None
+    flagged = parsed.out_of_range if rows is None else parsed.out_of_range[rows]
     return (
         pa.Table.from_arrays(csv_parse.to_arrow(parsed, kinds, rows), names=names),
         invalid,
         converted,
+        None if converted else np.flatnonzero(flagged),
     )
+
+
+#: A quoted block goes to Arrow whole when more than this share of its records is quoted.
+MAX_DEFERRED_SHARE = 0.5
+
+
+def _read_mixed(
+    block: bytes,
+    arr: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    nonblank: np.ndarray,
+    schema: Schema,
+    types: dict[str, pa.DataType],
+    source: str,
+    lines_before: int,
+    dialect: CsvDialect,
+) -> tuple[pa.Table, list, bool, np.ndarray | None, np.ndarray | None] | None:
+    """A block with quotes: its records without a quote by the kernel, the others by Arrow.
+
+    Gives the ``(table, invalid, converted)`` that :func:`_read_arrow` gives for the whole
+    block, value for value, and the table rows that the kernel flagged for a float beyond
+    float32's range and those Arrow read (both None when converted from text). The quoted
+    records form a block of their own for Arrow, the kernel reads the rest (``defer``), and
+    the two are merged back in record order. The
+    whole-block rules are kept: a bad value anywhere makes every column text (converted
+    afterwards), and a record with the wrong number of fields anywhere makes the block read
+    record by record (:func:`_read_linewise`, whose text the kernel's string columns equal
+    for unquoted records). Returns None when the block is better (or must be) read whole:
+    most records are quoted, invalid UTF-8, an escape character.
+    """
+    if dialect.escape_char is not None:
+        return None  # the kernel does not stop at escapes
+    names = schema.names
+    nulls = tuple(v.encode() for v in schema.null_values)
+    rec_starts, rec_ends = starts[nonblank], ends[nonblank]
+
+    def kernel(kinds: np.ndarray) -> csv_parse.FastColumns | None:
+        return csv_parse.parse_block_fast(
+            arr, rec_starts, rec_ends, kinds, nulls,
+            delimiter=dialect.delim_byte, quote=dialect.quote_byte, defer=True,
+        )  # fmt: skip
+
+    typed_kinds = np.array([_FAST_KINDS[types[n]] for n in names], dtype=np.int8)
+    parsed = kernel(typed_kinds)
+    if parsed is None:
+        return None
+    status = parsed.row_status
+    deferred = np.flatnonzero(status == csv_parse.STATUS_DEFERRED)
+    if deferred.size > MAX_DEFERRED_SHARE * max(len(status), 1):
+        return None
+    # The quoted records, as a block of their own for Arrow.
+    view = memoryview(block)
+    sub = b"\n".join(view[rec_starts[i] : rec_ends[i]] for i in deferred.tolist())
+    sub_starts, sub_ends, _, _, _ = csv_records.record_bounds(
+        sub, delim=dialect.delim_byte, quote=dialect.quote_byte, escape=dialect.escape_byte
+    )
+    lengths = rec_ends[deferred] - rec_starts[deferred]
+    if len(sub_starts) != deferred.size or not np.array_equal(sub_ends - sub_starts, lengths):
+        return None  # the records do not come back as they were: read the block whole
+    sub_all = np.arange(deferred.size)
+
+    def empty(column_types: dict[str, pa.DataType]) -> pa.Table:
+        return pa.table({n: pa.array([], column_types[n]) for n in names})
+
+    if deferred.size:
+        table_q, invalid_q, converted_q = _read_arrow(
+            sub, sub_starts, sub_ends, sub_all, schema, types, source, lines_before, dialect, True
+        )
+    else:  # quote characters only in blank... or none left: nothing for Arrow
+        table_q, invalid_q, converted_q = empty(types), [], False
+    kernel_invalid = np.flatnonzero(status == csv_parse.STATUS_FIELD_COUNT)
+    kernel_bad = bool((status == csv_parse.STATUS_BAD_VALUE).any())
+    if kernel_invalid.size or invalid_q:
+        # Whole, the block would be read record by record: the same for the quoted part.
+        if not deferred.size:
+            table_q = empty({n: pa.string() for n in names})
+        elif not invalid_q:  # (with invalid records, _read_arrow read them one by one already)
+            table_q, invalid_q = _read_linewise(sub, sub_starts, sub_ends, sub_all, schema, dialect)
+        converted = True
+    elif kernel_bad or converted_q:
+        # Whole, the block would be read as text: the same for the quoted part.
+        if not deferred.size:
+            table_q = empty({n: pa.string() for n in names})
+        elif not converted_q:
+            invalid_q = []
+            try:
+                text_types = {n: pa.string() for n in names}
+                table_q = _read(sub, schema, text_types, invalid_q, dialect, True)
+            except pa.ArrowInvalid:
+                table_q, invalid_q = _read_linewise(
+                    sub, sub_starts, sub_ends, sub_all, schema, dialect
+                )
+        converted = True
+    else:
+        converted = False
+    if converted:
+        parsed = kernel(np.full(len(names), csv_parse.KIND_STRING, dtype=np.int8))
+        if parsed is None or not np.array_equal(
+            np.flatnonzero(parsed.row_status == csv_parse.STATUS_DEFERRED), deferred
+        ):
+            return None
+    kinds = typed_kinds if not converted else np.full(len(names), csv_parse.KIND_STRING, np.int8)
+    invalid = []
+    for i in kernel_invalid.tolist():
+        try:
+            text = arr[rec_starts[i] : rec_ends[i]].tobytes().decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        invalid.append((i + 1, int(parsed.field_count[i]), text))
+    kernel_rows = np.flatnonzero(parsed.row_status == csv_parse.STATUS_OK)
+    bad_q = np.array([number - 1 for number, _, _ in invalid_q], dtype=np.int64)
+    invalid.extend(
+        (int(deferred[number - 1]) + 1, actual, text) for number, actual, text in invalid_q
+    )
+    invalid.sort(key=lambda item: item[0])
+    quoted_rows = np.delete(deferred, bad_q) if bad_q.size else deferred
+    if table_q.num_rows != quoted_rows.size:
+        return None
+    # One take from both tables: every kernel line (zero-copy), then Arrow's rows.
+    kernel_table = pa.Table.from_arrays(csv_parse.to_arrow(parsed, kinds), names=names)
+    table_q = table_q.cast(kernel_table.schema)
+    both = pa.concat_tables([kernel_table, table_q])
+    keys = np.concatenate([kernel_rows, quoted_rows])
+    sources = np.concatenate([kernel_rows, len(rec_starts) + np.arange(quoted_rows.size)])
+    by_record = np.argsort(keys, kind="stable")
+    table = both.take(arrow.from_numpy(sources[by_record])).combine_chunks()
+    if converted:  # converted from text: the kernel's flags do not apply
+        return table, invalid, converted, None, None
+    # Table rows of the kernel's flagged records, and of Arrow's (to check the whole way).
+    keys = keys[by_record]
+    flagged = np.searchsorted(keys, np.flatnonzero(parsed.out_of_range))
+    return table, invalid, converted, flagged, np.searchsorted(keys, quoted_rows)
 
 
 def _with_decimal_point(strings: pa.Array, decimal: str) -> pa.Array:
@@ -1218,11 +1364,14 @@ def parse_block(
     if quoted:
         if records:
             starts, ends, first_lines = records
+            # Line feeds: those before the last record (its first line) and from it on.
+            last = int(starts[-1]) if len(starts) else 0
+            n_lf = (int(first_lines[-1]) if len(starts) else 0) + block.count(b"\n", last)
         else:
-            starts, ends, first_lines, _, _ = csv_records.record_bounds(
+            starts, ends, first_lines, _, n_lf = csv_records.record_bounds(
                 arr, delim=dialect.delim_byte, quote=dialect.quote_byte, escape=dialect.escape_byte
             )
-        n_physical = block.count(b"\n") + (1 if len(block) and block[-1] != 0x0A else 0)
+        n_physical = n_lf + (1 if len(block) and block[-1] != 0x0A else 0)
     else:
         starts, ends = csv_parse.line_bounds(arr)
         n_physical = int(starts.size)
@@ -1244,16 +1393,26 @@ def parse_block(
         typed[schema.key] = pa.string()  # hashed as text; converted below
     if fast is None:
         fast = fast_path_enabled()
+    # Decimal commas are Arrow's (decimal_point); the kernel reads points.
     fast = (
         fast
-        and not quoted
-        and dialect.delimiter == ","
+        and dialect.delim_byte in csv_parse.FAST_DELIMITERS
         and dialect.decimal == "."
         and not dialect.skip_initial_space
     )
-    parsed = _read_fast(arr, starts[nonblank], ends[nonblank], schema, typed) if fast else None
+    out_of_range: np.ndarray | None = None  # rows with a float beyond float32, when known
+    scan: np.ndarray | None = None  # rows to check the whole way besides those
+    parsed = mixed = None
+    if fast and not quoted:
+        parsed = _read_fast(arr, starts[nonblank], ends[nonblank], schema, typed, dialect)
+    elif fast:
+        mixed = _read_mixed(
+            block, arr, starts, ends, nonblank, schema, typed, source, lines_before, dialect
+        )
     if parsed is not None:
-        table, invalid, converted = parsed
+        table, invalid, converted, out_of_range = parsed
+    elif mixed is not None:
+        table, invalid, converted, out_of_range, scan = mixed
     else:
         table, invalid, converted = _read_arrow(
             block, starts, ends, nonblank, schema, typed, source, lines_before, dialect, quoted
@@ -1316,8 +1475,20 @@ def parse_block(
         floats = [
             (i, c.name, columns[i]) for i, c in enumerate(schema.columns) if c.type == "float"
         ]
+        if schema.key and schema.column(schema.key).type == "float":
+            out_of_range = scan = None  # the kernel read the key as text: it flagged none
         _warn_float32_overflow(
-            floats, block, starts, ends, row_lines, dialect, source, lines_before, line_of
+            floats,
+            block,
+            starts,
+            ends,
+            row_lines,
+            dialect,
+            source,
+            lines_before,
+            line_of,
+            rows=out_of_range,
+            scan=scan,
         )
 
     label_col = columns[schema.names.index(schema.label)]
@@ -1382,31 +1553,86 @@ def _warn_float32_overflow(
     source: str,
     lines_before: int,
     line_of: Any,
+    rows: np.ndarray | None = None,
+    scan: np.ndarray | None = None,
 ) -> None:
     """Log the values of the float columns ``(index, name, values)`` beyond float32's range:
     stored as ±inf (``1e39``) or as zero (``1e-50``).
 
-    Such values are rare, and this runs for every block, so the work is vectorised and only
-    candidate rows are looked at again: infinities whose text is not an ``inf`` spelling,
-    and zeros whose record holds a negative exponent (``e-``, the one way to write such a
-    small number short of 46 zeros; one compiled test for the block) and whose text is not
-    zero (the first :data:`MAX_ZERO_CHECKS` per block).
+    ``rows``, when given, are the only rows that can hold such a value apart from those of
+    ``scan``: the compiled parser flags them while it converts
+    (:attr:`csv_parse.FastColumns.out_of_range`), so a block without any costs nothing here,
+    and ``scan`` holds the rows Arrow converted (the quoted records of a mixed block). Without
+    ``rows`` (a block Arrow parsed) this runs over the whole block, so the work is vectorised
+    and only candidate rows are looked at again:
+    infinities whose text is not an ``inf`` spelling, and zeros whose record holds a
+    negative exponent (``e-``, the one way to write such a small number short of 46 zeros;
+    one compiled test for the block) and whose text is not zero (the first
+    :data:`MAX_ZERO_CHECKS` per block).
     """
-    if not floats:
+    if not floats or (rows is not None and rows.size == 0 and (scan is None or not scan.size)):
         return
     data = [arrow.to_numpy(values) for _, _, values in floats]  # views
-    any_zero = np.zeros(len(data[0]), dtype=bool)
+    n = len(data[0])
+    if rows is None:
+        candidates = _range_candidates(data, np.arange(n), block, starts, ends, row_lines)
+    else:
+        candidates = np.zeros(n, dtype=bool)
+        candidates[rows] = True
+        if scan is not None and scan.size:
+            candidates |= _range_candidates(data, scan, block, starts, ends, row_lines)
+    _report_float32_overflow(
+        floats, data, candidates, block, starts, ends, row_lines, dialect, source, lines_before,
+        line_of,
+    )  # fmt: skip
+
+
+def _range_candidates(
+    data: list[np.ndarray],
+    subset: np.ndarray,
+    block: bytes,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    row_lines: np.ndarray,
+) -> np.ndarray:
+    """The rows among ``subset`` (row indices) that may hold a float beyond float32's range:
+    an infinity, or a zero whose record holds ``e-`` (the first :data:`MAX_ZERO_CHECKS`)."""
+    out = np.zeros(len(data[0]), dtype=bool)
+    any_inf = np.zeros(subset.size, dtype=bool)
+    any_zero = np.zeros(subset.size, dtype=bool)
     for d in data:
-        any_zero |= d == 0
-    zero_rows = np.flatnonzero(any_zero)
+        values = d[subset]
+        any_inf |= np.isinf(values)
+        any_zero |= values == 0
+    out[subset[any_inf]] = True
+    zero_rows = subset[any_zero]
     if zero_rows.size:
         zero_rows = zero_rows[
             csv_records.has_negative_exponent(block, starts, ends, row_lines[zero_rows])
         ][:MAX_ZERO_CHECKS]
+        out[zero_rows] = True
+    return out
+
+
+def _report_float32_overflow(
+    floats: list[tuple[int, str, pa.Array]],
+    data: list[np.ndarray],
+    rows: np.ndarray,
+    block: bytes,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    row_lines: np.ndarray,
+    dialect: CsvDialect,
+    source: str,
+    lines_before: int,
+    line_of: Any,
+) -> None:
+    """Log, per float column, its ±inf or zero values in the candidate ``rows`` (a bool mask)
+    whose text is neither an ``inf`` spelling nor zero."""
+    if not rows.any():
+        return
     for (index, name, values), d in zip(floats, data, strict=True):
-        candidates = np.isinf(d)
-        if zero_rows.size:
-            candidates[zero_rows] |= d[zero_rows] == 0
+        candidates = rows & (np.isinf(d) | (d == 0))
         if not candidates.any():
             continue
         found = []
