@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import importlib.resources
 import io
+import json
 import math
 import random
 import re
@@ -561,3 +562,35 @@ def test_types_from_all_rows_accept_what_the_sample_did_not_show(tmp_path, monke
         "string",
     )
     assert meta["rows_rejected"] == 0
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b'999999,"x\xff,y",1,1,extra\n',  # quoted block, not UTF-8 and a field too many
+        b"999999,x\xff,1,1,extra\n",  # unquoted
+        b'999999,"x\xff,y",1,1\n',  # not UTF-8 only
+    ],
+)
+def test_a_row_that_is_not_utf8_is_one_reject_whatever_else_is_wrong(tmp_path, monkeypatch, bad):
+    """Past the schema sample, a row with a byte that is not UTF-8 is rejected with its line,
+    also when its field count is wrong too (Arrow then raised its row error instead of calling
+    the invalid-row handler: the whole run failed, naming a line of the piece)."""
+    from shardtrain.data.sources import csv as csv_source
+
+    monkeypatch.setattr(csv_source, "SAMPLE_BYTES", 4096)
+    quoted = '"a, b"'
+    lines = [f"{i},{quoted if i % 10 == 0 else 'plain'},{i % 7},{i % 2}" for i in range(3000)]
+    data = ("id,text,n,label\n" + "\n".join(lines) + "\n").encode()
+    cut = data.index(b"\n", 30_000) + 1
+    path = tmp_path / "bad.csv"
+    path.write_bytes(data[:cut] + bad + data[cut:])
+    meta = _shard(path, tmp_path / "ds", label="label", block_bytes=11_000)
+    assert (meta["rows_read"], meta["rows_rejected"]) == (3001, 1)
+    line = data[:cut].count(b"\n") + 1
+    (reject,) = [
+        json.loads(r)
+        for f in (tmp_path / "ds" / "rejects").iterdir()
+        for r in f.read_text().splitlines()
+    ]
+    assert reject["line"] == line and reject["text"].startswith("999999,")

@@ -42,6 +42,7 @@ the README's "CSV dialects, types, nulls" for the whole contract.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import dataclasses
 import io
@@ -1273,6 +1274,14 @@ def _safe_convert(
     return values, bad
 
 
+def _is_utf8(block: bytes | memoryview) -> bool:
+    try:
+        codecs.utf_8_decode(block, "strict", True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _read_arrow(
     block: bytes,
     starts: np.ndarray,
@@ -1295,7 +1304,9 @@ def _read_arrow(
         converted = False
     except pa.ArrowInvalid as exc:
         text = str(exc).lower()
-        if "utf8" in text or "utf-8" in text:
+        if "utf8" in text or "utf-8" in text or not _is_utf8(block):
+            # Invalid UTF-8 (Arrow also raises its row error when the row it would hand to
+            # the invalid-row handler is not UTF-8): record by record, that row rejected.
             table, invalid = _read_linewise(block, starts, ends, nonblank, schema, dialect)
             converted = True
         elif "conversion error" not in text and "invalid value" not in text:
