@@ -177,8 +177,9 @@ def shard_run(
         compression,
         "--processes",
         str(processes),
-        "--infer-types",
-        infer_types,
+        # The default (all) is not named: a --compare-src checkout from before the option
+        # then runs with its own default, so defaults are compared with defaults.
+        *(("--infer-types", infer_types) if infer_types != "all" else ()),
         "--overwrite",
         *extra,
     )
