@@ -7,6 +7,7 @@ are tested in tests/integration/test_strategies.py.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -409,3 +410,35 @@ def test_replicas_on_their_own_hosts_or_too_few_cpus_keep_every_cpu():
     three = {"chief": ["h:1"], "worker": ["h:2", "h:3"]}
     assert cluster_module.host_cpu_share(_on(three, "chief", 0), [0, 1]) is None
     assert cluster_module.host_cpu_share({"cluster": three}, [0, 1]) is None
+
+
+def test_binding_covers_threads_started_before_it_and_can_be_turned_off(tmp_path):
+    """Every thread of the process is bound (``sched_setaffinity(0)`` alone binds only the
+    calling thread), and ``SHARDTRAIN_CPU_BINDING=0`` leaves the process alone. Run in a child
+    process: binding this one would bind the rest of the test session."""
+    script = """
+import json, os, threading
+from shardtrain.train import cluster
+seen = {}
+started, done = threading.Event(), threading.Event()
+def early():
+    started.set(); done.wait(); seen["early"] = sorted(os.sched_getaffinity(0))
+t = threading.Thread(target=early); t.start(); started.wait()
+cluster._keep_to_host_share({"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]},
+                             "task": {"type": "worker", "index": 0}})
+done.set(); t.join()
+seen["main"] = sorted(os.sched_getaffinity(0))
+print(json.dumps(seen))
+"""
+    cpus = sorted(os.sched_getaffinity(0))
+    local = {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]}
+    share = cluster_module.host_cpu_share(_on(local, "worker", 0), cpus) or cpus
+    for env, expected in (({}, share), ({cluster_module.CPU_BINDING_ENV: "0"}, cpus)):
+        out = subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert json.loads(out.splitlines()[-1]) == {"early": expected, "main": expected}

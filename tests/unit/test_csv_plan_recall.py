@@ -186,3 +186,34 @@ def test_the_plan_step_publishes_the_plan_for_its_workers(tmp_path, counted):
     assert storage.read_json(str(tmp_path / "ds" / plan_module.PLAN_NAME)) == stored
     meta = sharding.finalize(str(tmp_path / "ds"))
     assert meta.rows_accepted == 6000
+
+
+def test_types_are_found_again_when_the_null_words_change(tmp_path):
+    """The stored types hold for the null words they were found with: a ``--schema`` file
+    whose ``null_values`` changed between two runs into the same output (``--overwrite``)
+    gets types found again, not the old ones (which rejected every ``-`` as not an int)."""
+    path = tmp_path / "nw.csv"
+    rows = [f"{i},{'-' if i % 7 == 0 else i},{i % 2}" for i in range(2000)]
+    path.write_text("a,b,label\n" + "\n".join(rows) + "\n")
+    schema = tmp_path / "schema.yaml"
+    out = tmp_path / "ds"
+
+    def run(null_values: str) -> dict:
+        schema.write_text(f"null_values: {null_values}\n")
+        config = sharding.ShardConfig(
+            sources=(str(path),),
+            output=str(out),
+            label="label",
+            schema_file=str(schema),
+            overwrite=True,
+            processes=1,
+            min_shards=1,
+            max_bad_fraction=0.0,
+        )
+        return sharding.shard(config).metadata.to_dict()
+
+    first = run('["-"]')
+    assert {c["name"]: c["type"] for c in first["schema"]["columns"]}["b"] == "int"
+    second = run('[""]')
+    assert {c["name"]: c["type"] for c in second["schema"]["columns"]}["b"] == "string"
+    assert second["rows_rejected"] == 0 and second["rows_accepted"] == 2000

@@ -41,6 +41,7 @@ rather than through ``os.environ``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -427,12 +428,20 @@ def _multi_worker_strategy(
         ) from exc
 
 
+#: ``0`` turns off :func:`host_cpu_share` binding (e.g. two local jobs on one machine, whose
+#: chiefs would both take the first CPUs).
+CPU_BINDING_ENV = "SHARDTRAIN_CPU_BINDING"
+
+
 def host_cpu_share(tf_config: Mapping[str, Any], cpus: Sequence[int]) -> list[int] | None:
     """The CPUs this training replica keeps to when other replicas of its job share its host.
 
     Replicas share a host when their ``TF_CONFIG`` addresses have the same host part
-    (``shardtrain run-local`` puts every replica on ``127.0.0.1``; the pods of a TFJob each
-    have their own service name, so this never applies to them). Then the host's ``cpus``
+    (``shardtrain run-local`` and the test cluster's node agent put every replica on
+    ``127.0.0.1``; on a real cluster the pods of a TFJob each have their own service name, so
+    it does not apply to them). Shares are dealt per job: two local jobs on one machine both
+    start at the first CPUs (``SHARDTRAIN_CPU_BINDING=0`` turns binding off); an evaluator is
+    not in the cluster and is not bound. Then the host's ``cpus``
     are dealt out in contiguous, disjoint parts, one per co-located replica in ``cluster``
     order (chief first), the remainder going to the first replicas.
 
@@ -440,8 +449,10 @@ def host_cpu_share(tf_config: Mapping[str, Any], cpus: Sequence[int]) -> list[in
     and the loss/stop one, each a gRPC round trip through several threads of both processes).
     With both processes' thread pools free to run on every core, each hand-off waits for the
     scheduler to find a core; a replica kept to its own cores finds its threads where it
-    left them. Measured on the 2-core VM, chief + worker at batch 128: 2.8-4.4 ms a step
-    unpinned, 1.6 ms pinned (benchmarks/RESULTS.md, issue 17, "Multi-worker"). TensorFlow
+    left them. Measured on the 2-core VM, chief + worker at batch 128 (dense gradients):
+    1.6-1.9 ms a step bound against 2.3-4.4 ms unbound in 4 of 6 rounds; it lost one round
+    (6.0 vs 3.6 ms) while other tests ran on the same cores: a bound replica cannot leave a
+    busy core (benchmarks/RESULTS.md, issue 17, "Multi-worker"). TensorFlow
     sizes its thread pools from the CPUs a process may use, so the pools shrink to match.
 
     Returns:
@@ -474,10 +485,17 @@ def _keep_to_host_share(tf_config: Mapping[str, Any]) -> None:
     """Bind this process to :func:`host_cpu_share` (before TensorFlow sizes its pools)."""
     if not hasattr(os, "sched_setaffinity"):
         return  # not Linux: nothing to do
+    if os.environ.get(CPU_BINDING_ENV, "1") == "0":
+        return
     share = host_cpu_share(tf_config, sorted(os.sched_getaffinity(0)))
     if share is None:
         return
-    os.sched_setaffinity(0, share)
+    # sched_setaffinity(0) binds the calling thread only: bind every thread started so far
+    # (threads started later inherit the mask).
+    tids = os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ["0"]
+    for tid in tids:
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            os.sched_setaffinity(int(tid), share)
     task = tf_config["task"]
     log.info(
         "%s-%d shares this host with other training replicas: keeping to CPU(s) %s",

@@ -280,13 +280,13 @@ def dense_small_gradients(grads: list, max_bytes: int = DENSE_GRADIENT_MAX_BYTES
     ``MultiWorkerMirroredStrategy`` cannot add those up in one collective: it all-gathers each
     one's row count, then its rows and its indices (three collectives, one after another, per
     embedding per step), while dense gradients go together in a single packed all-reduce.
-    With the tabular model's 5 embeddings that was 18 of a step's 20 collectives, each a
-    network round trip: most of a chief + worker step (benchmarks/RESULTS.md, issue 17,
-    "Multi-worker"). A small vocabulary table (the default top-100 words x 8 wide is 3 KB)
-    costs nothing to send dense, and the sum, hence the update, is the same: the dense form
-    of an ``IndexedSlices`` adds up its duplicate rows, which is what the sparse all-reduce
-    and Adam's dense moment updates do too. Tables over ``max_bytes`` stay sparse, where
-    sending the whole table would cost more than the round trips.
+    With the tabular model's 6 embeddings (5 categorical columns, the player id) that was 18 of
+    a step's 20 collectives, each a network round trip: most of a chief + worker step
+    (benchmarks/RESULTS.md, issue 17, "Multi-worker"). A small vocabulary table (the default
+    top-100 words x 8 wide is 3 KB) costs nothing to send dense, and the sum, hence the
+    update, is the same: the dense form of an ``IndexedSlices`` adds up its duplicate rows,
+    which is what the sparse all-reduce and Adam's dense moment updates do too. Tables over
+    ``max_bytes`` stay sparse, where sending the whole table would cost more than the round trips.
     """
     import math
 

@@ -15,6 +15,7 @@ from concurrent.futures import ProcessPoolExecutor
 from shardtrain.data.shard_config import MIB, ShardConfig
 from shardtrain.data.sharding.plan import Plan, Task
 from shardtrain.data.sharding.task import Progress, TaskResult, run_task
+from shardtrain.data.sources.base import available_cpus
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ class WorkerPool:
     """
 
     def __init__(self, config: ShardConfig, tasks: int):
-        self.workers = max(0, min(config.processes or os.cpu_count() or 1, tasks) - 1)
+        self.workers = max(0, min(config.processes or available_cpus(), tasks) - 1)
         self.executor: ProcessPoolExecutor | None = None
         self.progress = None
         if self.workers:

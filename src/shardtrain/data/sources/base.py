@@ -28,6 +28,7 @@ import abc
 import contextlib
 import itertools
 import math
+import os
 import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -240,6 +241,23 @@ def _read_error(uri: str, f: IO[bytes], gzip: bool, exc: BaseException) -> Shard
     return DataError(
         f"{uri}: {what} gzip file: {reason}{where}; replace the file and re-run with --overwrite"
     )
+
+
+def available_cpus() -> int:
+    """CPUs this process may use: its affinity mask, bounded by a cgroup v2 CPU quota (a
+    container's CPU limit), at least 1. ``os.cpu_count()`` is the node's count in a pod."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        count = os.cpu_count() or 1
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            count = min(count, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, count)
 
 
 def plan_pieces(sources: list[SourceFile], piece_bytes: int) -> list[Piece]:

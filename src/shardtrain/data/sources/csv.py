@@ -49,6 +49,7 @@ import io
 import logging
 import math
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import IO, Any
@@ -83,6 +84,7 @@ from shardtrain.data.sources.base import (
     Source,
     SourceFile,
     SourceLayout,
+    available_cpus,
     open_source,
 )
 from shardtrain.errors import DataError, StorageError
@@ -294,7 +296,7 @@ class CsvSource(Source):
             (:func:`type_pass`) before any shard is written; ``sample`` types them from the
             first 4 MB of the first file (faster to plan; a later value that does not fit is
             rejected as ``bad_value``).
-        processes: threads of the type pass (None: the CPU count).
+        processes: threads of the type pass (None: the CPUs this process may use).
     """
 
     data_kind = "tabular"
@@ -424,6 +426,7 @@ class CsvSource(Source):
         else:
             log.info("CSV types by all rows taken from the stored plan (same files)")
         inputs.options[TYPES_OPTION] = types
+        inputs.options[TYPES_BASIS_OPTION] = _types_basis(inputs.schema)
         return apply_all_row_types(inputs.schema, types, self._overrides)
 
     def read_piece(self, piece: Piece, layout: SourceLayout, block_bytes: int) -> Iterator[Batch]:
@@ -550,7 +553,7 @@ def type_pass(
             )
         return tally
 
-    workers = max(1, min(threads or os.cpu_count() or 1, len(pieces)))
+    workers = max(1, min(threads or available_cpus(), len(pieces)))
     if workers == 1:
         tallies = [count(p) for p in pieces]
     else:
@@ -619,12 +622,28 @@ TYPES_OPTION = "csv_all_row_types"
 RECORD_STARTS_OPTION = "csv_record_starts"
 
 
+#: The key of what the stored types were found under besides the files and the dialect: the
+#: null words and the type pass's version (:func:`_types_basis`).
+TYPES_BASIS_OPTION = "csv_all_row_types_basis"
+#: Bumped whenever the type pass's rules change, so a stored plan's types are found again.
+TYPE_PASS_VERSION = 1
+
+
+def _types_basis(schema: Schema) -> dict[str, Any]:
+    """What the all-rows types depend on besides the files and the dialect."""
+    return {"null_values": list(schema.null_values), "pass": TYPE_PASS_VERSION}
+
+
 def _types_option(
     options: Mapping[str, Any] | None, schema: Schema
 ) -> dict[str, ColumnType | None] | None:
-    """The stored all-rows types, when they name exactly the schema's columns."""
+    """The stored all-rows types, when they name exactly the schema's columns and were found
+    with the same null words by the same version of the pass (a ``--schema`` file's
+    ``null_values`` changed between runs: the types are found again)."""
     types = options.get(TYPES_OPTION) if options else None
     if not isinstance(types, dict) or list(types) != [c.name for c in schema.columns]:
+        return None
+    if options is None or options.get(TYPES_BASIS_OPTION) != _types_basis(schema):
         return None
     if any(t not in (None, "int", "float", "bool", "string") for t in types.values()):
         return None
@@ -960,6 +979,25 @@ def _convert_options(
     )
 
 
+@contextlib.contextmanager
+def _undecodable_rows_unreported(handler: Any) -> Iterator[None]:
+    """Keep quiet the one error pyarrow reports itself: a bad row whose text is not UTF-8
+    cannot be decoded for ``handler``; pyarrow prints "Exception ignored in ..." with a
+    traceback (``sys.unraisablehook``) and then raises the row error, which
+    :func:`_read_arrow` handles (the block is read record by record, that record rejected)."""
+    previous = sys.unraisablehook
+
+    def hook(info: Any) -> None:
+        if not (isinstance(info.exc_value, UnicodeDecodeError) and info.object is handler):
+            previous(info)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+
+
 def _read(
     block: bytes,
     schema: Schema,
@@ -972,20 +1010,21 @@ def _read(
         invalid.append((row.number, row.actual_columns, row.text))
         return "skip"
 
-    return pacsv.read_csv(
-        pa.py_buffer(block),
-        read_options=pacsv.ReadOptions(
-            column_names=schema.names, use_threads=False, block_size=len(block) + 1
-        ),
-        parse_options=pacsv.ParseOptions(
-            delimiter=dialect.delimiter or ",",
-            quote_char=dialect.quote_char or False,
-            escape_char=dialect.escape_char or False,
-            invalid_row_handler=on_invalid,
-            newlines_in_values=quoted,
-        ),
-        convert_options=_convert_options(schema, types, dialect.decimal),
-    )
+    with _undecodable_rows_unreported(on_invalid):
+        return pacsv.read_csv(
+            pa.py_buffer(block),
+            read_options=pacsv.ReadOptions(
+                column_names=schema.names, use_threads=False, block_size=len(block) + 1
+            ),
+            parse_options=pacsv.ParseOptions(
+                delimiter=dialect.delimiter or ",",
+                quote_char=dialect.quote_char or False,
+                escape_char=dialect.escape_char or False,
+                invalid_row_handler=on_invalid,
+                newlines_in_values=quoted,
+            ),
+            convert_options=_convert_options(schema, types, dialect.decimal),
+        )
 
 
 def _read_linewise(

@@ -238,7 +238,10 @@ def csv_to_model(
         resize=resize,
     )
     plan = plan_shards(**options, num_workers=shard_workers)
-    _small(_step(plan, image, secret_name, "plan shards"))
+    # The plan step reads every CSV byte once when types come from every row (the default):
+    # the CPU and memory of a shard worker, not a small step's.
+    _step(plan, image, secret_name, "plan shards")
+    plan.set_cpu_request(shard_cpu).set_memory_request(SHARD_MEMORY)
 
     with dsl.ParallelFor(plan.output, name="shard-workers") as worker_index:
         worker = shard(
