@@ -47,6 +47,7 @@ import functools
 import numba
 import numpy as np
 
+from shardtrain.kernels.csv_parse import _utf8_valid
 from shardtrain.kernels.native import as_bytes_array, load_i64, load_u8, store_u8
 
 __all__ = [
@@ -438,44 +439,6 @@ def _run(quoted, fin, buf, a, b):
 
 
 @numba.njit(cache=True, nogil=True)
-def _valid_utf8(buf, a, b):
-    """Whether ``buf[a:b]`` is valid UTF-8 (as Python and Arrow decode it)."""
-    i = a
-    while i < b:
-        c = load_u8(buf, i)
-        if c < 0x80:
-            i += 1
-            continue
-        if 0xC2 <= c <= 0xDF:
-            n, lo, hi = 1, 0x80, 0xBF
-        elif c == 0xE0:
-            n, lo, hi = 2, 0xA0, 0xBF
-        elif 0xE1 <= c <= 0xEC or c == 0xEE or c == 0xEF:
-            n, lo, hi = 2, 0x80, 0xBF
-        elif c == 0xED:
-            n, lo, hi = 2, 0x80, 0x9F
-        elif c == 0xF0:
-            n, lo, hi = 3, 0x90, 0xBF
-        elif 0xF1 <= c <= 0xF3:
-            n, lo, hi = 3, 0x80, 0xBF
-        elif c == 0xF4:
-            n, lo, hi = 3, 0x80, 0x8F
-        else:
-            return False
-        if i + n >= b:
-            return False
-        d = load_u8(buf, i + 1)
-        if d < lo or d > hi:
-            return False
-        for k in range(2, n + 1):
-            d = load_u8(buf, i + k)
-            if d < 0x80 or d > 0xBF:
-                return False
-        i += n + 1
-    return True
-
-
-@numba.njit(cache=True, nogil=True)
 def _classify(
     block,
     classes,
@@ -687,7 +650,7 @@ def _classify(
         end = p  # at the line feed or the end
         if p < n:
             p += 1
-        if check_utf8 and not bad and not _valid_utf8(buf, rs, end):
+        if check_utf8 and not bad and not _utf8_valid(buf, rs, end):
             bad = True
         if bad or fields != width or row[label] == MISSING:
             # Not a row the reader accepts: take its fields back out of the counts.
