@@ -252,8 +252,9 @@ def stage_rates(uri: str, batch: int, batches: int, warmup: int) -> dict[str, Ra
     Each stage is the pipeline up to it (one input pipeline). Per-row shards: read one record
     per element (the old reader), read blocks of records, + the block shuffle and group
     permutation, + parsing (= ``train_dataset``). Columnar shards: read and shuffle blocks
-    (rows counted as 256 a block), + parse and cut batches without the group permutation,
-    + the permutation (= ``train_dataset``). Then ``train_dataset`` through
+    (rows counted as 256 a block), + parse and cut batches (= ``train_dataset`` for rows in
+    hash order and a batch of >= 4 blocks), and with the group's rows permuted as well (what
+    smaller batches and datasets written before hash order get). Then ``train_dataset`` through
     ``distribute_datasets_from_function`` (MirroredStrategy on the CPU: what the trainer
     iterates, including the copy to the replica's device).
     """
@@ -291,7 +292,13 @@ def stage_rates(uri: str, batch: int, batches: int, warmup: int) -> dict[str, Ra
             .rebatch(batch, drop_remainder=True).prefetch(autotune)
         )  # fmt: skip
         out["+ parse, cut batches (no permutation)"] = _rate(parsed, batches, warmup)
-        last = "+ group permutation (train_dataset)"
+        os.environ["SHARDTRAIN_PERMUTE_ROWS"] = "1"
+        try:
+            permuted = dataset.train_dataset(uri, meta, spec, split="train", batch_size=batch)
+            out["+ group row permutation (small batches)"] = _rate(permuted, batches, warmup)
+        finally:
+            del os.environ["SHARDTRAIN_PERMUTE_ROWS"]
+        last = "train_dataset (rows in hash order: no permutation)"
     else:
         per_record = records(1).batch(batch, drop_remainder=True)
         out["read, one record per element"] = _rate(per_record, batches, warmup)
@@ -411,8 +418,10 @@ def _shard(csv: Path, out: str, record_format: str, compression: str) -> None:
 
     try:
         meta = DatasetMetadata.load(out)
-        if meta.record_format == record_format and meta.compression.lower() == (
-            "gzip" if compression == "gzip" else "none"
+        if (
+            meta.record_format == record_format
+            and meta.compression.lower() == ("gzip" if compression == "gzip" else "none")
+            and (record_format == "example" or "row_order" in meta.options)
         ):
             return
     except Exception:  # not there yet

@@ -7,6 +7,7 @@ compared in tests/integration/test_tf_interop.py.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -70,8 +71,10 @@ def test_columnar_shards_hold_the_per_row_shards_rows_in_blocks(tmp_path, compre
     assert rows_meta.record_format == "example" and "record_format" not in rows_meta.options
     assert cols_meta.record_format == "columnar"
     types = {c.name: c.example_kind for c in cols_meta.schema.written}
+    assert cols_meta.options["row_order"] == column_blocks.ROW_ORDER
     for split, info in cols_meta.splits.items():
-        # The same rows in the same shards and order; num_records counts rows.
+        # The same rows in the same shards (in hash order: compared by key); num_records
+        # counts rows.
         assert [s.num_records for s in info.shards] == [
             s.num_records for s in rows_meta.splits[split].shards
         ]
@@ -81,6 +84,8 @@ def test_columnar_shards_hold_the_per_row_shards_rows_in_blocks(tmp_path, compre
         ]
         got = _block_rows(str(cols_out), split)
         assert len(got) == len(want) == info.num_records
+        want.sort(key=lambda r: r["id"])
+        got.sort(key=lambda r: r["id"])
         for g, w in zip(got, want, strict=True):
             assert set(g) == set(w)
             assert all(_same(g[k], w[k]) for k in w), (g, w)
@@ -105,6 +110,53 @@ def test_big_shards_are_cut_into_blocks_of_at_most_block_rows(tmp_path):
             for r in iter_records(storage.local_path(shard_uri), False)
         ]
         assert max(sizes) == column_blocks.BLOCK_ROWS and sum(sizes) > column_blocks.BLOCK_ROWS
+
+
+def test_blocks_hold_rows_in_hash_order_not_source_order(tmp_path):
+    """A block is a random sample of its shard's rows: on a CSV sorted by label every full
+    block holds both labels (in source order each would hold one), the same rows as the
+    per-row shards hold, and a re-run writes the same bytes (the order is the rows' hashes)."""
+    import pyarrow.csv as pacsv
+
+    quest = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(quest), 6000, seed=7)
+    table = pacsv.read_csv(quest)
+    ordered = tmp_path / "sorted.csv"
+    pacsv.write_csv(table.sort_by("cleared"), ordered)
+    common = dict(key="attempt_id", num_shards=2, compression="none")
+    meta = _shard(ordered, tmp_path / "a", record_format="columnar", **common)
+    again = _shard(ordered, tmp_path / "b", record_format="columnar", **common)
+    rows = _shard(ordered, tmp_path / "rows", **common)
+    assert meta.options["row_order"] == column_blocks.ROW_ORDER
+    full_blocks = 0
+    for a_uri, b_uri in zip(
+        meta.shard_uris(str(tmp_path / "a"), "train"),
+        again.shard_uris(str(tmp_path / "b"), "train"),
+        strict=True,
+    ):
+        a, b = Path(storage.local_path(a_uri)), Path(storage.local_path(b_uri))
+        assert a.read_bytes() == b.read_bytes()
+        for record in iter_records(a, False):
+            labels = parse_example(record)["cleared"]
+            if len(labels) == column_blocks.BLOCK_ROWS:
+                full_blocks += 1
+                assert 0.25 < float(np.mean(labels)) < 0.75, np.mean(labels)
+    assert full_blocks >= 10
+    # Per shard, the same rows as the per-row format's shard (which keeps source order).
+    for c_uri, r_uri in zip(
+        meta.shard_uris(str(tmp_path / "a"), "train"),
+        rows.shard_uris(str(tmp_path / "rows"), "train"),
+        strict=True,
+    ):
+        keys = [
+            k for rec in iter_records(storage.local_path(c_uri), False)
+            for k in parse_example(rec)["attempt_id"]
+        ]  # fmt: skip
+        per_row = [
+            parse_example(rec)["attempt_id"][0]
+            for rec in iter_records(storage.local_path(r_uri), False)
+        ]
+        assert sorted(keys) == sorted(per_row) and keys != per_row
 
 
 def test_varints_match_protobuf():

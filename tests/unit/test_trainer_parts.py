@@ -172,3 +172,23 @@ def test_sample_predictions_predict_about_200_rows_per_call_whatever_the_record_
     columnar = sample_chunk_records("columnar", False)  # up to BLOCK_ROWS rows per record
     assert columnar * BLOCK_ROWS >= SAMPLE_SIZE > (columnar - 1) * BLOCK_ROWS
     assert sample_chunk_records("example", True) == 32
+
+
+def test_columnar_input_permutes_rows_only_when_whole_blocks_would_mix_too_little(monkeypatch):
+    """Rows in hash order and a step of >= 4 blocks: whole blocks, no permutation; a smaller
+    step, a dataset written in source order, or SHARDTRAIN_PERMUTE_ROWS=1: permuted."""
+    from types import SimpleNamespace
+
+    from shardtrain.data.column_blocks import BLOCK_ROWS, ROW_ORDER
+    from shardtrain.train.dataset import MIN_MIXED_BLOCKS, permute_columnar_rows
+
+    monkeypatch.delenv("SHARDTRAIN_PERMUTE_ROWS", raising=False)
+    hashed = SimpleNamespace(options={"record_format": "columnar", "row_order": ROW_ORDER})
+    source_order = SimpleNamespace(options={"record_format": "columnar"})
+    enough = MIN_MIXED_BLOCKS * BLOCK_ROWS
+    assert enough == 1024  # the default --batch-size takes the fast path
+    assert not permute_columnar_rows(hashed, enough)
+    assert permute_columnar_rows(hashed, enough - 1)
+    assert permute_columnar_rows(source_order, 1 << 20)
+    monkeypatch.setenv("SHARDTRAIN_PERMUTE_ROWS", "1")
+    assert permute_columnar_rows(hashed, enough)

@@ -4,8 +4,9 @@ The default shards hold one ``tf.train.Example`` per row (``record_format: examp
 TensorFlow tool reads them, and a missing value is an absent feature. Parsing them costs per
 row, and on a CPU that is the ceiling of the training input (~300-450 k rows/s on 2 cores,
 figures in benchmarks/RESULTS.md). With ``shardtrain shard --record-format columnar`` each
-record is still a ``tf.train.Example``, but of up to :data:`BLOCK_ROWS` consecutive rows of
-one shard: every column is one feature holding the block's values in row order, e.g.::
+record is still a ``tf.train.Example``, but of up to :data:`BLOCK_ROWS` rows of one shard
+(in hash order, :data:`ROW_ORDER`): every column is one feature holding the block's values
+in row order, e.g.::
 
     features {
       feature { key: "player_level" value { float_list { value: [12.0, 40.0, nan, ...] } } }
@@ -41,6 +42,14 @@ RECORD_FORMATS = (EXAMPLE, COLUMNAR)
 #: plus ~2 us of parsing per record and feature, so 256 rows make it negligible; smaller
 #: blocks mix better when batches are drawn from them.
 BLOCK_ROWS = 256
+
+#: ``options.row_order`` of columnar datasets whose blocks hold rows in hash order: within a
+#: shard, the rows of each input batch that go to it are ordered by a scrambled hash of the
+#: row (its key's, or the whole row's) before they are cut into blocks, so a block is a random
+#: sample of them, not a run of consecutive source rows (sharding.writer.write_batch). The
+#: training input then needs no per-row permutation when a batch spans several blocks
+#: (shardtrain.train.dataset). Absent: blocks in source order (written before this existed).
+ROW_ORDER = "hashed"
 
 #: What a missing int/bool is stored as (and what the per-row parser gives an absent one).
 INT_MISSING = -(2**63)

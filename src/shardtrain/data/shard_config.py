@@ -449,6 +449,10 @@ class ShardConfig:
             "task_bytes": self.task_bytes,
             # Only when not the default: datasets sharded before the option keep their plan.
             **({"record_format": self.record_format} if self.record_format != "example" else {}),
+            # Columnar blocks hold rows in hash order (column_blocks.ROW_ORDER); recorded so a
+            # reader knows, and so a run begun by a version that kept source order is not
+            # resumed into a mix of both.
+            **({"row_order": "hashed"} if self.record_format == "columnar" else {}),
         }
 
 

@@ -446,6 +446,7 @@ def train_dataset(
     cycle_length: int = 4,
     seed: int = 0,
     cache: ShardCache | None = None,
+    global_batch_size: int | None = None,
 ):
     """The endless, shuffled, batched and parsed training stream of one input pipeline.
 
@@ -462,6 +463,9 @@ def train_dataset(
         batch_size: the per-replica batch (the global batch divided by the replicas in sync).
         pipeline_id, num_pipelines: from ``tf.distribute.InputContext``.
         cache: stages shards TensorFlow cannot open (s3://); required for such URIs.
+        global_batch_size: every replica's batch together (default ``batch_size *
+            num_pipelines``): the batch a gradient step averages over, which decides whether
+            whole columnar blocks mix well enough (:func:`_columnar_train`).
 
     Returns:
         A ``tf.data.Dataset`` of ``(features, label_index)`` batches, repeating forever.
@@ -482,6 +486,7 @@ def train_dataset(
             cycle_length,
             seed + pipeline_id,
             cache,
+            global_batch_size or batch_size * num_pipelines,
         )
     block = block_records(mine)
     records = record_dataset(
@@ -513,9 +518,14 @@ def train_dataset(
     return batches.prefetch(tf.data.AUTOTUNE)
 
 
-#: Rows parsed together and permuted before batches are cut from them (columnar records):
-#: a batch then draws its rows from about this many / 256 random blocks.
+#: Rows parsed together (columnar records), and permuted when the rows need it, before
+#: batches are cut from them: a permuted batch draws its rows from about this many / 256
+#: random blocks.
 COLUMNAR_GROUP_ROWS = GROUP_RECORDS
+#: Blocks a gradient step must span for whole blocks to mix well enough: with rows in hash
+#: order (column_blocks.ROW_ORDER) a global batch of at least this many blocks' rows is cut
+#: from whole shuffled blocks, and no rows are permuted.
+MIN_MIXED_BLOCKS = 4
 
 
 def _columnar_train(
@@ -527,10 +537,23 @@ def _columnar_train(
     cycle_length: int,
     seed: int,
     cache: ShardCache | None,
+    global_batch_size: int,
 ):
     """:func:`train_dataset` for columnar records (blocks of rows, see
     :mod:`shardtrain.data.column_blocks`): shuffle blocks (about ``shuffle_buffer`` rows),
-    parse a group of blocks at once, permute the group's rows, cut batches."""
+    parse a group of blocks at once, cut batches.
+
+    How rows mix. The sharder writes a block's rows in hash order (``options.row_order``),
+    so every block is already a random sample of its shard's rows, not a run of consecutive
+    source rows. A gradient step of ``global_batch_size`` rows spanning at least
+    :data:`MIN_MIXED_BLOCKS` blocks (1024 rows: the default batch) is then cut from whole
+    blocks in the shuffled stream, as batches of several random samples, and no rows are
+    permuted: that permutation (a gather of every column) cost ~30% of this input's CPU per
+    row (benchmarks/RESULTS.md, issue 17). Smaller batches, and columnar datasets written
+    before hash order, get the rows of each group of blocks permuted first. What the
+    unpermuted stream gives up: rows of one block always share a step, every epoch (their
+    partner blocks change). Set ``SHARDTRAIN_PERMUTE_ROWS=1`` to permute anyway.
+    """
     import tensorflow as tf
 
     from shardtrain.data.column_blocks import BLOCK_ROWS
@@ -545,6 +568,10 @@ def _columnar_train(
         repeat=True,
     )
     group = max(1, -(-max(batch_size, COLUMNAR_GROUP_ROWS) // BLOCK_ROWS))
+    blocks = records.shuffle(max(1, shuffle_buffer // BLOCK_ROWS), seed=seed).batch(group)
+    if not permute_columnar_rows(metadata, global_batch_size):
+        rows = blocks.map(spec.parse_blocks, num_parallel_calls=tf.data.AUTOTUNE)
+        return rows.rebatch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
     def parse_and_permute(index, blocks):
         features, labels = spec.parse_blocks(blocks)
@@ -556,13 +583,21 @@ def _columnar_train(
         return {k: tf.gather(v, order) for k, v in features.items()}, tf.gather(labels, order)
 
     return (
-        records.shuffle(max(1, shuffle_buffer // BLOCK_ROWS), seed=seed)
-        .batch(group)
-        .enumerate()
+        blocks.enumerate()
         .map(parse_and_permute, num_parallel_calls=tf.data.AUTOTUNE)
         .rebatch(batch_size, drop_remainder=True)
         .prefetch(tf.data.AUTOTUNE)
     )
+
+
+def permute_columnar_rows(metadata: DatasetMetadata, global_batch_size: int) -> bool:
+    """Whether the columnar training input permutes rows (see :func:`_columnar_train`)."""
+    from shardtrain.data.column_blocks import BLOCK_ROWS, ROW_ORDER
+
+    if os.environ.get("SHARDTRAIN_PERMUTE_ROWS", "") not in ("", "0"):
+        return True
+    hashed = metadata.options.get("row_order") == ROW_ORDER
+    return not (hashed and global_batch_size >= MIN_MIXED_BLOCKS * BLOCK_ROWS)
 
 
 def record_parser(metadata: DatasetMetadata, spec: Any):

@@ -144,6 +144,7 @@ def distributed_input(
             cycle_length=config.input.cycle_length,
             seed=seed,
             cache=cache,
+            global_batch_size=config.batch_size,
         )
 
     if single_cpu_replica(strategy):

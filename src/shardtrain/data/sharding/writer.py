@@ -150,6 +150,13 @@ def write_batch(
     per_slot = np.bincount(slot, minlength=len(writers))
     bounds = np.concatenate(([0], np.cumsum(per_slot)))
     if record_format == column_blocks.COLUMNAR:
+        # Blocks of rows are what the training input mixes (it permutes no rows when a batch
+        # spans enough blocks): within each shard, rows go in an order fixed by their hashes
+        # (scrambled by an odd multiplier: the hash's own bits chose the split and the shard),
+        # so a block is a random sample of the batch's rows for that shard, not a run of
+        # consecutive source rows. Deterministic: a re-run writes the same bytes.
+        scrambled = row_hash * np.uint64(0x9E3779B97F4A7C15)
+        order = np.lexsort((scrambled, slot))
         slots = np.flatnonzero(per_slot).tolist()
         grouped = table.take(pa.array(order))
         framed, spans = column_blocks.encode_blocks(
