@@ -292,12 +292,10 @@ def stage_rates(uri: str, batch: int, batches: int, warmup: int) -> dict[str, Ra
             .rebatch(batch, drop_remainder=True).prefetch(autotune)
         )  # fmt: skip
         out["+ parse, cut batches (no permutation)"] = _rate(parsed, batches, warmup)
-        os.environ["SHARDTRAIN_PERMUTE_ROWS"] = "1"
-        try:
-            permuted = dataset.train_dataset(uri, meta, spec, split="train", batch_size=batch)
-            out["+ group row permutation (small batches)"] = _rate(permuted, batches, warmup)
-        finally:
-            del os.environ["SHARDTRAIN_PERMUTE_ROWS"]
+        permuted = dataset.train_dataset(
+            uri, meta, spec, split="train", batch_size=batch, permute_rows="always"
+        )
+        out["+ group row permutation (small batches)"] = _rate(permuted, batches, warmup)
         last = "train_dataset (rows in hash order: no permutation)"
     else:
         per_record = records(1).batch(batch, drop_remainder=True)

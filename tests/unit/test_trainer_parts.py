@@ -174,15 +174,14 @@ def test_sample_predictions_predict_about_200_rows_per_call_whatever_the_record_
     assert sample_chunk_records("example", True) == 32
 
 
-def test_columnar_input_permutes_rows_only_when_whole_blocks_would_mix_too_little(monkeypatch):
+def test_columnar_input_permutes_rows_only_when_whole_blocks_would_mix_too_little():
     """Rows in hash order and a step of >= 4 blocks: whole blocks, no permutation; a smaller
-    step, a dataset written in source order, or SHARDTRAIN_PERMUTE_ROWS=1: permuted."""
+    step, a dataset written in source order, or ``--permute-rows always``: permuted."""
     from types import SimpleNamespace
 
     from shardtrain.data.column_blocks import BLOCK_ROWS, ROW_ORDER
     from shardtrain.train.dataset import MIN_MIXED_BLOCKS, permute_columnar_rows
 
-    monkeypatch.delenv("SHARDTRAIN_PERMUTE_ROWS", raising=False)
     hashed = SimpleNamespace(options={"record_format": "columnar", "row_order": ROW_ORDER})
     source_order = SimpleNamespace(options={"record_format": "columnar"})
     enough = MIN_MIXED_BLOCKS * BLOCK_ROWS
@@ -190,5 +189,6 @@ def test_columnar_input_permutes_rows_only_when_whole_blocks_would_mix_too_littl
     assert not permute_columnar_rows(hashed, enough)
     assert permute_columnar_rows(hashed, enough - 1)
     assert permute_columnar_rows(source_order, 1 << 20)
-    monkeypatch.setenv("SHARDTRAIN_PERMUTE_ROWS", "1")
-    assert permute_columnar_rows(hashed, enough)
+    assert permute_columnar_rows(hashed, enough, "always")
+    with pytest.raises(ConfigError, match="permute_rows"):
+        permute_columnar_rows(hashed, enough, "sometimes")

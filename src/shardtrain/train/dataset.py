@@ -447,6 +447,7 @@ def train_dataset(
     seed: int = 0,
     cache: ShardCache | None = None,
     global_batch_size: int | None = None,
+    permute_rows: str = "auto",
 ):
     """The endless, shuffled, batched and parsed training stream of one input pipeline.
 
@@ -466,6 +467,7 @@ def train_dataset(
         global_batch_size: every replica's batch together (default ``batch_size *
             num_pipelines``): the batch a gradient step averages over, which decides whether
             whole columnar blocks mix well enough (:func:`_columnar_train`).
+        permute_rows: columnar records: ``auto`` or ``always`` (:func:`permute_columnar_rows`).
 
     Returns:
         A ``tf.data.Dataset`` of ``(features, label_index)`` batches, repeating forever.
@@ -477,6 +479,16 @@ def train_dataset(
         [s for s in shards if s.num_records], pipeline_id, num_pipelines, where=data_uri
     )
     if metadata.record_format == "columnar":
+        step_rows = global_batch_size or batch_size * num_pipelines
+        permute = permute_columnar_rows(metadata, step_rows, permute_rows)
+        if pipeline_id == 0:
+            log.info(
+                "columnar input: %s",
+                "rows of each group of blocks permuted"
+                if permute
+                else f"a step of {step_rows} rows is cut from whole blocks in hash order, no "
+                "rows permuted (--permute-rows always to permute them)",
+            )
         return _columnar_train(
             mine,
             metadata,
@@ -486,7 +498,7 @@ def train_dataset(
             cycle_length,
             seed + pipeline_id,
             cache,
-            global_batch_size or batch_size * num_pipelines,
+            permute,
         )
     block = block_records(mine)
     records = record_dataset(
@@ -537,11 +549,11 @@ def _columnar_train(
     cycle_length: int,
     seed: int,
     cache: ShardCache | None,
-    global_batch_size: int,
+    permute: bool,
 ):
     """:func:`train_dataset` for columnar records (blocks of rows, see
     :mod:`shardtrain.data.column_blocks`): shuffle blocks (about ``shuffle_buffer`` rows),
-    parse a group of blocks at once, cut batches.
+    parse a group of blocks at once, (``permute``: permute the group's rows,) cut batches.
 
     How rows mix. The sharder writes a block's rows in hash order (``options.row_order``),
     so every block is already a random sample of its shard's rows, not a run of consecutive
@@ -552,7 +564,7 @@ def _columnar_train(
     row (benchmarks/RESULTS.md, issue 17). Smaller batches, and columnar datasets written
     before hash order, get the rows of each group of blocks permuted first. What the
     unpermuted stream gives up: rows of one block always share a step, every epoch (their
-    partner blocks change). Set ``SHARDTRAIN_PERMUTE_ROWS=1`` to permute anyway.
+    partner blocks change). ``--permute-rows always`` permutes anyway.
     """
     import tensorflow as tf
 
@@ -569,7 +581,7 @@ def _columnar_train(
     )
     group = max(1, -(-max(batch_size, COLUMNAR_GROUP_ROWS) // BLOCK_ROWS))
     blocks = records.shuffle(max(1, shuffle_buffer // BLOCK_ROWS), seed=seed).batch(group)
-    if not permute_columnar_rows(metadata, global_batch_size):
+    if not permute:
         rows = blocks.map(spec.parse_blocks, num_parallel_calls=tf.data.AUTOTUNE)
         return rows.rebatch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
@@ -590,11 +602,17 @@ def _columnar_train(
     )
 
 
-def permute_columnar_rows(metadata: DatasetMetadata, global_batch_size: int) -> bool:
-    """Whether the columnar training input permutes rows (see :func:`_columnar_train`)."""
+def permute_columnar_rows(
+    metadata: DatasetMetadata, global_batch_size: int, mode: str = "auto"
+) -> bool:
+    """Whether the columnar training input permutes rows (see :func:`_columnar_train`):
+    ``mode`` ``always``; or ``auto`` and either a step of ``global_batch_size`` rows spans
+    fewer than :data:`MIN_MIXED_BLOCKS` blocks or the blocks are not in hash order."""
     from shardtrain.data.column_blocks import BLOCK_ROWS, ROW_ORDER
 
-    if os.environ.get("SHARDTRAIN_PERMUTE_ROWS", "") not in ("", "0"):
+    if mode not in ("auto", "always"):
+        raise ConfigError(f"permute_rows must be auto or always, not {mode!r}")
+    if mode == "always":
         return True
     hashed = metadata.options.get("row_order") == ROW_ORDER
     return not (hashed and global_batch_size >= MIN_MIXED_BLOCKS * BLOCK_ROWS)

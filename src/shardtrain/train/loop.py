@@ -145,6 +145,7 @@ def distributed_input(
             seed=seed,
             cache=cache,
             global_batch_size=config.batch_size,
+            permute_rows=config.input.permute_rows,
         )
 
     if single_cpu_replica(strategy):
