@@ -67,20 +67,26 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
-def _varints(values: np.ndarray) -> bytes:
-    """Protobuf varints of int64 ``values`` (two's complement: negatives take 10 bytes)."""
+def _varint_parts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Protobuf varints of int64 ``values`` (two's complement: negatives take 10 bytes), back
+    to back, and each value's byte count."""
     u = values.astype(np.int64).view(np.uint64)
     # Bytes per value: 1 + (bit length - 1) // 7, at least 1.
     nbytes = np.ones(len(u), dtype=np.int64)
     for k in range(1, 10):
         nbytes += u >= np.uint64(1 << (7 * k))
     out = np.zeros((len(u), 10), dtype=np.uint8)
-    for k in range(10):
+    for k in range(int(nbytes.max(initial=1))):
         chunk = ((u >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8)
         more = (k < nbytes - 1).astype(np.uint8) << 7
         out[:, k] = chunk | more
     keep = np.arange(10)[None, :] < nbytes[:, None]
-    return out[keep].tobytes()
+    return out[keep], nbytes
+
+
+def _varints(values: np.ndarray) -> bytes:
+    """Protobuf varints of int64 ``values``, back to back."""
+    return _varint_parts(values)[0].tobytes()
 
 
 def _field(tag: int, payload: bytes) -> bytes:
@@ -88,32 +94,92 @@ def _field(tag: int, payload: bytes) -> bytes:
     return bytes([(tag << 3) | 2]) + _varint(len(payload)) + payload
 
 
-def _feature(kind: str, values: pa.Array) -> bytes:
-    """The serialized ``tf.train.Feature`` of one column of a block (nulls → missing values)."""
+def _starts(sizes: np.ndarray) -> np.ndarray:
+    starts = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=starts[1:])
+    return starts
+
+
+def _bytes_items(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Every value of a string/binary array (nulls: empty) as a ``BytesList`` item (field 1:
+    tag, length varint, bytes), back to back, with where each row's item starts."""
+    values = pc.fill_null(values, "")
+    if values.type in (pa.large_string(), pa.large_binary()):
+        values = pc.cast(values, pa.large_binary())
+        offset_type = np.int64
+    else:
+        values = pc.cast(values, pa.binary())
+        offset_type = np.int32
+    n = len(values)
+    buffers = values.buffers()
+    offsets = np.frombuffer(buffers[1], dtype=offset_type)[values.offset : values.offset + n + 1]
+    offsets = offsets.astype(np.int64)
+    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.empty(0)
+    lengths = np.diff(offsets)
+    prefix, prefix_bytes = _varint_parts(lengths)
+    starts = _starts(1 + prefix_bytes + lengths)
+    out = np.empty(int(starts[-1]), dtype=np.uint8)
+    out[starts[:-1]] = 0x0A  # field 1, length-delimited
+    prefix_at = _starts(prefix_bytes)
+    out[np.repeat(starts[:-1] + 1 - prefix_at[:-1], prefix_bytes) + np.arange(len(prefix))] = prefix
+    first, last = int(offsets[0]), int(offsets[-1])
+    data_at = np.repeat(starts[:-1] + 1 + prefix_bytes - offsets[:-1], lengths)
+    out[data_at + np.arange(first, last)] = data[first:last]
+    return out, starts
+
+
+def _column_bytes(kind: str, values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """One column of the whole table serialized once, as ``(data, starts)``: row ``i``'s value
+    is ``data[starts[i]:starts[i + 1]]`` in its list's encoding (packed float32, packed
+    varints, or ``BytesList`` items), so a block's list is one slice. Nulls → missing values."""
     if kind == "float":
         floats = pc.fill_null(pc.cast(values, pa.float32()), float("nan"))
-        packed = np.asarray(floats.to_numpy(zero_copy_only=False), dtype="<f4").tobytes()
-        return _field(2, _field(1, packed))  # float_list, packed
+        packed = np.asarray(floats.to_numpy(zero_copy_only=False), dtype="<f4")
+        return packed.view(np.uint8), np.arange(len(packed) + 1, dtype=np.int64) * 4
     if kind == "int":
         ints = pc.fill_null(pc.cast(values, pa.int64()), INT_MISSING)
-        return _field(3, _field(1, _varints(ints.to_numpy(zero_copy_only=False))))  # int64_list
+        data, nbytes = _varint_parts(ints.to_numpy(zero_copy_only=False))
+        return data, _starts(nbytes)
     if values.type not in (pa.string(), pa.binary(), pa.large_string(), pa.large_binary()):
         values = pc.cast(values, pa.string())
-    items = []
-    for v in pc.fill_null(values, "").to_pylist():
-        data = v.encode() if isinstance(v, str) else v
-        items.append(b"\x0a" + _varint(len(data)) + data)
-    return _field(1, b"".join(items))  # bytes_list: repeated bytes
+    return _bytes_items(values)
+
+
+#: Where each kind's list sits in a ``tf.train.Feature``: bytes_list 1, float_list 2,
+#: int64_list 3. Float and int values are one packed field (1) inside it; bytes values are
+#: the list's repeated field 1 items themselves.
+_LIST_FIELD = {"bytes": 1, "float": 2, "int": 3}
+
+
+def _feature_bytes(kind: str, payload: bytes) -> bytes:
+    """A ``tf.train.Feature`` around one block's slice of :func:`_column_bytes`."""
+    if kind in ("float", "int"):
+        return _field(_LIST_FIELD[kind], _field(1, payload))
+    return _field(_LIST_FIELD["bytes"], payload)
+
+
+def _encode(table: pa.Table, schema: Schema, ranges: list[tuple[int, int]]) -> list[bytes]:
+    """The serialized block ``Example`` of each ``(start, end)`` row range of ``table``."""
+    columns = []
+    for column in schema.written:
+        data, starts = _column_bytes(
+            column.example_kind, table.column(column.name).combine_chunks()
+        )
+        key = _field(1, column.name.encode())
+        columns.append((column.example_kind, key, data, starts))
+    blocks = []
+    for start, end in ranges:
+        entries = []
+        for kind, key, data, starts in columns:
+            payload = data[starts[start] : starts[end]].tobytes()
+            entries.append(_field(1, key + _field(2, _feature_bytes(kind, payload))))
+        blocks.append(_field(1, b"".join(entries)))  # Example.features: map<string, Feature>
+    return blocks
 
 
 def encode_block(table: pa.Table, schema: Schema) -> bytes:
     """One serialized ``tf.train.Example`` holding every row of ``table`` (see the module)."""
-    entries = []
-    for column in schema.written:
-        name = column.name.encode()
-        feature = _feature(column.example_kind, table.column(column.name).combine_chunks())
-        entries.append(_field(1, _field(1, name) + _field(2, feature)))  # map<string, Feature>
-    return _field(1, b"".join(entries))  # Example.features
+    return _encode(table, schema, [(0, table.num_rows)])[0]
 
 
 def encode_blocks(
@@ -127,12 +193,12 @@ def encode_blocks(
         ``(framed, spans)``: the frames back to back, and per group ``(start, end, rows)``:
         its frames are ``framed[start:end]``.
     """
-    payloads: list[bytes] = []
+    ranges: list[tuple[int, int]] = []
     per_group: list[tuple[int, int]] = []  # (first block, rows) per group
     for start, end in groups:
-        per_group.append((len(payloads), end - start))
-        for first in range(start, end, block_rows):
-            payloads.append(encode_block(table.slice(first, min(block_rows, end - first)), schema))
+        per_group.append((len(ranges), end - start))
+        ranges += [(first, min(first + block_rows, end)) for first in range(start, end, block_rows)]
+    payloads = _encode(table, schema, ranges)
     lengths = np.array([len(p) for p in payloads], dtype=np.int64)
     offsets = np.zeros(len(payloads) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
