@@ -104,12 +104,9 @@ def _bytes_items(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """Every value of a string/binary array (nulls: empty) as a ``BytesList`` item (field 1:
     tag, length varint, bytes), back to back, with where each row's item starts."""
     values = pc.fill_null(values, "")
-    if values.type in (pa.large_string(), pa.large_binary()):
-        values = pc.cast(values, pa.large_binary())
-        offset_type = np.int64
-    else:
-        values = pc.cast(values, pa.binary())
-        offset_type = np.int32
+    large = values.type in (pa.large_string(), pa.large_binary())
+    values = pc.cast(values, pa.large_binary() if large else pa.binary())
+    offset_type = np.int64 if large else np.int32
     n = len(values)
     buffers = values.buffers()
     offsets = np.frombuffer(buffers[1], dtype=offset_type)[values.offset : values.offset + n + 1]
