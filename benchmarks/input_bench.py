@@ -252,9 +252,9 @@ def stage_rates(uri: str, batch: int, batches: int, warmup: int) -> dict[str, Ra
     Each stage is the pipeline up to it (one input pipeline). Per-row shards: read one record
     per element (the old reader), read blocks of records, + the block shuffle and group
     permutation, + parsing (= ``train_dataset``). Columnar shards: read and shuffle blocks
-    (rows counted as 256 a block), + parse and cut batches (= ``train_dataset`` for rows in
-    hash order and a batch of >= 4 blocks), and with the group's rows permuted as well (what
-    smaller batches and datasets written before hash order get). Then ``train_dataset`` through
+    (rows counted as 256 a block); ``train_dataset`` with each group's rows permuted (what
+    batches under 4 blocks and datasets written before hash order get); ``train_dataset`` as
+    it runs at this batch. Then ``train_dataset`` through
     ``distribute_datasets_from_function`` (MirroredStrategy on the CPU: what the trainer
     iterates, including the copy to the replica's device).
     """
@@ -271,6 +271,7 @@ def stage_rates(uri: str, batch: int, batches: int, warmup: int) -> dict[str, Ra
     block = dataset.block_records(shards)
     columnar = meta.record_format == "columnar"
     autotune = tf.data.AUTOTUNE
+    permuted_here = dataset.permute_columnar_rows(meta, batch) if columnar else True
 
     def records(block_size: int):
         return dataset.record_dataset(
@@ -286,17 +287,15 @@ def stage_rates(uri: str, batch: int, batches: int, warmup: int) -> dict[str, Ra
             blocks, batches * batch // (group * BLOCK_ROWS), warmup,
             rows_of=lambda b: tf.shape(b, out_type=tf.int64)[0] * BLOCK_ROWS,
         )  # fmt: skip
-        parsed = (
-            records(1).shuffle(10_000 // BLOCK_ROWS).batch(group)
-            .map(spec.parse_blocks, num_parallel_calls=autotune)
-            .rebatch(batch, drop_remainder=True).prefetch(autotune)
-        )  # fmt: skip
-        out["+ parse, cut batches (no permutation)"] = _rate(parsed, batches, warmup)
         permuted = dataset.train_dataset(
             uri, meta, spec, split="train", batch_size=batch, permute_rows="always"
         )
-        out["+ group row permutation (small batches)"] = _rate(permuted, batches, warmup)
-        last = "train_dataset (rows in hash order: no permutation)"
+        out["+ parse, rows permuted, batches (--permute-rows always)"] = _rate(
+            permuted, batches, warmup
+        )
+        last = "train_dataset (" + (
+            "rows permuted)" if permuted_here else "hash order, whole blocks: no permutation)"
+        )
     else:
         per_record = records(1).batch(batch, drop_remainder=True)
         out["read, one record per element"] = _rate(per_record, batches, warmup)

@@ -6,6 +6,7 @@ compared in tests/integration/test_tf_interop.py.
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 from types import SimpleNamespace
@@ -113,9 +114,10 @@ def test_big_shards_are_cut_into_blocks_of_at_most_block_rows(tmp_path):
 
 
 def test_blocks_hold_rows_in_hash_order_not_source_order(tmp_path):
-    """A block is a random sample of its shard's rows: on a CSV sorted by label every full
-    block holds both labels (in source order each would hold one), the same rows as the
-    per-row shards hold, and a re-run writes the same bytes (the order is the rows' hashes)."""
+    """A block is a random sample of the rows one input batch sent to its shard (this CSV is
+    one batch): sorted by label, every full block still holds both labels (in source order
+    each would hold one); the same rows as the per-row shards hold; a re-run writes the same
+    bytes (the order comes from the rows' hashes and places)."""
     import pyarrow.csv as pacsv
 
     quest = tmp_path / "quest.csv"
@@ -157,6 +159,58 @@ def test_blocks_hold_rows_in_hash_order_not_source_order(tmp_path):
             for rec in iter_records(storage.local_path(r_uri), False)
         ]
         assert sorted(keys) == sorted(per_row) and keys != per_row
+
+
+def test_rows_of_a_repeated_key_are_spread_over_blocks(tmp_path):
+    """``--key player_id`` repeats a key over many rows: they share a hash, and sorting by the
+    hash alone would put them side by side in a block."""
+    quest = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(quest), 6000, seed=3)
+    meta = _shard(quest, tmp_path / "ds", key="player_id", num_shards=2, compression="none",
+                  record_format="columnar")  # fmt: skip
+    same = pairs = 0
+    for uri in meta.shard_uris(str(tmp_path / "ds"), "train"):
+        for record in iter_records(storage.local_path(uri), False):
+            players = parse_example(record)["player_id"]
+            same += sum(a == b for a, b in itertools.pairwise(players))
+            pairs += len(players) - 1
+    assert pairs > 1000 and same / pairs < 0.05, (same, pairs)
+
+
+def test_a_complete_columnar_dataset_of_the_earlier_version_is_kept(tmp_path):
+    """Written before hash order (no ``row_order`` in its plan): re-running the same command
+    keeps it (it reads correctly, permuted); half-written, one clear error and --overwrite."""
+    import json
+
+    from shardtrain.data.sharding.plan import PLAN_NAME, Plan
+    from shardtrain.errors import DataError
+
+    quest = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(quest), 2000, seed=4)
+    out = tmp_path / "ds"
+    common = dict(key="attempt_id", compression="none", record_format="columnar")
+    _shard(quest, out, **common)
+    # Make it what the earlier version wrote: no row_order, the fingerprint without it.
+    plan_file, meta_file = out / PLAN_NAME, out / "metadata.json"
+    stored = json.loads(plan_file.read_text())
+    earlier = Plan.from_dict(str(out), stored).earlier_fingerprint()
+    assert earlier and earlier != stored["fingerprint"]
+    stored["options"].pop("row_order")
+    stored["fingerprint"] = earlier
+    plan_file.write_text(json.dumps(stored))
+    meta = json.loads(meta_file.read_text())
+    meta["options"].pop("row_order")
+    meta_file.write_text(json.dumps(meta))
+    before = meta_file.read_bytes()
+
+    again = _shard(quest, out, **common)  # nothing to do: kept as it is
+    assert meta_file.read_bytes() == before and "row_order" not in again.options
+
+    meta_file.unlink()  # as if killed before it finished
+    with pytest.raises(DataError, match=r"earlier shardtrain version.*--overwrite"):
+        _shard(quest, out, **common)
+    fresh = _shard(quest, out, overwrite=True, **common)
+    assert fresh.options["row_order"] == column_blocks.ROW_ORDER
 
 
 def test_varints_match_protobuf():

@@ -176,7 +176,8 @@ def test_sample_predictions_predict_about_200_rows_per_call_whatever_the_record_
 
 def test_columnar_input_permutes_rows_only_when_whole_blocks_would_mix_too_little():
     """Rows in hash order and a step of >= 4 blocks: whole blocks, no permutation; a smaller
-    step, a dataset written in source order, or ``--permute-rows always``: permuted."""
+    step or shuffle buffer, a dataset written in source order, or ``--permute-rows always``:
+    permuted."""
     from types import SimpleNamespace
 
     from shardtrain.data.column_blocks import BLOCK_ROWS, ROW_ORDER
@@ -189,6 +190,7 @@ def test_columnar_input_permutes_rows_only_when_whole_blocks_would_mix_too_littl
     assert not permute_columnar_rows(hashed, enough)
     assert permute_columnar_rows(hashed, enough - 1)
     assert permute_columnar_rows(source_order, 1 << 20)
+    assert permute_columnar_rows(hashed, enough, "auto", shuffle_buffer=enough - 1)
     assert permute_columnar_rows(hashed, enough, "always")
     with pytest.raises(ConfigError, match="permute_rows"):
         permute_columnar_rows(hashed, enough, "sometimes")

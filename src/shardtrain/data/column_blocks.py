@@ -44,11 +44,12 @@ RECORD_FORMATS = (EXAMPLE, COLUMNAR)
 BLOCK_ROWS = 256
 
 #: ``options.row_order`` of columnar datasets whose blocks hold rows in hash order: within a
-#: shard, the rows of each input batch that go to it are ordered by a scrambled hash of the
-#: row (its key's, or the whole row's) before they are cut into blocks, so a block is a random
-#: sample of them, not a run of consecutive source rows (sharding.writer.write_batch). The
-#: training input then needs no per-row permutation when a batch spans several blocks
-#: (shardtrain.train.dataset). Absent: blocks in source order (written before this existed).
+#: shard, the rows of each input batch (about ``--block-mb`` of source) that go to it are
+#: put in a pseudo-random order (a scrambled hash of each row and its place) before they are
+#: cut into blocks, so a block is a random sample of them, not a run of consecutive source
+#: rows (sharding.writer.write_batch). Batches themselves stay in source order along the
+#: shard. The training input then needs no per-row permutation when a step spans several
+#: blocks (shardtrain.train.dataset). Absent: blocks in source order (written before).
 ROW_ORDER = "hashed"
 
 #: What a missing int/bool is stored as (and what the per-row parser gives an absent one).
@@ -82,11 +83,6 @@ def _varint_parts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         out[:, k] = chunk | more
     keep = np.arange(10)[None, :] < nbytes[:, None]
     return out[keep], nbytes
-
-
-def _varints(values: np.ndarray) -> bytes:
-    """Protobuf varints of int64 ``values``, back to back."""
-    return _varint_parts(values)[0].tobytes()
 
 
 def _field(tag: int, payload: bytes) -> bytes:
@@ -196,9 +192,7 @@ def encode_blocks(
         per_group.append((len(ranges), end - start))
         ranges += [(first, min(first + block_rows, end)) for first in range(start, end, block_rows)]
     payloads = _encode(table, schema, ranges)
-    lengths = np.array([len(p) for p in payloads], dtype=np.int64)
-    offsets = np.zeros(len(payloads) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    offsets = _starts(np.array([len(p) for p in payloads], dtype=np.int64))
     data = np.frombuffer(b"".join(payloads), dtype=np.uint8)
     framed, framed_offsets = frame_records(data, offsets)
     spans = []

@@ -480,7 +480,7 @@ def train_dataset(
     )
     if metadata.record_format == "columnar":
         step_rows = global_batch_size or batch_size * num_pipelines
-        permute = permute_columnar_rows(metadata, step_rows, permute_rows)
+        permute = permute_columnar_rows(metadata, step_rows, permute_rows, shuffle_buffer)
         if pipeline_id == 0:
             log.info(
                 "columnar input: %s",
@@ -556,8 +556,9 @@ def _columnar_train(
     parse a group of blocks at once, (``permute``: permute the group's rows,) cut batches.
 
     How rows mix. The sharder writes a block's rows in hash order (``options.row_order``),
-    so every block is already a random sample of its shard's rows, not a run of consecutive
-    source rows. A gradient step of ``global_batch_size`` rows spanning at least
+    so every block is already a random sample of the rows one input batch (about
+    ``--block-mb`` of source) sent to its shard, not a run of consecutive source rows. A
+    gradient step of ``global_batch_size`` rows spanning at least
     :data:`MIN_MIXED_BLOCKS` blocks (1024 rows: the default batch) is then cut from whole
     blocks in the shuffled stream, as batches of several random samples, and no rows are
     permuted: that permutation (a gather of every column) cost ~30% of this input's CPU per
@@ -603,11 +604,15 @@ def _columnar_train(
 
 
 def permute_columnar_rows(
-    metadata: DatasetMetadata, global_batch_size: int, mode: str = "auto"
+    metadata: DatasetMetadata,
+    global_batch_size: int,
+    mode: str = "auto",
+    shuffle_buffer: int = 10_000,
 ) -> bool:
     """Whether the columnar training input permutes rows (see :func:`_columnar_train`):
     ``mode`` ``always``; or ``auto`` and either a step of ``global_batch_size`` rows spans
-    fewer than :data:`MIN_MIXED_BLOCKS` blocks or the blocks are not in hash order."""
+    fewer than :data:`MIN_MIXED_BLOCKS` blocks, the ``shuffle_buffer`` (rows) holds fewer
+    than that many blocks, or the blocks are not in hash order."""
     from shardtrain.data.column_blocks import BLOCK_ROWS, ROW_ORDER
 
     if mode not in ("auto", "always"):
@@ -615,7 +620,8 @@ def permute_columnar_rows(
     if mode == "always":
         return True
     hashed = metadata.options.get("row_order") == ROW_ORDER
-    return not (hashed and global_batch_size >= MIN_MIXED_BLOCKS * BLOCK_ROWS)
+    enough = MIN_MIXED_BLOCKS * BLOCK_ROWS
+    return not (hashed and global_batch_size >= enough and shuffle_buffer >= enough)
 
 
 def record_parser(metadata: DatasetMetadata, spec: Any):

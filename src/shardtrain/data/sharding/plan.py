@@ -61,6 +61,13 @@ class Task:
         )
 
 
+#: Plan options added after datasets without them were written, which change how the shards
+#: are laid out but not what they hold: ``row_order`` (columnar blocks in hash order, read
+#: without a per-row permutation; absent: source order, read permuted). A *complete* dataset
+#: whose plan differs only by them is kept as it is (see ``sharding.run``).
+LATER_OPTIONS = ("row_order",)
+
+
 @dataclass(frozen=True)
 class Plan:
     """The deterministic layout of a sharding run; identical on every worker."""
@@ -101,6 +108,20 @@ class Plan:
             "estimated_rows": self.estimated_rows,
             "tasks": [t.to_dict() for t in self.tasks],
         }
+
+    def fingerprinted(self) -> Plan:
+        """This plan with its fingerprint: a hash of everything but the fingerprint."""
+        payload = self.to_dict()
+        payload.pop("fingerprint")
+        return Plan(**{**self.__dict__, "fingerprint": _fingerprint(payload)})
+
+    def earlier_fingerprint(self) -> str | None:
+        """The fingerprint this plan had before its :data:`LATER_OPTIONS` existed (None if it
+        has none of them): what a dataset written by an earlier version carries."""
+        if not any(k in self.options for k in LATER_OPTIONS):
+            return None
+        options = {k: v for k, v in self.options.items() if k not in LATER_OPTIONS}
+        return Plan(**{**self.__dict__, "options": options}).fingerprinted().fingerprint
 
     @classmethod
     def from_dict(cls, output: str, d: dict[str, Any]) -> Plan:
@@ -204,9 +225,7 @@ def build_plan(config: ShardConfig) -> Plan:
         options=options,
         estimated_rows=estimated_rows,
     )
-    payload = plan.to_dict()
-    payload.pop("fingerprint")
-    return Plan(**{**plan.__dict__, "fingerprint": _fingerprint(payload)})
+    return plan.fingerprinted()
 
 
 def _stored_plan(output: str) -> dict[str, Any] | None:

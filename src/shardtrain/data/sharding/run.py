@@ -56,6 +56,24 @@ def _check_existing(config: ShardConfig, plan: Plan) -> str | None:
         return None
     if existing_plan.get("fingerprint") == plan.fingerprint:
         return "complete" if storage.exists(meta_uri) else "resume"
+    earlier = plan.earlier_fingerprint()
+    if earlier is not None and existing_plan.get("fingerprint") == earlier:
+        # Written by a version that kept columnar rows in source order: complete, it is
+        # read correctly (its rows are permuted as they are read); half-written, resuming
+        # would mix both orders.
+        if storage.exists(meta_uri):
+            log.info(
+                "%s: complete, written before columnar blocks were hash-ordered: kept as it "
+                "is (--overwrite re-shards it)",
+                config.output,
+            )
+            return "complete"
+        if not config.overwrite:
+            raise DataError(
+                f"{config.output}: holds a partly written dataset of an earlier shardtrain "
+                "version (columnar blocks in source order), which cannot be resumed; pass "
+                "--overwrite to start it again"
+            )
     if not config.overwrite:
         raise DataError(
             f"{config.output}: holds a dataset sharded from other inputs or options "

@@ -121,6 +121,15 @@ class ShardWriter:
         }
 
 
+def _scramble(row_hash: np.ndarray) -> np.ndarray:
+    """A pseudo-random uint64 per row from its hash and its index (SplitMix64's finaliser):
+    a sort key independent of the hash bits that chose the split and the shard."""
+    z = row_hash + np.arange(len(row_hash), dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
 def write_batch(
     table: pa.Table,
     row_hash: np.ndarray,
@@ -143,20 +152,15 @@ def write_batch(
     low = row_hash & np.uint64(0xFFFFFFFF)
     local = ((low * counts[split]) >> np.uint64(32)).astype(np.int64)
     slot = base[split] + local
-    # Stable, so rows keep their input order within a shard. NumPy radix-sorts 16-bit keys,
-    # far faster than its merge sort of int64 keys.
-    keys = slot.astype(np.uint16) if len(writers) <= 1 << 16 else slot
-    order = np.argsort(keys, kind="stable")
     per_slot = np.bincount(slot, minlength=len(writers))
     bounds = np.concatenate(([0], np.cumsum(per_slot)))
     if record_format == column_blocks.COLUMNAR:
         # Blocks of rows are what the training input mixes (it permutes no rows when a batch
-        # spans enough blocks): within each shard, rows go in an order fixed by their hashes
-        # (scrambled by an odd multiplier: the hash's own bits chose the split and the shard),
-        # so a block is a random sample of the batch's rows for that shard, not a run of
+        # spans enough blocks): within each shard, this batch's rows go in a pseudo-random
+        # order (a mix of each row's hash and its place in the batch: rows of one repeated
+        # key are spread too), so a block is a random sample of them, not a run of
         # consecutive source rows. Deterministic: a re-run writes the same bytes.
-        scrambled = row_hash * np.uint64(0x9E3779B97F4A7C15)
-        order = np.lexsort((scrambled, slot))
+        order = np.lexsort((_scramble(row_hash), slot))
         slots = np.flatnonzero(per_slot).tolist()
         grouped = table.take(pa.array(order))
         framed, spans = column_blocks.encode_blocks(
@@ -167,6 +171,10 @@ def write_batch(
             writers[s].queued += end - start
             jobs.append((writers[s], framed, start, end, rows))
         return jobs
+    # Stable, so rows keep their input order within a shard. NumPy radix-sorts 16-bit keys,
+    # far faster than its merge sort of int64 keys.
+    keys = slot.astype(np.uint16) if len(writers) <= 1 << 16 else slot
+    order = np.argsort(keys, kind="stable")
     columns, arrays = examples.encoder_input(table, schema)
     if all(w.in_place for w in writers):
         phases = np.array([w.phase for w in writers], dtype=np.int64)
