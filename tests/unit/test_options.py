@@ -112,10 +112,18 @@ def test_user_forms_of_every_default_convert_back(cls):
         assert opt.value(opt.pipeline_default()) == opt.default, opt.path
 
 
+def test_compression_auto_is_gzip_for_per_row_examples_and_none_for_columnar_blocks():
+    base = dict(sources=("a.csv",), output="out", label="y")
+    assert ShardConfig(**base).compression == "gzip"
+    assert ShardConfig(**base, record_format="columnar").compression == "none"
+    assert ShardConfig(**base, record_format="columnar", compression="gzip").compression == "gzip"
+    assert ShardConfig(**base, compression="none").compression == "none"
+
+
 def test_ranges_and_choices_are_checked_for_library_callers_too():
     base = dict(sources=("a.csv",), output="out", label="y")
     for changes, message in (
-        ({"compression": "zip"}, "--compression must be gzip or none, not 'zip'"),
+        ({"compression": "zip"}, "--compression must be auto, gzip or none, not 'zip'"),
         ({"compression_level": 10}, "--compression-level must be between 1 and 9, not 10"),
         ({"task_bytes": 1000}, "--task-mb must be at least 0.01"),
         ({"block_bytes": 0}, "--block-mb must be at least 0.01, not 0"),

@@ -216,7 +216,12 @@ class ShardConfig:
         pipeline="infer_types",
     )
     compression: str = option(
-        "gzip", choices=("gzip", "none"), help="Shard compression.", pipeline="compression"
+        "auto",
+        choices=("auto", "gzip", "none"),
+        help="Shard compression. auto: gzip for per-row Examples (~4x smaller), none for "
+        "columnar blocks (uncompressed they are already smaller than gzip per-row shards, "
+        "and the training input reads them ~1.8x faster than gzip ones).",
+        pipeline="compression",
     )
     # Level 1 is ISA-L's deflate, ~4.7x zlib's level 1 (see the writer's _gzip_compressor).
     compression_level: int = option(
@@ -347,6 +352,9 @@ class ShardConfig:
             raise ConfigError("--resize applies to image datasets only")
         if self.data_kind == "image" and self.record_format != "example":
             raise ConfigError("--record-format columnar applies to CSV data only, not images")
+        if self.compression == "auto":
+            chosen = "none" if self.record_format == "columnar" else "gzip"
+            object.__setattr__(self, "compression", chosen)
         if self.data_kind == "tabular":
             self.csv_dialect()  # checks the dialect options
             if self.no_header and not self.columns and not self.schema_file:

@@ -98,7 +98,7 @@ def csv_to_model(
     skip_initial_space: bool = False,
     decimal: str = ".",
     infer_types: str = "all",
-    compression: str = "gzip",
+    compression: str = "auto",
     compression_level: int = 1,
     record_format: str = "example",
     num_shards: int = 0,
@@ -160,7 +160,8 @@ def csv_to_model(
             or another delimiter, and 1.5 is text).
         infer_types: CSV column types from every row (all: a fast pass over the data at
             planning) or from the first 4 MB only (sample).
-        compression: Shard compression: gzip or none.
+        compression: Shard compression: auto (gzip for per-row Examples, none for columnar
+            blocks), gzip or none.
         compression_level: gzip level: 1 is fastest (ISA-L); 2-9 are zlib's, smaller, slower.
         record_format: example (one tf.train.Example per row, any TensorFlow tool reads it) or
             columnar (an Example per block of rows: several times faster training input).
