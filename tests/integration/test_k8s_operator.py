@@ -347,11 +347,13 @@ def test_submit_trains_chief_two_workers_and_evaluator_on_the_operator(k8s, mini
     # The chief's log streamed through the API server from the node agent.
     assert "[Pod quest-chief-0]: chief: trained to step 60 (from 0)" in text, text[-3000:]
 
-    # The operator made the pods and headless services; every training replica ran.
+    # The operator made the headless services: one per replica, named as TF_CONFIG names its
+    # hosts. (A worker's may already be gone: with cleanPodPolicy Running the operator deletes
+    # a worker still tearing TensorFlow down when the chief succeeds, and its service with it
+    # -- seen once for worker-1 in a full run. That every replica trained is asserted below.)
     services = k8s.kubectl("get", "services", "-n", ns, "-o", "name").stdout.split()
-    assert sorted(services) == [
-        f"service/quest-{r}" for r in ("chief-0", "evaluator-0", "worker-0", "worker-1")
-    ]
+    expected = [f"service/quest-{r}" for r in ("chief-0", "evaluator-0", "worker-0", "worker-1")]
+    assert "service/quest-chief-0" in services and set(services) <= set(expected), services
     job = json.loads(k8s.kubectl("get", "tfjob", "quest", "-n", ns, "-o", "json").stdout)
     replicas = job["status"]["replicaStatuses"]
     assert replicas["Chief"].get("succeeded") == 1, replicas
