@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from example_proto import iter_records, parse_example
 from shardtrain import storage
+from shardtrain.data import sharding
 from shardtrain.data.metadata import DatasetMetadata
 
 REPO = Path(__file__).resolve().parents[1]
@@ -136,3 +139,61 @@ def pandas_examples(frame, types: dict[str, str]) -> list[dict]:
             row[k] = v
         out.append(row)
     return out
+
+
+def committed_tasks(out: str) -> int:
+    try:
+        return sum(1 for u in storage.ls(storage.join(out, "_tasks")) if u.endswith(".json"))
+    except Exception:
+        return 0
+
+
+def kill_then_resume(src: str, out: str, csv_path, kill_when: int) -> dict:
+    """Shard the quest CSV ``src`` to ``out``, kill -9 the run after ``kill_when`` committed
+    tasks, re-run it, and check every row landed exactly once."""
+    args = [
+        "shard",
+        src,
+        "-o",
+        out,
+        "--label",
+        "cleared",
+        "--key",
+        "attempt_id",
+        "--task-mb",
+        "1",
+        "--min-shards",
+        "16",
+        "--processes",
+        "1",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shardtrain.cli", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if storage.exists(storage.join(out, "_plan.json")) and committed_tasks(out) >= kill_when:
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not storage.exists(storage.join(out, "metadata.json"))
+    done_before = committed_tasks(out)
+    rerun = run_cli(*args, check=True)
+    assert "sharded" in rerun.stdout
+    meta = DatasetMetadata.load(out).to_dict()
+    keys = [r["attempt_id"] for r in read_examples(out)]
+    with open(csv_path) as f:
+        expected = {line.split(",", 1)[0].encode() for line in list(f)[1:]}
+    assert len(keys) == len(set(keys)), "a row was written twice"
+    assert set(keys) == expected, "a row was lost"
+    assert meta["rows_read"] == len(expected) == meta["rows_accepted"]
+    return {
+        "done_before_kill": done_before,
+        "tasks": len(
+            sharding.Plan.from_dict(out, storage.read_json(storage.join(out, "_plan.json"))).tasks
+        ),
+    }

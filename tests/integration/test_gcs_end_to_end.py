@@ -15,11 +15,7 @@ import json
 
 import pytest
 
-# The crash-and-rerun procedure of the MinIO sharding tests (tests/integration is on sys.path
-# under pytest's default import mode).
-from test_sharding_minio import _kill_then_resume  # isort: skip
-
-from helpers import run_cli
+from helpers import kill_then_resume, run_cli
 from shardtrain import storage
 from shardtrain.data import datagen
 from shardtrain.data.metadata import DatasetMetadata
@@ -79,7 +75,7 @@ def test_kill_9_mid_shard_then_rerun_gives_every_row_once_on_gs(gcs, tmp_path):
     datagen.generate_quest_logs(str(csv_path), 150_000, seed=6)
     src = gcs.uri("crash", "quest.csv")
     storage.upload_file(str(csv_path), src)
-    info = _kill_then_resume(src, gcs.uri("crash", "ds"), csv_path, kill_when=3)
+    info = kill_then_resume(src, gcs.uri("crash", "ds"), csv_path, kill_when=3)
     assert 3 <= info["done_before_kill"] < info["tasks"]
 
 

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
 
 import pytest
 
-from helpers import REPO, quoted_text_csv, read_examples, run_cli
+from helpers import REPO, committed_tasks, kill_then_resume, quoted_text_csv, read_examples, run_cli
 from shardtrain import storage
 from shardtrain.data import datagen, sharding
-from shardtrain.data.metadata import DatasetMetadata
 
 pytestmark = pytest.mark.minio
 ALL_TYPES = REPO / "tests" / "data" / "all_types.csv"
@@ -85,62 +83,6 @@ def test_missing_source_and_label_errors_on_minio(minio):
     assert f"{src}: label column 'won' not found" in proc.stderr
 
 
-def _committed_tasks(out: str) -> int:
-    try:
-        return sum(1 for u in storage.ls(storage.join(out, "_tasks")) if u.endswith(".json"))
-    except Exception:
-        return 0
-
-
-def _kill_then_resume(src: str, out: str, csv_path, kill_when: int) -> dict:
-    args = [
-        "shard",
-        src,
-        "-o",
-        out,
-        "--label",
-        "cleared",
-        "--key",
-        "attempt_id",
-        "--task-mb",
-        "1",
-        "--min-shards",
-        "16",
-        "--processes",
-        "1",
-    ]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "shardtrain.cli", *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        if storage.exists(storage.join(out, "_plan.json")) and _committed_tasks(out) >= kill_when:
-            break
-        time.sleep(0.01)
-    assert proc.poll() is None, "the run finished before it could be killed"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert not storage.exists(storage.join(out, "metadata.json"))
-    done_before = _committed_tasks(out)
-    rerun = run_cli(*args, check=True)
-    assert "sharded" in rerun.stdout
-    meta = DatasetMetadata.load(out).to_dict()
-    keys = [r["attempt_id"] for r in read_examples(out)]
-    with open(csv_path) as f:
-        expected = {line.split(",", 1)[0].encode() for line in list(f)[1:]}
-    assert len(keys) == len(set(keys)), "a row was written twice"
-    assert set(keys) == expected, "a row was lost"
-    assert meta["rows_read"] == len(expected) == meta["rows_accepted"]
-    return {
-        "done_before_kill": done_before,
-        "tasks": len(
-            sharding.Plan.from_dict(out, storage.read_json(storage.join(out, "_plan.json"))).tasks
-        ),
-    }
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("kill_when", [0, 3])
 def test_kill_9_mid_run_then_rerun_gives_every_row_once_on_minio(minio, tmp_path, kill_when):
@@ -148,7 +90,7 @@ def test_kill_9_mid_run_then_rerun_gives_every_row_once_on_minio(minio, tmp_path
     datagen.generate_quest_logs(str(csv_path), 150_000, seed=4)
     src = minio.uri("crash", "quest.csv")
     storage.upload_file(str(csv_path), src)
-    info = _kill_then_resume(src, minio.uri(), csv_path, kill_when)
+    info = kill_then_resume(src, minio.uri(), csv_path, kill_when)
     assert info["done_before_kill"] < info["tasks"]
 
 
@@ -157,7 +99,7 @@ def test_kill_9_mid_run_then_rerun_gives_every_row_once_locally(tmp_path):
     csv_path = tmp_path / "quest.csv"
     datagen.generate_quest_logs(str(csv_path), 150_000, seed=9)
     out = str(tmp_path / "ds")
-    info = _kill_then_resume(str(csv_path), out, csv_path, kill_when=2)
+    info = kill_then_resume(str(csv_path), out, csv_path, kill_when=2)
     assert info["done_before_kill"] < info["tasks"]
     leftovers = [p for p in os.listdir(out + "/train") if ".tmp-" in p]
     assert leftovers == []
@@ -178,7 +120,7 @@ def _shard_through_outage(minio, tmp_path, outage: float) -> tuple[subprocess.Po
         text=True,
     )
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None and _committed_tasks(out) < 1:
+    while time.monotonic() < deadline and proc.poll() is None and committed_tasks(out) < 1:
         time.sleep(0.01)
     assert proc.poll() is None, "the run finished before the outage"
     minio.kill()

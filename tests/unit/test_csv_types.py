@@ -10,8 +10,8 @@ import importlib.resources
 import random
 
 import pytest
-from test_csv_corpus import CASES, ENCODED, LABELS, _compare, _types
 
+from csv_corpus import CASES, ENCODED, LABELS, _compare, _types
 from helpers import quoted_text_csv
 from shardtrain.data import sharding
 from shardtrain.data.schema import TypeTally
