@@ -18,7 +18,7 @@ class _TFJobOption(click.Option):
     """An option whose help ends with its JobConfig default (the base manifest's value).
 
     The default is looked up when help is shown, not when the CLI is defined: that reads
-    the base manifest with PyYAML, ~30 ms added to every command's start-up otherwise.
+    the base manifest with PyYAML, which every command's start-up would pay otherwise.
     """
 
     def __init__(self, *args: Any, default_of: str, **kwargs: Any):

@@ -296,8 +296,8 @@ class TrainConfig:
         (auto) about :data:`AUTO_LOOP_EXAMPLES` examples' worth, 20-1000 steps.
 
         A call costs a fixed few milliseconds around its steps (reading the step, loss and
-        learning rate back, summaries, the stop vote — a collective on a cluster): at batch
-        128 a 50-step call of the tabular model (~20 ms on a CPU) lost 10-20% to it. The
+        learning rate back, summaries, the stop vote — a collective on a cluster), a real
+        share of a short call of a small model (figures in benchmarks/RESULTS.md). The
         same on every replica (it depends on the configuration only), as the controller
         needs. Calls still end on every checkpoint step, and a signal stops a call after the
         current step whatever its length.

@@ -150,8 +150,8 @@ def distributed_input(
 
     if single_cpu_replica(strategy):
         # One replica on the CPU: strategy.run takes the batches as they are, and skipping
-        # the distributed iterator saves ~25% of the input's CPU per row (benchmarks/
-        # RESULTS.md, issue 17). With a GPU the distributed iterator prefetches to it.
+        # the distributed iterator saves much of the input's CPU per row (figures in
+        # benchmarks/RESULTS.md). With a GPU the distributed iterator prefetches to it.
         return iter(input_fn(tf.distribute.InputContext())), caches
     return iter(strategy.distribute_datasets_from_function(input_fn)), caches
 
@@ -250,7 +250,7 @@ def build_train_loop(
             return tf.stack([tf.reduce_sum(per_example), correct])
         # Read after the forward pass, not at the step's start: a signal during most of the
         # step stops after it. Not after the gradients: that would hold back the all-reduce
-        # below until the backward pass ends (measured +5% per step on the tabular model).
+        # below until the backward pass ends (slower per step on the tabular model).
         with tf.control_dependencies([correct]):
             stopping = tf.cast(stop_requested.read_value(), tf.float32)
         return tf.stack([tf.reduce_sum(per_example), correct, stopping])
@@ -284,7 +284,7 @@ def dense_small_gradients(grads: list, max_bytes: int = DENSE_GRADIENT_MAX_BYTES
     embedding per step), while dense gradients go together in a single packed all-reduce.
     With the tabular model's 6 embeddings (5 categorical columns, the player id) that was 18 of
     a step's 20 collectives, each a network round trip: most of a chief + worker step
-    (benchmarks/RESULTS.md, issue 17, "Multi-worker"). A small vocabulary table (the default
+    (benchmarks/RESULTS.md, "Multi-worker"). A small vocabulary table (the default
     top-100 words x 8 wide is 3 KB) costs nothing to send dense, and the sum, hence the
     update, is the same: the dense form of an ``IndexedSlices`` adds up its duplicate rows,
     which is what the sparse all-reduce and Adam's dense moment updates do too. Tables over
