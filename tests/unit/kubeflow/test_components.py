@@ -1,9 +1,16 @@
-"""The components, each alone: pinned image, nothing installed at start, loadable from YAML."""
+"""The components, each alone: pinned image, nothing installed at start, loadable from YAML,
+and a body that passes every parameter to its step."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
+from unittest import mock
+
+import pytest
+
 from helpers import REPO
-from shardtrain.kubeflow import client
+from shardtrain.kubeflow import client, steps
 from shardtrain.kubeflow.components import IMAGE
 
 
@@ -40,3 +47,35 @@ def test_components_alone_pin_the_image_and_install_nothing_at_start():
         assert "pip install" not in command, name  # kfp and shardtrain are in the image
         # The body is one call into shardtrain.kubeflow.steps.
         assert "from shardtrain.kubeflow import steps" in command, name
+
+
+COMPONENT_STEPS = [
+    ("plan_shards", "plan_step"),
+    ("shard", "shard_step"),
+    ("finalize_shards", "finalize_step"),
+    ("train", "train_step"),
+    ("evaluate", "evaluate_step"),
+    ("export", "export_step"),
+]
+
+
+@pytest.mark.parametrize(("module", "step"), COMPONENT_STEPS)
+def test_component_bodies_pass_every_parameter_to_their_step(module, step):
+    component = getattr(importlib.import_module(f"shardtrain.kubeflow.components.{module}"), module)
+    names = list(inspect.signature(component.python_func).parameters)
+    values = {name: f"<{name}>" for name in names}
+    with mock.patch.object(steps, step) as called:
+        component.python_func(**values)
+    called.assert_called_once_with(**values)
+
+
+@pytest.mark.parametrize(("module", "step"), COMPONENT_STEPS)
+def test_the_yaml_embeds_the_generated_function_as_its_source(module, step):
+    """KFP runs the body from the YAML: the source it embeds is the generated function's,
+    signature, docstring and call included."""
+    component = getattr(importlib.import_module(f"shardtrain.kubeflow.components.{module}"), module)
+    source = inspect.getsource(component.python_func)
+    assert source.startswith(f"def {module}(\n")
+    command = component.component_spec.implementation.container.command[-1]
+    assert source in command
+    assert f"steps.{step}(\n" in source and "Args:\n" in source
