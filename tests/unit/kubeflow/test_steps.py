@@ -1,29 +1,22 @@
-"""The Kubeflow pipeline without a server: its compiled YAML, and each step's library function.
+"""What each pipeline step runs (:mod:`shardtrain.kubeflow.steps`), without a server.
 
-The compiled ``csv_to_model`` YAML is what users upload in the UI, so it is checked the way a
-reviewer would: every step runs the pinned project image (or the ``image`` parameter whose
-default it is), no step installs packages at start, every step pod gets the storage Secret by
-*name* through kfp-kubernetes, no credential value of this environment appears anywhere, and
-no step pod asks for a GPU (the GPUs are on the TFJob's replicas, checked here on the manifest
-the train step renders). The steps' functions run on tiny real data; the only seam patched is
-the cluster submission of the TFJob.
+The steps' functions run on tiny real data; the only seam patched is the cluster submission of
+the TFJob. The TFJob the train step renders is checked here too: GPUs on the training
+replicas only, the storage Secret by name.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 import subprocess
 import sys
 from pathlib import Path
 from unittest import mock
 
 import pytest
-import yaml
 from kfp import dsl
 
-from helpers import REPO, run_cli
 from shardtrain import storage
 from shardtrain.data import datagen, sharding
 from shardtrain.data.metadata import DatasetMetadata
@@ -34,232 +27,8 @@ from shardtrain.errors import (
     ShardtrainError,
     StorageError,
 )
-from shardtrain.kubeflow import client, pointers, steps, tfjob
-from shardtrain.kubeflow.components import IMAGE
+from shardtrain.kubeflow import pointers, steps, tfjob
 from shardtrain.kubeflow.report import render_report
-
-#: Credentials and endpoints present in the compiling process: none may reach the YAML.
-FAKE_ENV = {
-    "AWS_ACCESS_KEY_ID": "fake-key-id-for-the-leak-check",
-    "AWS_SECRET_ACCESS_KEY": "fake/Secret+Key/shardtrain-unit-test-0123",
-    "AWS_ENDPOINT_URL": "http://fake-minio.shardtrain.invalid:9000",
-    "AWS_REGION": "xx-fake-1",
-    "AWS_SESSION_TOKEN": "FakeSessionToken0shardtrain0unit0test",
-}
-STEP_EXECUTORS = {
-    "exec-plan-shards",
-    "exec-shard",
-    "exec-finalize-shards",
-    "exec-train",
-    "exec-evaluate",
-    "exec-export",
-}
-IMAGE_PARAM = "{{$.inputs.parameters['pipelinechannel--image']}}"
-
-
-# --------------------------------------------------------------------------------------------
-# The compiled YAML
-# --------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def compiled(tmp_path_factory) -> tuple[str, dict, dict]:
-    """The pipeline compiled in a process whose environment holds (fake) credentials."""
-    path = str(tmp_path_factory.mktemp("compiled") / "csv_to_model.yaml")
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in FAKE_ENV.items():
-            mp.setenv(name, value)
-        client.compile_pipeline(path)
-    text = Path(path).read_text()
-    spec, platform = list(yaml.safe_load_all(text))
-    return text, spec, platform
-
-
-def test_every_step_runs_the_pinned_project_image(compiled):
-    _, spec, _ = compiled
-    executors = spec["deploymentSpec"]["executors"]
-    assert set(executors) == STEP_EXECUTORS
-    # One knob: the `image` parameter (default: the pinned image, the TFJob's default too).
-    default = spec["root"]["inputDefinitions"]["parameters"]["image"]["defaultValue"]
-    assert default == IMAGE == tfjob.DEFAULT_IMAGE
-    assert ":" in default.rsplit("/", 1)[-1] and not default.endswith(":latest")
-    for name, executor in executors.items():
-        assert executor["container"]["image"] == IMAGE_PARAM, name
-
-
-def test_the_checked_in_pipeline_and_component_yaml_are_the_packages(tmp_path):
-    """pipelines/ and components/ at the top of the repository hold the compiled definitions
-    (uploaded in the UI, or loaded into other pipelines); they must be the package's."""
-    written = client.compile_definitions(str(tmp_path))
-    assert len(written) == 1 + len(client.COMPONENTS)
-    stale = [
-        rel
-        for rel in (str(Path(w).relative_to(tmp_path)) for w in written)
-        if not (REPO / rel).is_file() or (REPO / rel).read_text() != (tmp_path / rel).read_text()
-    ]
-    assert not stale, f"out of date (run `make pipeline-yaml`): {stale}"
-
-
-def test_a_checked_in_component_loads_into_a_pipeline_of_ones_own():
-    from kfp import components
-
-    shard = components.load_component_from_file(str(REPO / "components" / "shard.yaml"))
-    assert {"sources", "dataset_uri", "worker_index", "num_workers"} <= set(
-        shard.component_spec.inputs
-    )
-    spec = shard.pipeline_spec.deployment_spec["executors"]
-    (executor,) = spec.values()
-    assert executor["container"]["image"] == IMAGE
-
-
-def test_components_alone_pin_the_image_and_install_nothing_at_start():
-    client.load_pipeline()
-    from shardtrain.kubeflow.components import (
-        evaluate,
-        export,
-        finalize_shards,
-        plan_shards,
-        shard,
-        train,
-    )
-
-    modules = (plan_shards, shard, finalize_shards, train, evaluate, export)
-    for module in modules:
-        name = module.__name__.rsplit(".", 1)[-1]
-        component = getattr(module, name)
-        container = component.component_spec.implementation.container
-        assert container.image == IMAGE, name
-        command = " ".join(container.command)
-        assert "pip install" not in command, name  # kfp and shardtrain are in the image
-        # The body is one call into shardtrain.kubeflow.steps.
-        assert "from shardtrain.kubeflow import steps" in command, name
-
-
-def test_step_pods_get_the_storage_secret_by_name_only(compiled):
-    _, spec, platform = compiled
-    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
-    assert set(executors) == STEP_EXECUTORS
-    wanted = {key: optional for key, optional in tfjob.STORAGE_ENV}
-    for name, config in executors.items():
-        seen = {}
-        for entry in config["secretAsEnv"]:
-            # The Secret's name comes from the `secret_name` pipeline parameter.
-            source = entry["secretNameParameter"]["componentInputParameter"]
-            assert source.removeprefix("pipelinechannel--") == "secret_name", name
-            assert "secretName" not in entry or entry["secretName"] == ""
-            for pair in entry["keyToEnv"]:
-                assert pair["secretKey"] == pair["envVar"]
-                seen[pair["envVar"]] = entry.get("optional", False)
-        assert seen == wanted, name
-    params = spec["root"]["inputDefinitions"]["parameters"]
-    assert params["secret_name"]["defaultValue"] == tfjob.JobConfig.default("secret")
-
-
-def test_no_credential_value_anywhere_in_the_yaml(compiled):
-    text, spec, _ = compiled
-    for name, value in FAKE_ENV.items():
-        assert value not in text, name
-    # Nor are storage variables set as plain values on any container.
-    for executor in spec["deploymentSpec"]["executors"].values():
-        env = {e["name"] for e in executor["container"].get("env", [])}
-        assert not env & set(FAKE_ENV)
-    # No parameter is meant to carry one either: the Secret is given by name.
-    names = set(spec["root"]["inputDefinitions"]["parameters"])
-    suspicious = ("password", "token", "access", "credential", "secret")
-    assert {n for n in names if any(w in n for w in suspicious)} == {"secret_name"}
-
-
-def test_no_gpu_on_step_pods_and_resources_set(compiled):
-    _, spec, _ = compiled
-    for name, executor in spec["deploymentSpec"]["executors"].items():
-        resources = executor["container"].get("resources", {})
-        assert "accelerator" not in resources, name
-        assert not any("gpu" in str(k).lower() for k in resources), name
-        assert resources.get("resourceCpuRequest"), name
-        assert resources.get("resourceMemoryRequest"), name
-    shard = spec["deploymentSpec"]["executors"]["exec-shard"]["container"]["resources"]
-    assert shard["resourceCpuRequest"] == "{{$.inputs.parameters['pipelinechannel--shard_cpu']}}"
-
-
-def test_graph_fans_out_shard_workers_and_collects_them(compiled):
-    _, spec, _ = compiled
-    root = spec["root"]["dag"]["tasks"]
-    assert set(root) == {
-        "plan-shards",
-        "for-loop-1",
-        "finalize-shards",
-        "train",
-        "evaluate",
-        "export",
-    }
-    loop = root["for-loop-1"]
-    assert loop["parameterIterator"]["items"]["inputParameter"].endswith("plan-shards-Output")
-    assert "plan-shards" in loop["dependentTasks"]
-    inner = spec["components"][loop["componentRef"]["name"]]["dag"]["tasks"]
-    assert set(inner) == {"shard"}
-    finalize_inputs = root["finalize-shards"]["inputs"]["parameters"]["worker_reports"]
-    assert finalize_inputs["taskOutputParameter"]["producerTask"] == "for-loop-1"
-    assert set(root["export"]["dependentTasks"]) == {"train", "evaluate"}
-    # The steps resume by themselves; KFP's cache must not skip one whose outputs are gone.
-    for name, task in root.items():
-        if name != "for-loop-1":
-            assert not task.get("cachingOptions", {}).get("enableCache"), name
-    # Every run gets its own TFJob name from the run id.
-    run_id = root["train"]["inputs"]["parameters"]["run_id"]["runtimeValue"]["constant"]
-    assert run_id == dsl.PIPELINE_JOB_ID_PLACEHOLDER
-    outputs = spec["root"]["outputDefinitions"]["artifacts"]
-    assert set(outputs) == {"model", "metrics", "classification", "report", "served_model"}
-
-
-def test_cli_compile_writes_the_yaml_with_new_defaults(tmp_path):
-    out = tmp_path / "p.yaml"
-    proc = run_cli(
-        "pipeline", "compile", "-o", str(out), "-p", "image=registry.example/st:9", "-p",
-        "tfjob_workers=3",
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    spec = next(yaml.safe_load_all(out.read_text()))
-    params = spec["root"]["inputDefinitions"]["parameters"]
-    assert params["image"]["defaultValue"] == "registry.example/st:9"
-    assert params["tfjob_workers"]["defaultValue"] == 3
-    bad = run_cli("pipeline", "compile", "-o", str(out), "-p", "gpus=2")
-    assert bad.returncode == 1
-    assert bad.stderr.strip().splitlines()[-1].startswith("error: unknown pipeline parameter")
-
-
-# --------------------------------------------------------------------------------------------
-# Arguments, names, configuration
-# --------------------------------------------------------------------------------------------
-
-
-def test_parse_arguments_converts_by_parameter_type():
-    args = client.parse_arguments(
-        [
-            "sources=s3://b/a.csv, s3://b/b.csv",
-            "train-steps=300",
-            "task_mb=0.5",
-            "evaluator=no",
-            "secret_name=",
-            "splits=train=0.8,eval=0.2",
-        ]
-    )
-    assert args == {
-        "sources": ["s3://b/a.csv", "s3://b/b.csv"],
-        "train_steps": 300,
-        "task_mb": 0.5,
-        "evaluator": False,
-        "secret_name": "",
-        "splits": "train=0.8,eval=0.2",
-    }
-    assert client.parse_arguments(['sources=["x,1.csv"]']) == {"sources": ["x,1.csv"]}
-    for bad, message in (
-        ("train_steps=many", "train_steps (Integer)"),
-        ("evaluator=maybe", "expected true or false"),
-        ("nope=1", "unknown pipeline parameter 'nope'"),
-        ("train_steps", "NAME=VALUE"),
-    ):
-        with pytest.raises(ConfigError, match=re.escape(message)):
-            client.parse_arguments([bad])
 
 
 def test_cpu_count_from_kubernetes_quantities():
@@ -323,7 +92,7 @@ def test_job_config_names_each_run_and_maps_the_parameters(monkeypatch, tmp_path
         steps.job_config(run_id="r", **{**kwargs, "train_flags": "--data s3://other"})
 
 
-def test_job_config_maps_the_queue_parameters(compiled):
+def test_job_config_maps_the_queue_parameters():
     common = dict(
         data="s3://b/ds", model_dir="s3://b/m", run_id="r", image="reg/st:1", namespace="ns",
         workers=1, gpus_per_worker=1, evaluator=False, secret="", service_account="sa",
@@ -335,19 +104,6 @@ def test_job_config_maps_the_queue_parameters(compiled):
     assert (kueue.queue, kueue.gang_scheduler, kueue.priority_class) == ("gpu-team", None, "high")
     gang = steps.job_config(queue="research", gang_scheduler="volcano", **common)
     assert (gang.queue, gang.gang_scheduler) == ("research", "volcano")
-    # The pipeline passes its parameters of the same names to the train step, '' by default.
-    _, spec, _ = compiled
-    params = spec["root"]["inputDefinitions"]["parameters"]
-    train = spec["root"]["dag"]["tasks"]["train"]["inputs"]["parameters"]
-    for name in ("queue", "gang_scheduler", "priority_class"):
-        assert params[name]["defaultValue"] == "", name
-        assert train[name]["componentInputParameter"] == name, name
-
-
-def test_the_pipeline_is_loaded_from_the_package():
-    assert client.load_pipeline().name == "csv-to-model"
-    with pytest.raises(ConfigError, match="no pipeline named 'nope'"):
-        client.load_pipeline("nope")
 
 
 # --------------------------------------------------------------------------------------------
@@ -427,16 +183,6 @@ def _outputs(root: Path):
         _artifact(dsl.ClassificationMetrics, root, "classification"),
         _artifact(dsl.Markdown, root, "report"),
     )
-
-
-def test_pointers_round_trip_through_artifacts(tmp_path):
-    model = _artifact(dsl.Model, tmp_path, "m")
-    pointers.write_pointer(model, "s3://b/m", step=3)
-    assert model.metadata == {"uri": "s3://b/m", "step": 3}
-    fresh = dsl.Model(name="m", uri=model.uri, metadata={})  # the next step's view
-    assert pointers.read_pointer(fresh) == {"uri": "s3://b/m", "step": 3}
-    with pytest.raises(ConfigError, match="not a shardtrain pointer"):
-        pointers.read_pointer(_artifact(dsl.Model, tmp_path, "missing"))
 
 
 def test_evaluate_step_logs_ui_metrics_and_writes_the_report(tmp_path, tiny_dataset):
@@ -733,48 +479,3 @@ def test_the_step_functions_import_without_tensorflow():
     code = "import sys, shardtrain.kubeflow.steps; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stderr
-
-
-# --------------------------------------------------------------------------------------------
-# Submission to a Kubeflow Pipelines server (the kfp.Client seam)
-# --------------------------------------------------------------------------------------------
-
-REQUIRED = {
-    "sources": ["s3://b/q.csv"],
-    "dataset_uri": "s3://b/ds",
-    "model_dir": "s3://b/m",
-    "serving_uri": "s3://b/s",
-}
-
-
-def test_submit_creates_a_run_and_reports_how_it_ended():
-    import kfp
-
-    with mock.patch.object(kfp, "Client", autospec=True) as client_cls:
-        kfp_client = client_cls.return_value
-        kfp_client.create_run_from_pipeline_func.return_value.run_id = "run-42"
-        run = client.submit(
-            "http://kfp.example:8080/",
-            REQUIRED,
-            namespace="team-a",
-            service_account="default-editor",
-        )
-        assert run == client.SubmittedRun("run-42", "http://kfp.example:8080/#/runs/details/run-42")
-        client_cls.assert_called_once_with(host="http://kfp.example:8080/", namespace="team-a")
-        call = kfp_client.create_run_from_pipeline_func.call_args
-        assert call.args[0].name == "csv-to-model"
-        assert call.kwargs["arguments"] == REQUIRED
-        assert call.kwargs["service_account"] == "default-editor"
-        kfp_client.wait_for_run_completion.assert_not_called()
-
-        kfp_client.wait_for_run_completion.return_value.state = "FAILED"
-        with pytest.raises(ShardtrainError, match="run run-42 ended FAILED"):
-            client.submit("http://kfp.example:8080", REQUIRED, wait=True)
-        kfp_client.wait_for_run_completion.return_value.state = "SUCCEEDED"
-        assert client.submit("http://h", REQUIRED, wait=True).state == "SUCCEEDED"
-
-        kfp_client.create_run_from_pipeline_func.side_effect = ValueError("403 Forbidden")
-        with pytest.raises(ShardtrainError, match="cannot create the run: 403 Forbidden"):
-            client.submit("http://h", REQUIRED)
-    with pytest.raises(ConfigError, match=r"missing pipeline argument.*serving_uri"):
-        client.submit("http://h", {k: v for k, v in REQUIRED.items() if k != "serving_uri"})
