@@ -34,8 +34,9 @@ from shardtrain.errors import (
     ShardtrainError,
     StorageError,
 )
-from shardtrain.kubeflow import client, pointers, steps, tfjob
+from shardtrain.kubeflow import client, pointers, steps
 from shardtrain.kubeflow.components import IMAGE
+from shardtrain.kubeflow.jobs import tfjob
 from shardtrain.kubeflow.report import render_report
 
 #: Credentials and endpoints present in the compiling process: none may reach the YAML.

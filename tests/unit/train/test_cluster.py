@@ -284,7 +284,7 @@ def test_hand_built_roles_must_be_consistent():
 
 
 def test_only_cluster_reads_tf_config():
-    """'One function owns TF_CONFIG': no other module reads it (the launcher only writes it)."""
+    """'One function owns TF_CONFIG': no other module reads it (local runs only write it)."""
     reads = re.compile(
         r"""environ(\.get)?\s*[\[(]\s*["']TF_CONFIG"""  # os.environ["TF_CONFIG"], .get(...)
         r"""|getenv\(\s*["']TF_CONFIG"""

@@ -11,7 +11,7 @@ imports everything it needs itself.
 pipeline's ``image`` parameter overrides it for every step at run time.
 """
 
-from shardtrain.kubeflow import tfjob
+from shardtrain.kubeflow.jobs import tfjob
 
 #: The image of every step pod and of the TFJob (one constant with the TFJob's default).
 #: The pipeline's ``image`` parameter overrides it at run time.

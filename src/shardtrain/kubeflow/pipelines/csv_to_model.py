@@ -38,7 +38,7 @@ from shardtrain.kubeflow.components.finalize_shards import finalize_shards
 from shardtrain.kubeflow.components.plan_shards import plan_shards
 from shardtrain.kubeflow.components.shard import shard
 from shardtrain.kubeflow.components.train import train
-from shardtrain.kubeflow.tfjob import JobConfig
+from shardtrain.kubeflow.jobs.tfjob import JobConfig
 
 #: Requests of the small steps (plan, finalize, train's launcher, evaluate, export).
 SMALL_CPU, SMALL_MEMORY = "500m", "1Gi"
