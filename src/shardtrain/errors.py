@@ -23,7 +23,9 @@ code  meaning
 
 Codes 128-255 are what ``restartPolicy: ExitCode`` treats as retryable (the operator recreates
 the pods); 1-127 fail the job for good. 200 lies outside ``128 + signal`` (129-192) so that a
-replica that lost a peer is not mistaken for one that was killed.
+replica that lost a peer is not mistaken for one that was killed. :func:`peer_lost` decides
+which errors of a collective mean a lost peer (200); :func:`one_line` turns another library's
+error into the one line a message quotes.
 """
 
 from __future__ import annotations
