@@ -29,7 +29,8 @@ from shardtrain.cli.train import train_cmd
 from shardtrain.data import sharding
 from shardtrain.data.sharding import MIB, ShardConfig
 from shardtrain.errors import ConfigError
-from shardtrain.kubeflow import client, steps, tfjob
+from shardtrain.kubeflow import client, steps
+from shardtrain.kubeflow.jobs import tfjob
 from shardtrain.options import METADATA_KEY, check, options, pipeline_help
 from shardtrain.train.config import TrainConfig
 

@@ -4,7 +4,7 @@ TFJob-shaped cluster of such processes on this machine.
 ``train`` is the command every replica of the TFJob runs (:mod:`shardtrain.train.trainer`; the
 replica's role comes from ``TF_CONFIG``). ``run-local`` starts a chief, workers and an
 evaluator as local processes with the ``TF_CONFIG`` the training operator would give their pods
-(:mod:`shardtrain.kubeflow.launcher`), or runs the replicas of a rendered TFJob manifest.
+(:mod:`shardtrain.kubeflow.local.processes`), or runs the replicas of a rendered TFJob manifest.
 """
 
 from __future__ import annotations
@@ -89,7 +89,8 @@ def run_local_cmd(
     """
     import sys
 
-    from shardtrain.kubeflow import launcher, tfjob
+    from shardtrain.kubeflow.jobs import tfjob
+    from shardtrain.kubeflow.local import processes
 
     if tfjob.is_manifest_path(command):
         ctx = click.get_current_context()
@@ -101,12 +102,12 @@ def run_local_cmd(
         replicas = tfjob.local_replicas(tfjob.load_manifest(command[0]))
     else:
         args = (sys.executable, "-m", "shardtrain.cli", *command)
-        replicas = [launcher.Replica("chief", 1, args)]
+        replicas = [processes.Replica("chief", 1, args)]
         if workers:
-            replicas.append(launcher.Replica("worker", workers, args))
+            replicas.append(processes.Replica("worker", workers, args))
         if evaluator:
-            replicas.append(launcher.Replica("evaluator", 1, args))
-    result = launcher.run_local(replicas, timeout=timeout, grace=grace)
+            replicas.append(processes.Replica("evaluator", 1, args))
+    result = processes.run_local(replicas, timeout=timeout, grace=grace)
     click.echo(
         "replica exit codes: "
         + ", ".join(

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shardtrain.data.shard_config import ShardConfig
-from shardtrain.kubeflow.tfjob import DEFAULT_IMAGE, JobConfig
+from shardtrain.kubeflow.jobs.tfjob import DEFAULT_IMAGE, JobConfig
 from shardtrain.options import Option, options, pipeline_help
 from shardtrain.train.config import TrainConfig
 

@@ -19,10 +19,10 @@ export             :func:`export_step`     publish the SavedModel at the serving
   fails here, in one pod, not in N) and returns the shard workers that have work to do.
 * :func:`shard_step` runs worker ``i`` of ``n`` of :func:`shardtrain.data.sharding.shard`;
   :func:`finalize_step` merges the workers' tasks into ``metadata.json``.
-* :func:`train_step` renders the TFJob with :mod:`shardtrain.kubeflow.tfjob` (the same generator as
-  ``shardtrain tfjob render``) and, on a cluster, submits it and waits (the step fails when the
-  job fails or times out); in local mode it runs the very same manifest as local processes,
-  exactly like ``shardtrain run-local job.yaml``.
+* :func:`train_step` renders the TFJob with :mod:`shardtrain.kubeflow.jobs.tfjob` (the same
+  generator as ``shardtrain tfjob render``) and, on a cluster, submits it and waits (the step
+  fails when the job fails or times out); in local mode it runs the very same manifest as
+  local processes, exactly like ``shardtrain run-local job.yaml``.
 * :func:`evaluate_step` turns ``MODEL_DIR/eval/metrics.json`` and the dataset's metadata into
   what the Kubeflow Pipelines UI renders: ``dsl.Metrics`` scalars, a
   ``dsl.ClassificationMetrics`` ROC curve and confusion matrix, and a ``dsl.Markdown`` report
@@ -43,8 +43,8 @@ Secrets
 Credentials are never pipeline parameters. On a cluster the step pods get the storage Secret's
 keys as environment variables through ``kfp.kubernetes.use_secret_as_env`` (the compiled YAML
 holds only the Secret's *name* and its key names), and the TFJob's pods through the manifest's
-``secretKeyRef`` (see :mod:`shardtrain.kubeflow.tfjob`). Locally every step inherits this process's
-environment.
+``secretKeyRef`` (see :mod:`shardtrain.kubeflow.jobs.tfjob`). Locally every step inherits this
+process's environment.
 """
 
 from __future__ import annotations
@@ -63,7 +63,9 @@ from shardtrain import storage
 from shardtrain.data import sharding
 from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.errors import ConfigError, DataError, NotCommittedError, ShardtrainError
-from shardtrain.kubeflow import launcher, tfjob
+from shardtrain.kubeflow import pods
+from shardtrain.kubeflow.jobs import tfjob
+from shardtrain.kubeflow.local import processes
 from shardtrain.kubeflow.pointers import read_pointer, write_pointer
 from shardtrain.kubeflow.report import fmt, render_report
 from shardtrain.options import from_params
@@ -99,10 +101,9 @@ def cpu_count(quantity: str) -> int:
     Raises:
         ConfigError: not a CPU quantity.
     """
-    text = str(quantity).strip()
     try:
-        value = float(text[:-1]) / 1000 if text.endswith("m") else float(text)
-    except ValueError:
+        value = pods.quantity(quantity)
+    except ConfigError:
         raise ConfigError(f"'{quantity}' is not a CPU quantity (e.g. 4, 3500m, 0.5)") from None
     if not math.isfinite(value) or value <= 0:
         raise ConfigError(f"CPU quantity '{quantity}' must be positive")
@@ -360,7 +361,7 @@ def run_tfjob_locally(manifest: Mapping[str, Any], *, timeout: float | None = No
     Raises:
         ShardtrainError: the local job failed or timed out (the chief decides, as on a cluster).
     """
-    result = launcher.run_local(tfjob.local_replicas(manifest), timeout=timeout)
+    result = processes.run_local(tfjob.local_replicas(manifest), timeout=timeout)
     if not result.succeeded:
         name = manifest.get("metadata", {}).get("name", "TFJob")
         raise ShardtrainError(f"local TFJob {name} failed: {result.reason}")
@@ -378,10 +379,11 @@ def train_step(
 ) -> dict[str, Any]:
     """Train on the dataset with a TFJob and point ``model`` at the result.
 
-    The TFJob comes from :func:`job_config` and :func:`shardtrain.kubeflow.tfjob.build_tfjob`. On a
-    cluster (``local=False``) it is created in the namespace with the step's own service
-    account, the chief's log is streamed into the step's log, and the step fails when the job
-    Failed or has not ended within ``timeout`` seconds. With ``local=True`` the same manifest
+    The TFJob comes from :func:`job_config` and
+    :func:`shardtrain.kubeflow.jobs.tfjob.build_tfjob`. On a cluster (``local=False``) it is
+    created in the namespace with the step's own service account, the chief's log is streamed
+    into the step's log, and the step fails when the job Failed or has not ended within
+    ``timeout`` seconds. With ``local=True`` the same manifest
     runs as local processes (no cluster; GPU requests and Secrets do not apply, the replicas
     inherit this environment). When ``model_dir`` already holds the final export and metrics
     of ``train_steps`` (:func:`trained_step`), no job is started at all.

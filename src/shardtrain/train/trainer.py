@@ -58,7 +58,7 @@ from typing import Any
 
 from shardtrain import storage
 from shardtrain.data.metadata import DatasetMetadata
-from shardtrain.errors import ConfigError, ShardtrainError
+from shardtrain.errors import ConfigError, ShardtrainError, peer_lost
 from shardtrain.train import cluster, dataset, loop
 from shardtrain.train.checkpoints import CheckpointStore
 from shardtrain.train.config import CONFIG_NAME, TrainConfig
@@ -399,7 +399,7 @@ def train_and_evaluate(config: TrainConfig, environ: dict[str, str] | None = Non
             except ShardtrainError:
                 raise
             except Exception as exc:
-                lost = cluster.peer_loss(role, exc)
+                lost = peer_lost(exc, role.describe()) if role.has_peers else None
                 if lost is None:
                     raise
                 raise lost from exc

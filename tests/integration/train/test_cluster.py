@@ -3,7 +3,7 @@
 Only local strategies are built (one in this process, one in a fresh subprocess for the CPU
 split); the multi-worker path is checked by capturing the cluster resolver handed to TF,
 because a real MultiWorkerMirroredStrategy binds a port and waits for its peers (that is
-tests/integration/test_local_cluster.py's job).
+tests/integration/kubeflow/local/test_processes.py's job).
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ from shardtrain.errors import (
     ShardtrainError,
     StorageError,
 )
-from shardtrain.kubeflow import pointers, steps, tfjob
+from shardtrain.kubeflow import pointers, steps
+from shardtrain.kubeflow.jobs import tfjob
 from shardtrain.kubeflow.report import render_report
 
 

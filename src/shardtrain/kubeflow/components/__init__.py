@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shardtrain.kubeflow import tfjob
+from shardtrain.kubeflow.jobs import tfjob
 from shardtrain.kubeflow.parameters import Param, define, docstring
 
 if TYPE_CHECKING:

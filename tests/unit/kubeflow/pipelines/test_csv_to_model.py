@@ -15,8 +15,9 @@ import pytest
 import yaml
 from kfp import dsl
 
-from shardtrain.kubeflow import client, tfjob
+from shardtrain.kubeflow import client
 from shardtrain.kubeflow.components import IMAGE
+from shardtrain.kubeflow.jobs import tfjob
 
 #: Credentials and endpoints present in the compiling process: none may reach the YAML.
 FAKE_ENV = {

@@ -1,4 +1,5 @@
-"""A real two-process MultiWorkerMirroredStrategy cluster on localhost, via the launcher."""
+"""A real two-process MultiWorkerMirroredStrategy cluster on localhost, via local processes
+(shardtrain.kubeflow.local.processes)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 
 import pytest
 
-from shardtrain.kubeflow import launcher
+from shardtrain.kubeflow.local import processes
 
 pytestmark = pytest.mark.cluster
 
@@ -30,11 +31,11 @@ else:
 
 def test_chief_and_worker_all_reduce_and_the_evaluator_stays_out():
     out = io.StringIO()
-    result = launcher.run_local(
+    result = processes.run_local(
         [
-            launcher.Replica("chief", 1, (sys.executable, "-c", ALL_REDUCE)),
-            launcher.Replica("worker", 1, (sys.executable, "-c", ALL_REDUCE)),
-            launcher.Replica("evaluator", 1, (sys.executable, "-c", ALL_REDUCE)),
+            processes.Replica("chief", 1, (sys.executable, "-c", ALL_REDUCE)),
+            processes.Replica("worker", 1, (sys.executable, "-c", ALL_REDUCE)),
+            processes.Replica("evaluator", 1, (sys.executable, "-c", ALL_REDUCE)),
         ],
         out=out,
         timeout=240,
@@ -120,8 +121,8 @@ def test_chief_and_worker_steps_all_reduce_embeddings_densely_and_stay_in_sync(t
         scratch = tmp_path / kind
         scratch.mkdir()
         command = (sys.executable, "-c", TRAIN_STEPS, str(tmp_path / "ds"), str(scratch))
-        replicas.append(launcher.Replica(kind, 1, command))
-    result = launcher.run_local(replicas, out=out, timeout=300, grace=20)
+        replicas.append(processes.Replica(kind, 1, command))
+    result = processes.run_local(replicas, out=out, timeout=300, grace=20)
     text = out.getvalue()
     assert result.succeeded, f"{result.reason}\n{text[-3000:]}"
     lines = {kind: re.search(rf"\[{kind}-0\] {kind}: (.*)", text) for kind in ("chief", "worker")}

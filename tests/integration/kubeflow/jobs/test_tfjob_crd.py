@@ -22,7 +22,7 @@ import yaml
 
 from tfjob_examples import EXAMPLES, example_manifests
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "install-tfjob-crd"
+SCRIPT = Path(__file__).resolve().parents[4] / "scripts" / "install-tfjob-crd"
 
 
 @functools.cache

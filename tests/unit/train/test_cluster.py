@@ -7,7 +7,6 @@ are tested in tests/integration/test_strategies.py.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import pytest
 
 from shardtrain.errors import ConfigError
 from shardtrain.train import cluster as cluster_module
-from shardtrain.train.cluster import Role, make_strategy, peer_loss, resolve_role
+from shardtrain.train.cluster import Role, make_strategy, resolve_role
 from tf_configs import CHIEF, EVALUATOR, FULL, TRAINING, WORKERS, env_for
 
 SRC = Path(cluster_module.__file__).parent
@@ -285,7 +284,7 @@ def test_hand_built_roles_must_be_consistent():
 
 
 def test_only_cluster_reads_tf_config():
-    """'One function owns TF_CONFIG': no other module reads it (the launcher only writes it)."""
+    """'One function owns TF_CONFIG': no other module reads it (local runs only write it)."""
     reads = re.compile(
         r"""environ(\.get)?\s*[\[(]\s*["']TF_CONFIG"""  # os.environ["TF_CONFIG"], .get(...)
         r"""|getenv\(\s*["']TF_CONFIG"""
@@ -319,126 +318,10 @@ def test_devices_must_be_a_positive_count(devices):
         make_strategy(Role(), devices=devices)
 
 
-# --- peer loss: which errors of a collective make a replica exit retryably -----------------
-
-
-def _error(class_name: str, message: str) -> Exception:
-    """An exception whose class is named like TensorFlow's (no TensorFlow import needed)."""
-    return type(class_name, (Exception,), {})(message)
-
-
-_WORKER = resolve_role(
-    {
-        "TF_CONFIG": json.dumps(
-            {
-                "cluster": {"chief": ["a:1"], "worker": ["b:1", "c:1"]},
-                "task": {"type": "worker", "index": 1},
-            }
-        )
-    }
-)
-
-
-@pytest.mark.parametrize(
-    "exc",
-    [
-        _error(
-            "UnavailableError",
-            "Graph execution error:\n\nCollective ops is aborted by: ... Connection reset by peer",
-        ),
-        _error("AbortedError", "The following tasks are unhealthy (stopped sending heartbeats)"),
-        _error("DeadlineExceededError", "collective timed out"),
-        _error("CancelledError", "RecvBuf cancelled"),
-        _error("UnknownError", "Socket closed"),
-    ],
-    ids=["unavailable", "aborted", "deadline", "cancelled", "unknown-socket-closed"],
-)
-def test_a_lost_peer_is_a_retryable_error_for_a_collective_member(exc):
-    from shardtrain.errors import PEER_LOST_EXIT_CODE
-
-    lost = peer_loss(_WORKER, exc)
-    assert lost is not None and lost.exit_code == PEER_LOST_EXIT_CODE >= 128
-    assert "\n" not in str(lost) and "worker 1 of 3" in str(lost)
-    assert "Graph execution error" not in str(lost)  # the telling line, not TF's first
-
-
-@pytest.mark.parametrize(
-    "exc",
-    [
-        _error("DataLossError", "corrupted record at 612008"),
-        _error("InvalidArgumentError", "Key: label. Can't parse serialized Example."),
-        _error("NotFoundError", "shard-00001.tfrecord; No such file or directory"),
-        ValueError("bad value"),
-    ],
-)
-def test_data_errors_are_not_peer_losses(exc):
-    assert peer_loss(_WORKER, exc) is None
+# --- peer loss: which replicas can lose a peer (the errors that mean it: tests/unit/test_errors.py)
 
 
 def test_without_a_collective_nothing_is_a_peer_loss():
-    exc = _error("UnavailableError", "Connection reset by peer")
-    assert peer_loss(resolve_role({}), exc) is None
-
-
-def _on(cluster: dict, kind: str, index: int) -> dict:
-    return {"cluster": cluster, "task": {"type": kind, "index": index}}
-
-
-def test_replicas_sharing_a_host_split_its_cpus_chief_first():
-    local = {"chief": ["127.0.0.1:1000"], "worker": ["127.0.0.1:1001", "127.0.0.1:1002"]}
-    cpus = [0, 1, 2, 3, 4, 5, 6]
-    shares = [
-        cluster_module.host_cpu_share(_on(local, kind, i), cpus)
-        for kind, i in (("chief", 0), ("worker", 0), ("worker", 1))
-    ]
-    # Disjoint, covering every CPU, the remainder to the first replica.
-    assert shares == [[0, 1, 2], [3, 4], [5, 6]]
-    two = {"chief": ["localhost:1"], "worker": ["localhost:2"]}
-    assert cluster_module.host_cpu_share(_on(two, "chief", 0), [3, 1]) == [1]
-    assert cluster_module.host_cpu_share(_on(two, "worker", 0), [3, 1]) == [3]
-
-
-def test_replicas_on_their_own_hosts_or_too_few_cpus_keep_every_cpu():
-    # A TFJob: one pod (service name) per replica.
-    pods = {"chief": ["j-chief-0.ns.svc:2222"], "worker": ["j-worker-0.ns.svc:2222"]}
-    assert cluster_module.host_cpu_share(_on(pods, "worker", 0), [0, 1]) is None
-    # Two of three replicas on one host: only those two split it.
-    mixed = {"chief": ["a:1"], "worker": ["a:2", "b:3"]}
-    assert cluster_module.host_cpu_share(_on(mixed, "worker", 0), [0, 1]) == [1]
-    assert cluster_module.host_cpu_share(_on(mixed, "worker", 1), [0, 1]) is None
-    # Three replicas, two CPUs: no even split, so no binding.
-    three = {"chief": ["h:1"], "worker": ["h:2", "h:3"]}
-    assert cluster_module.host_cpu_share(_on(three, "chief", 0), [0, 1]) is None
-    assert cluster_module.host_cpu_share({"cluster": three}, [0, 1]) is None
-
-
-def test_binding_covers_threads_started_before_it_and_can_be_turned_off(tmp_path):
-    """Every thread of the process is bound (``sched_setaffinity(0)`` alone binds only the
-    calling thread), and ``SHARDTRAIN_CPU_BINDING=0`` leaves the process alone. Run in a child
-    process: binding this one would bind the rest of the test session."""
-    script = """
-import json, os, threading
-from shardtrain.train import cluster
-seen = {}
-started, done = threading.Event(), threading.Event()
-def early():
-    started.set(); done.wait(); seen["early"] = sorted(os.sched_getaffinity(0))
-t = threading.Thread(target=early); t.start(); started.wait()
-cluster._keep_to_host_share({"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]},
-                             "task": {"type": "worker", "index": 0}})
-done.set(); t.join()
-seen["main"] = sorted(os.sched_getaffinity(0))
-print(json.dumps(seen))
-"""
-    cpus = sorted(os.sched_getaffinity(0))
-    local = {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]}
-    share = cluster_module.host_cpu_share(_on(local, "worker", 0), cpus) or cpus
-    for env, expected in (({}, share), ({cluster_module.CPU_BINDING_ENV: "0"}, cpus)):
-        out = subprocess.run(
-            [sys.executable, "-c", script],
-            env={**os.environ, **env},
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        assert json.loads(out.splitlines()[-1]) == {"early": expected, "main": expected}
+    assert not resolve_role({}).has_peers
+    assert not resolve_role(env_for(FULL, "evaluator")).has_peers
+    assert resolve_role(env_for(TRAINING, "worker", 1)).has_peers

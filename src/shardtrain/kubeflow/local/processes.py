@@ -1,4 +1,4 @@
-"""Run a TFJob-shaped cluster as local processes: chief, workers and evaluator on localhost.
+"""Run a job's replicas as local processes: chief, workers and evaluator on localhost.
 
 The Kubeflow training operator starts one pod per replica and gives each a ``TF_CONFIG``::
 
@@ -13,7 +13,8 @@ in place of the service host name, the same ``TF_CONFIG`` shape, its command and
 Output is streamed with a ``[type-index]`` prefix per line. Like the operator, the job
 succeeds when the chief (or worker 0, without a chief) succeeds; when any replica fails the
 others are stopped and the job fails. Every multi-worker test and ``shardtrain run-local``
-go through here, so local runs exercise exactly what a TFJob does.
+go through here, so local runs exercise exactly what a TFJob does. (Not the KFP "launcher",
+the runner inside a pipeline step's pod.)
 """
 
 from __future__ import annotations
@@ -31,12 +32,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from shardtrain.errors import ConfigError
+from shardtrain.train.cluster import REPLICA_TYPES
 
 log = logging.getLogger(__name__)
-
-#: The replica types TF_CONFIG knows (the operator lists them in alphabetical order: Go's
-#: JSON encoding of a map sorts its keys).
-REPLICA_TYPES = ("chief", "master", "worker", "ps", "evaluator")
 
 
 @dataclass(frozen=True)
@@ -103,7 +101,7 @@ def free_port() -> int:
 
 def local_cluster(replicas: Sequence[Replica]) -> dict[str, list[str]]:
     """The ``cluster`` part of TF_CONFIG with a free localhost port per replica, its types in
-    the operator's (alphabetical) order."""
+    the operator's order (alphabetical: Go's JSON encoding of a map sorts its keys)."""
     types = [r.type for r in replicas]
     if len(set(types)) != len(types):
         raise ConfigError("each replica type may appear once")

@@ -1,4 +1,5 @@
-"""A node agent: runs the pods of a Kubernetes control plane as local processes.
+"""A node agent for tests and local runs: runs the pods of a Kubernetes control plane as local
+processes (a stand-in for the scheduler and the kubelet, not for production clusters).
 
 With ``scripts/k8s-up`` (etcd, kube-apiserver and the Kubeflow training operator on
 127.0.0.1) and this agent, a TFJob runs on one machine exactly as the operator drives it on a
@@ -39,7 +40,7 @@ What differs from a kubelet:
 
 * The image is ignored: the command runs in this machine's environment (this Python
   environment's ``shardtrain``: the image's entrypoint ``shardtrain`` and ``python`` map to
-  this interpreter, see :func:`shardtrain.kubeflow.tfjob.local_argv`). Volumes, resources
+  this interpreter, see :func:`shardtrain.kubeflow.pods.local_argv`). Volumes, resources
   and security settings are not applied. A pod must have exactly one container and no init
   containers (TFJob pods have one, ``tensorflow``).
 * There is one network: every pod's IP is 127.0.0.1. Service host names in the environment and
@@ -49,45 +50,35 @@ What differs from a kubelet:
 * The process inherits this agent's environment except storage credentials and cluster
   settings (``AWS_*``, ``GOOGLE_APPLICATION_CREDENTIALS``, ``TF_CONFIG``, ``KUBECONFIG``
   …): a pod gets those only from its spec, as on a cluster.
+
+Its parts: this module (the Node, binding, the pods' life cycle and status);
+:mod:`.pod_env` (a container's environment and command line here); :mod:`.containers` (the
+processes, and stopping them); :mod:`.pod_logs` (the log endpoint).
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import datetime
-import http.server
 import logging
 import os
-import re
 import signal
-import ssl
 import subprocess
 import tempfile
 import threading
 import time
-import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shardtrain.errors import ShardtrainError
-from shardtrain.kubeflow.launcher import free_port
-from shardtrain.kubeflow.tfjob import ENTRYPOINT, local_argv
+from shardtrain.errors import ShardtrainError, one_line
+from shardtrain.kubeflow.local.containers import Container, now, pod_status, stop_all
+from shardtrain.kubeflow.local.pod_env import PodConfigError, PodEnvironment, ServicePorts
+from shardtrain.kubeflow.local.pod_logs import LogEndpoint
+from shardtrain.kubeflow.pods import quantity
 
 log = logging.getLogger(__name__)
 
-#: Variables of the agent's environment a pod never inherits (it gets them from its spec).
-WITHHELD_ENV = re.compile(
-    r"^(AWS_.*|GOOGLE_APPLICATION_CREDENTIALS|CLOUDSDK_.*|TF_CONFIG|KUBECONFIG|KUBERNETES_.*)$"
-)
-#: A Kubernetes service address as pods use it.
-_SERVICE_ADDRESS = re.compile(
-    r"\b([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.svc"
-    r"(\.cluster\.local)?:(\d+)\b"
-)
-_VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 _NODE_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
 
 
@@ -128,42 +119,6 @@ class NodeConfig:
     stop_grace_seconds: float = 10.0
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass
-class _Container:
-    """The local process of one pod's container (one run of it)."""
-
-    uid: str
-    namespace: str
-    pod: str
-    name: str
-    log_path: Path
-    argv: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)
-    cwd: Path | None = None
-    proc: subprocess.Popen | None = None
-    started_at: str = ""
-    restarts: int = 0
-    exit_code: int | None = None
-    finished_at: str = ""
-    last_terminated: dict[str, Any] | None = None
-    reported: str = ""  # the last state reported: waiting/running/terminated:<code>
-    start_error: str = ""  # why the process could not be started (no process then)
-    stopping: bool = False
-    done: threading.Event = field(default_factory=threading.Event)
-
-    def poll(self) -> int | None:
-        if self.proc is None:
-            return None
-        code = self.proc.poll()
-        if code is None:
-            return None
-        return code if code >= 0 else 128 - code  # killed by signal N: 128 + N, as runtimes do
-
-
 class NodeAgent:
     """Registers a Node and runs the pods bound to it; see the module documentation."""
 
@@ -187,11 +142,11 @@ class NodeAgent:
         self.log_dir = Path(cfg.log_dir or tempfile.mkdtemp(prefix="shardtrain-node-"))
         # Logs and working directories of pods (their output may hold secrets): owner only.
         self.log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._containers: dict[str, _Container] = {}
-        self._ports = ServicePorts()
+        self._containers: dict[str, Container] = {}
+        self._pod_env = PodEnvironment(self.core, ServicePorts())
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._server: http.server.ThreadingHTTPServer | None = None
+        self._logs = LogEndpoint(cfg.name, self.log_dir, self._ca_pem, self._runs)
         self.port = cfg.port
 
     # ---- life cycle -------------------------------------------------------------------------
@@ -208,7 +163,7 @@ class NodeAgent:
                     self._sync()
                     failing_since = None
                 except Exception as exc:  # the API server restarting must not end the agent
-                    log.warning("node %s: sync failed: %s", self.cfg.name, _one_line(exc))
+                    log.warning("node %s: sync failed: %s", self.cfg.name, one_line(exc))
                     now = time.monotonic()
                     failing_since = now if failing_since is None else failing_since
                     if (
@@ -216,7 +171,7 @@ class NodeAgent:
                     ):  # but its going for good does
                         raise NodeError(
                             f"node {self.cfg.name}: the API server has not answered for "
-                            f"{now - failing_since:.0f} s ({_one_line(exc)}); stopping"
+                            f"{now - failing_since:.0f} s ({one_line(exc)}); stopping"
                         ) from exc
                 self._stop.wait(self.cfg.poll_seconds)
         finally:
@@ -228,10 +183,8 @@ class NodeAgent:
     def _shutdown(self) -> None:
         with self._lock:
             running = [c for c in self._containers.values() if c.poll() is None and c.proc]
-        _stop_all(running, self.cfg.stop_grace_seconds)
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+        stop_all(running, self.cfg.stop_grace_seconds)
+        self._logs.stop()
         with contextlib.suppress(Exception):
             self.core.delete_node(self.cfg.name, _request_timeout=5)
         if self._own_log_dir:
@@ -266,11 +219,11 @@ class NodeAgent:
                 self.core.delete_node(name)  # a stale registration of an earlier run
             self.core.create_node({"metadata": {"name": name, "labels": labels}})
         except ApiException as exc:
-            raise NodeError(f"cannot register node {name}: {_one_line(exc)}") from exc
+            raise NodeError(f"cannot register node {name}: {one_line(exc)}") from exc
         except Exception as exc:  # urllib3 connection errors
-            raise NodeError(f"cannot reach the API server: {_one_line(exc)}") from exc
+            raise NodeError(f"cannot reach the API server: {one_line(exc)}") from exc
         capacity = self._capacity()
-        now = _now()
+        stamp = now()
         status = {
             "capacity": capacity,
             "allocatable": capacity,
@@ -285,8 +238,8 @@ class NodeAgent:
                     "status": "True",
                     "reason": "KubeletReady",
                     "message": "shardtrain node agent is running pods as local processes",
-                    "lastHeartbeatTime": now,
-                    "lastTransitionTime": now,
+                    "lastHeartbeatTime": stamp,
+                    "lastTransitionTime": stamp,
                 }
             ],
             "nodeInfo": {
@@ -315,7 +268,7 @@ class NodeAgent:
                 self._sync_pod(pod)
             except Exception as exc:
                 log.warning(
-                    "pod %s/%s: %s", pod.metadata.namespace, pod.metadata.name, _one_line(exc)
+                    "pod %s/%s: %s", pod.metadata.namespace, pod.metadata.name, one_line(exc)
                 )
         with self._lock:  # pods deleted by someone else with grace period 0
             gone = [c for uid, c in self._containers.items() if uid not in seen]
@@ -388,7 +341,7 @@ class NodeAgent:
             for resource, amount in wanted.items():
                 if resource in _NODE_RESOURCES or resource.startswith("hugepages-"):
                     continue
-                if resource not in capacity or _quantity(amount) > _quantity(capacity[resource]):
+                if resource not in capacity or quantity(amount) > quantity(capacity[resource]):
                     return f"node {self.cfg.name} has no {amount} {resource}"
         return ""
 
@@ -414,7 +367,7 @@ class NodeAgent:
                 self._report(pod, c)
             return
         if c.exit_code is None:
-            c.exit_code, c.finished_at = code, _now()
+            c.exit_code, c.finished_at = code, now()
             log.info("pod %s/%s: exited with code %d", c.namespace, c.pod, code)
         policy = pod.spec.restart_policy or "Always"
         if policy == "Always" or (policy == "OnFailure" and code != 0):
@@ -426,7 +379,7 @@ class NodeAgent:
 
     # ---- processes ----------------------------------------------------------------------------
 
-    def _start(self, pod: Any) -> _Container | None:
+    def _start(self, pod: Any) -> Container | None:
         ns, name, uid = pod.metadata.namespace, pod.metadata.name, pod.metadata.uid
         if len(pod.spec.containers) != 1 or pod.spec.init_containers:
             self._fail(pod, "Unsupported", "the node agent runs pods with exactly one container")
@@ -434,31 +387,31 @@ class NodeAgent:
         spec = pod.spec.containers[0]
         pod_dir = self.log_dir / ns / name / uid
         pod_dir.mkdir(parents=True, exist_ok=True)
-        c = _Container(uid, ns, name, spec.name, pod_dir / f"{spec.name}-0.log")
+        c = Container(uid, ns, name, spec.name, pod_dir / f"{spec.name}-0.log")
         try:
-            env = self._environment(pod, spec)
-        except _ConfigError as exc:
+            env = self._pod_env.environment(pod, spec)
+        except PodConfigError as exc:
             # As a kubelet: the pod stays Pending with the reason; retried on the next sync.
             waiting = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
             if pod.status.container_statuses is None or "ConfigError" not in str(
                 pod.status.container_statuses
             ):
                 log.warning("pod %s/%s: %s", ns, name, exc)
-                self._patch_status(pod, self._status(pod, c, state=waiting, phase="Pending"))
+                self._patch_status(pod, pod_status(pod, c, state=waiting, phase="Pending"))
             return None
-        c.argv, c.env, c.cwd = self._argv(spec, env), env, pod_dir
+        c.argv, c.env, c.cwd = self._pod_env.argv(spec, env), env, pod_dir
         with self._lock:
             self._containers[uid] = c
         self._spawn(c)
         self._report(pod, c)
         return c
 
-    def _spawn(self, c: _Container) -> None:
+    def _spawn(self, c: Container) -> None:
         """Start the container's process; if it cannot start (no such command, working
         directory unusable), the container ends with code 128 and reason ``StartError``, as
         with containerd, and the pod fails (it is not restarted)."""
         c.log_path = c.log_path.with_name(f"{c.name}-{c.restarts}.log")
-        c.started_at, c.exit_code, c.reported, c.start_error = _now(), None, "", ""
+        c.started_at, c.exit_code, c.reported, c.start_error = now(), None, "", ""
         try:
             fd = os.open(c.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             with os.fdopen(fd, "ab") as out:
@@ -472,13 +425,13 @@ class NodeAgent:
                     start_new_session=True,  # its own process group: stopped as a whole
                 )
         except (OSError, subprocess.SubprocessError) as exc:
-            c.proc, c.exit_code, c.finished_at = None, 128, _now()
+            c.proc, c.exit_code, c.finished_at = None, 128, now()
             c.start_error = f"cannot start {c.argv[0] if c.argv else '(no command)'}: {exc}"
             log.warning("pod %s/%s: %s", c.namespace, c.pod, c.start_error)
             return
         log.info("pod %s/%s: started pid %d: %s", c.namespace, c.pod, c.proc.pid, c.log_path)
 
-    def _restart(self, pod: Any, c: _Container) -> None:
+    def _restart(self, pod: Any, c: Container) -> None:
         c.last_terminated = {
             "terminated": {
                 "exitCode": c.exit_code,
@@ -491,85 +444,9 @@ class NodeAgent:
         self._spawn(c)
         self._report(pod, c)
 
-    def _argv(self, spec: Any, env: Mapping[str, str]) -> list[str]:
-        command = [_expand(a, env) for a in (spec.command or [ENTRYPOINT])]
-        args = [_expand(a, env) for a in (spec.args or [])]
-        return [self._ports.localise(a) for a in (*local_argv(command), *args)]
-
-    def _environment(self, pod: Any, spec: Any) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not WITHHELD_ENV.match(k)}
-        env["HOSTNAME"] = pod.metadata.name
-        ns = pod.metadata.namespace
-        for source in spec.env_from or ():
-            prefix = source.prefix or ""
-            if source.secret_ref is not None:
-                data = self._secret(ns, source.secret_ref.name, source.secret_ref.optional)
-            elif source.config_map_ref is not None:
-                data = self._config_map(
-                    ns, source.config_map_ref.name, source.config_map_ref.optional
-                )
-            else:
-                continue
-            env.update({prefix + k: v for k, v in data.items()})
-        for var in spec.env or ():
-            if var.value_from is None:
-                env[var.name] = _expand(var.value or "", env)
-                continue
-            value = self._value_from(pod, var.name, var.value_from)
-            if value is not None:
-                env[var.name] = value
-        return {k: self._ports.localise(v) for k, v in env.items()}
-
-    def _value_from(self, pod: Any, name: str, source: Any) -> str | None:
-        ns = pod.metadata.namespace
-        if source.secret_key_ref is not None:
-            ref = source.secret_key_ref
-            data = self._secret(ns, ref.name, ref.optional)
-            if ref.key not in data:
-                if ref.optional:
-                    return None
-                raise _ConfigError(f"{name}: key {ref.key!r} not in Secret {ns}/{ref.name}")
-            return data[ref.key]
-        if source.config_map_key_ref is not None:
-            ref = source.config_map_key_ref
-            data = self._config_map(ns, ref.name, ref.optional)
-            if ref.key not in data:
-                if ref.optional:
-                    return None
-                raise _ConfigError(f"{name}: key {ref.key!r} not in ConfigMap {ns}/{ref.name}")
-            return data[ref.key]
-        if source.field_ref is not None:
-            return _field(pod, source.field_ref.field_path)
-        raise _ConfigError(f"{name}: only secretKeyRef, configMapKeyRef and fieldRef are supported")
-
-    def _secret(self, ns: str, name: str, optional: bool | None) -> dict[str, str]:
-        from kubernetes.client.rest import ApiException
-
-        try:
-            secret = self.core.read_namespaced_secret(name, ns)
-        except ApiException as exc:
-            if exc.status == 404 and optional:
-                return {}
-            raise _ConfigError(f"secret {ns}/{name}: {_one_line(exc)}") from exc
-        return {
-            k: base64.b64decode(v).decode("utf-8", "replace")
-            for k, v in (secret.data or {}).items()
-        }
-
-    def _config_map(self, ns: str, name: str, optional: bool | None) -> dict[str, str]:
-        from kubernetes.client.rest import ApiException
-
-        try:
-            cm = self.core.read_namespaced_config_map(name, ns)
-        except ApiException as exc:
-            if exc.status == 404 and optional:
-                return {}
-            raise _ConfigError(f"configmap {ns}/{name}: {_one_line(exc)}") from exc
-        return dict(cm.data or {})
-
-    def _kill(self, c: _Container, grace: float) -> None:
+    def _kill(self, c: Container, grace: float) -> None:
         """SIGTERM the container's process group; SIGKILL it after ``grace`` seconds."""
-        _stop_all([c], grace)
+        stop_all([c], grace)
 
     def _delete(self, pod: Any) -> None:
         """A pod being deleted: stop its process, then finalise the deletion."""
@@ -591,17 +468,17 @@ class NodeAgent:
             return  # its stopping thread finalises
         self._finalise(pod)
 
-    def _stop_and_finalise(self, pod: Any, c: _Container, grace: float) -> None:
+    def _stop_and_finalise(self, pod: Any, c: Container, grace: float) -> None:
         try:
             self._kill(c, grace)
             code = c.poll()
             if code is not None:
-                c.exit_code, c.finished_at = code, _now()
+                c.exit_code, c.finished_at = code, now()
                 with contextlib.suppress(Exception):
                     self._report(pod, c)
             self._finalise(pod)
         except Exception as exc:
-            log.warning("pod %s/%s: deletion: %s", c.namespace, c.pod, _one_line(exc))
+            log.warning("pod %s/%s: deletion: %s", c.namespace, c.pod, one_line(exc))
         finally:
             c.stopping = False
             c.done.set()
@@ -626,82 +503,26 @@ class NodeAgent:
             if c is None or c.poll() is not None or c.proc is None:
                 self._containers.pop(uid, None)
 
-    def container_pid(self, namespace: str, pod: str) -> int | None:
-        """The pid of a pod's running process (for tests that preempt one)."""
+    # ---- logs --------------------------------------------------------------------------------
+
+    def _serve_logs(self) -> None:
+        self.port = self._logs.start(self.cfg.port)
+
+    def _runs(self, namespace: str, pod: str, container: str) -> list[Container]:
+        """The runs of a pod's container this agent knows (for the log endpoint)."""
         with self._lock:
-            for c in self._containers.values():
-                if c.namespace == namespace and c.pod == pod and c.proc and c.poll() is None:
-                    return c.proc.pid
-        return None
+            return [
+                c
+                for c in self._containers.values()
+                if c.namespace == namespace and c.pod == pod and c.name == container
+            ]
 
-    # ---- status ---------------------------------------------------------------------------
+    # ---- status ------------------------------------------------------------------------------
 
-    def _report(self, pod: Any, c: _Container) -> None:
-        code = c.poll() if c.exit_code is None else c.exit_code
-        state: dict[str, Any]
-        if c.start_error:
-            state = {
-                "terminated": {
-                    "exitCode": 128,
-                    "reason": "StartError",
-                    "message": c.start_error,
-                    "startedAt": c.started_at,
-                    "finishedAt": c.finished_at or _now(),
-                }
-            }
-            phase, tag = "Failed", "terminated:128"
-        elif code is None:
-            state = {"running": {"startedAt": c.started_at}}
-            phase, tag = "Running", "running"
-        else:
-            state = {
-                "terminated": {
-                    "exitCode": code,
-                    "reason": "Completed" if code == 0 else "Error",
-                    "startedAt": c.started_at,
-                    "finishedAt": c.finished_at or _now(),
-                    "containerID": f"local-process://{c.proc.pid if c.proc else 0}",
-                }
-            }
-            phase, tag = ("Succeeded" if code == 0 else "Failed"), f"terminated:{code}"
-        self._patch_status(pod, self._status(pod, c, state=state, phase=phase))
+    def _report(self, pod: Any, c: Container) -> None:
+        state, phase, tag = c.state()
+        self._patch_status(pod, pod_status(pod, c, state=state, phase=phase))
         c.reported = tag
-
-    def _status(self, pod: Any, c: _Container, *, state: dict, phase: str) -> dict[str, Any]:
-        running = "running" in state
-        ready = "True" if running else "False"
-        start = (pod.status.start_time if pod.status else None) or None
-        container = {
-            "name": c.name,
-            "image": pod.spec.containers[0].image or "",
-            "imageID": "",
-            "ready": running,
-            "started": running,
-            "restartCount": c.restarts,
-            "state": state,
-        }
-        if c.proc is not None:
-            container["containerID"] = f"local-process://{c.proc.pid}"
-        if c.last_terminated:
-            container["lastState"] = c.last_terminated
-        status = {
-            "phase": phase,
-            "hostIP": "127.0.0.1",
-            "hostIPs": [{"ip": "127.0.0.1"}],
-            "podIP": "127.0.0.1",
-            "podIPs": [{"ip": "127.0.0.1"}],
-            "startTime": start.strftime("%Y-%m-%dT%H:%M:%SZ") if start else _now(),
-            "conditions": [
-                {"type": "PodScheduled", "status": "True"},
-                {"type": "Initialized", "status": "True"},
-                {"type": "ContainersReady", "status": ready},
-                {"type": "Ready", "status": ready},
-            ],
-            "containerStatuses": [container],
-        }
-        if pod.status is not None and pod.status.qos_class:
-            status["qosClass"] = pod.status.qos_class
-        return status
 
     def _fail(self, pod: Any, reason: str, message: str) -> None:
         log.warning("pod %s/%s: %s", pod.metadata.namespace, pod.metadata.name, message)
@@ -723,209 +544,7 @@ class NodeAgent:
         except ApiException as exc:
             if exc.status not in (404, 409, 422):
                 raise
-            log.info("pod %s: status not updated: %s", pod.metadata.name, _one_line(exc))
-
-    # ---- logs ------------------------------------------------------------------------------
-
-    def _serve_logs(self) -> None:
-        agent = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                log.debug("log endpoint: " + format, *args)
-
-            def do_GET(self) -> None:
-                agent._handle(self)
-
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", self.cfg.port), Handler)
-        server.daemon_threads = True
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        cert, key = _self_signed(self.cfg.name, self.log_dir)
-        ctx.load_cert_chain(cert, key)
-        # Only the API server (its kubelet client certificate, signed by the cluster CA).
-        ctx.verify_mode = ssl.CERT_REQUIRED
-        ctx.load_verify_locations(cadata=self._ca_pem)
-        server.socket = ctx.wrap_socket(server.socket, server_side=True)
-        self._server = server
-        self.port = server.server_address[1]
-        threading.Thread(target=server.serve_forever, name="node-logs", daemon=True).start()
-
-    def _handle(self, req: http.server.BaseHTTPRequestHandler) -> None:
-        url = urllib.parse.urlsplit(req.path)
-        parts = url.path.strip("/").split("/")
-        query = dict(urllib.parse.parse_qsl(url.query))
-        if url.path == "/healthz":
-            _reply(req, 200, b"ok")
-            return
-        if len(parts) != 4 or parts[0] != "containerLogs":
-            _reply(req, 404, b"not found")
-            return
-        _, ns, pod, container = parts
-        with self._lock:
-            runs = [
-                c
-                for c in self._containers.values()
-                if c.namespace == ns and c.pod == pod and c.name == container
-            ]
-        if not runs:
-            _reply(req, 404, f"no container {container} of pod {ns}/{pod} here".encode())
-            return
-        c = runs[-1]
-        path = c.log_path
-        if query.get("previous") == "true":
-            if c.restarts == 0:
-                _reply(req, 400, f"previous terminated container {container} not found".encode())
-                return
-            path = c.log_path.with_name(f"{c.name}-{c.restarts - 1}.log")
-        if not path.exists():  # the container never started
-            _reply(req, 400, f"container {container} of pod {ns}/{pod} never started".encode())
-            return
-        follow = query.get("follow") == "true" and path == c.log_path
-        tail = int(query["tailLines"]) if query.get("tailLines") else None
-        limit = int(query["limitBytes"]) if query.get("limitBytes") else None
-        req.send_response(200)
-        req.send_header("Content-Type", "text/plain")
-        req.send_header("Connection", "close")
-        req.end_headers()
-        sent = 0
-        try:
-            for chunk in _read_log(path, tail=tail, follow=follow, ended=lambda: _ended(c, path)):
-                if limit is not None:
-                    chunk = chunk[: max(0, limit - sent)]
-                req.wfile.write(chunk)
-                req.wfile.flush()
-                sent += len(chunk)
-                if limit is not None and sent >= limit:
-                    break
-        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
-            pass
-
-
-class ServicePorts:
-    """Service addresses → ``127.0.0.1:<port>``: one local port per service name and port.
-
-    ``quest-worker-1.team.svc:2222`` (or ``...svc.cluster.local:2222``) always maps to the same
-    local port, so a recreated pod and its peers find each other again.
-    """
-
-    def __init__(self) -> None:
-        self._ports: dict[tuple[str, str, str], int] = {}
-        self._lock = threading.Lock()
-
-    def localise(self, text: str) -> str:
-        def local(m: re.Match[str]) -> str:
-            key = (m.group(3), m.group(1), m.group(6))  # namespace, service, port
-            with self._lock:
-                if key not in self._ports:
-                    self._ports[key] = free_port()
-                return f"127.0.0.1:{self._ports[key]}"
-
-        return _SERVICE_ADDRESS.sub(local, text)
-
-
-class _ConfigError(Exception):
-    """A container's environment cannot be built (a missing Secret or key)."""
-
-
-def _stop_all(containers: list[_Container], grace: float) -> None:
-    """SIGTERM the process groups of all ``containers`` at once, wait for them with one
-    deadline ``grace`` seconds away, then SIGKILL what is left (and what is left of each
-    group)."""
-    procs = [c.proc for c in containers if c.proc is not None and c.proc.poll() is None]
-    for proc in procs:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    for proc in procs:
-        try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-    for proc in procs:
-        proc.wait()
-        with contextlib.suppress(ProcessLookupError, PermissionError):  # the rest of its group
-            os.killpg(proc.pid, signal.SIGKILL)
-
-
-def _ended(c: _Container, path: Path) -> bool:
-    return c.log_path != path or c.proc is None or c.proc.poll() is not None
-
-
-def _read_log(path: Path, *, tail: int | None, follow: bool, ended: Any) -> Iterator[bytes]:
-    """A log file's bytes (its last ``tail`` lines), then (``follow``) what is appended until
-    the process has ended."""
-    with open(path, "rb") as f:
-        data = f.read()
-        if tail is not None:
-            lines = data.splitlines(keepends=True)
-            data = b"".join(lines[-tail:]) if tail > 0 else b""
-        if data:
-            yield data
-        while follow:
-            finished = ended()
-            chunk = f.read(65536)
-            if chunk:
-                yield chunk
-                continue
-            if finished:
-                return
-            time.sleep(0.2)
-
-
-def _reply(req: http.server.BaseHTTPRequestHandler, code: int, body: bytes) -> None:
-    req.send_response(code)
-    req.send_header("Content-Type", "text/plain")
-    req.send_header("Content-Length", str(len(body)))
-    req.end_headers()
-    req.wfile.write(body)
-
-
-def _expand(text: str, env: Mapping[str, str]) -> str:
-    """Kubernetes' ``$(VAR)`` expansion: known variables are replaced, ``$$`` is ``$``, unknown
-    references stay as written."""
-
-    def sub(m: re.Match[str]) -> str:
-        if m.group(0) == "$$":
-            return "$"
-        return env.get(m.group(1), m.group(0))
-
-    return _VAR_REF.sub(sub, text)
-
-
-def _field(pod: Any, path: str) -> str:
-    meta = pod.metadata
-    simple = {
-        "metadata.name": meta.name,
-        "metadata.namespace": meta.namespace,
-        "metadata.uid": meta.uid,
-        "spec.nodeName": pod.spec.node_name,
-        "spec.serviceAccountName": pod.spec.service_account_name,
-        "status.podIP": "127.0.0.1",
-        "status.hostIP": "127.0.0.1",
-    }
-    if path in simple:
-        return simple[path] or ""
-    m = re.fullmatch(r"metadata\.(labels|annotations)\['(.+)'\]", path)
-    if m:
-        return ((meta.labels if m.group(1) == "labels" else meta.annotations) or {}).get(
-            m.group(2), ""
-        )
-    raise _ConfigError(f"unsupported fieldRef {path!r}")
-
-
-_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3, "M": 10**6, "G": 10**9}
-
-
-def _quantity(text: Any) -> float:
-    """A Kubernetes quantity (``2``, ``500m``, ``16Gi``) as a number."""
-    s = str(text)
-    if s.endswith("m"):
-        return float(s[:-1]) / 1000
-    for suffix, factor in _SUFFIXES.items():
-        if s.endswith(suffix):
-            return float(s[: -len(suffix)]) * factor
-    return float(s)
+            log.info("pod %s: status not updated: %s", pod.metadata.name, one_line(exc))
 
 
 def _cluster_ca(api_client: Any) -> str:
@@ -934,55 +553,6 @@ def _cluster_ca(api_client: Any) -> str:
     if not path:
         raise NodeError("the kubeconfig names no certificate authority for the cluster")
     return Path(path).read_text()
-
-
-def _self_signed(name: str, directory: Path) -> tuple[str, str]:
-    """A fresh self-signed serving certificate for 127.0.0.1 (the API server does not check a
-    kubelet's certificate unless given --kubelet-certificate-authority)."""
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=30))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName(name)]
-            ),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "node.crt", directory / "node.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
-    return str(cert_path), str(key_path)
-
-
-def _one_line(exc: BaseException) -> str:
-    from shardtrain.kubeflow.tfjob import _one_line as one_line
-
-    return one_line(exc)
 
 
 def run(cfg: NodeConfig) -> None:

@@ -1,4 +1,5 @@
-"""The local TFJob launcher: TF_CONFIG of the operator's shape, log prefixes, failures."""
+"""Local processes of a job (the run-local runner): TF_CONFIG of the operator's shape, log prefixes,
+failures."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 import pytest
 
 from shardtrain.errors import ConfigError
-from shardtrain.kubeflow import launcher
+from shardtrain.kubeflow.local import processes
 
 FAIL_WORKER_1 = (
     "import json, os, sys; i = json.loads(os.environ['TF_CONFIG'])['task']['index'];"
@@ -34,11 +35,11 @@ def _configs(text: str) -> dict[str, dict | None]:
 
 def test_tf_config_has_the_operators_shape_for_every_replica():
     out = io.StringIO()
-    result = launcher.run_local(
+    result = processes.run_local(
         [
-            launcher.Replica("chief", 1, _py(PRINT_TF_CONFIG)),
-            launcher.Replica("worker", 2, _py(PRINT_TF_CONFIG)),
-            launcher.Replica("evaluator", 1, _py(PRINT_TF_CONFIG)),
+            processes.Replica("chief", 1, _py(PRINT_TF_CONFIG)),
+            processes.Replica("worker", 2, _py(PRINT_TF_CONFIG)),
+            processes.Replica("evaluator", 1, _py(PRINT_TF_CONFIG)),
         ],
         out=out,
         grace=5,
@@ -47,7 +48,7 @@ def test_tf_config_has_the_operators_shape_for_every_replica():
     configs = _configs(out.getvalue())
     assert sorted(configs) == ["chief-0", "evaluator-0", "worker-0", "worker-1"]
     cluster = configs["chief-0"]["cluster"]
-    # The operator's order (checked against it in tests/integration/test_k8s_operator.py).
+    # The operator's order (checked against it in tests/integration/kubeflow/jobs/test_tfjob.py).
     assert list(cluster) == ["chief", "evaluator", "worker"]
     assert len(cluster["worker"]) == 2 and len(cluster["evaluator"]) == 1
     addresses = [a for v in cluster.values() for a in v]
@@ -61,17 +62,17 @@ def test_tf_config_has_the_operators_shape_for_every_replica():
 def test_single_replica_gets_no_tf_config(monkeypatch):
     monkeypatch.setenv("TF_CONFIG", '{"stale": true}')
     out = io.StringIO()
-    result = launcher.run_local([launcher.Replica("worker", 1, _py(PRINT_TF_CONFIG))], out=out)
+    result = processes.run_local([processes.Replica("worker", 1, _py(PRINT_TF_CONFIG))], out=out)
     assert result.succeeded
     assert _configs(out.getvalue()) == {"worker-0": None}
 
 
 def test_a_failing_worker_fails_the_job_and_stops_the_others():
     out = io.StringIO()
-    result = launcher.run_local(
+    result = processes.run_local(
         [
-            launcher.Replica("chief", 1, _py("import time; time.sleep(60)")),
-            launcher.Replica("worker", 2, _py(FAIL_WORKER_1)),
+            processes.Replica("chief", 1, _py("import time; time.sleep(60)")),
+            processes.Replica("worker", 2, _py(FAIL_WORKER_1)),
         ],
         out=out,
         grace=5,
@@ -85,10 +86,10 @@ def test_a_failing_worker_fails_the_job_and_stops_the_others():
 
 
 def test_chief_decides_and_the_evaluator_is_stopped_after_the_grace_period():
-    result = launcher.run_local(
+    result = processes.run_local(
         [
-            launcher.Replica("chief", 1, _py("print('trained')")),
-            launcher.Replica("evaluator", 1, _py("import time; time.sleep(60)")),
+            processes.Replica("chief", 1, _py("print('trained')")),
+            processes.Replica("evaluator", 1, _py("import time; time.sleep(60)")),
         ],
         out=io.StringIO(),
         grace=1,
@@ -97,10 +98,10 @@ def test_chief_decides_and_the_evaluator_is_stopped_after_the_grace_period():
 
 
 def test_timeout_fails_the_job():
-    result = launcher.run_local(
+    result = processes.run_local(
         [
-            launcher.Replica("chief", 1, _py("import time; time.sleep(60)")),
-            launcher.Replica("worker", 1, _py("import time; time.sleep(60)")),
+            processes.Replica("chief", 1, _py("import time; time.sleep(60)")),
+            processes.Replica("worker", 1, _py("import time; time.sleep(60)")),
         ],
         out=io.StringIO(),
         timeout=1,
@@ -111,13 +112,13 @@ def test_timeout_fails_the_job():
 
 def test_invalid_jobs():
     with pytest.raises(ConfigError, match="both a chief and a master"):
-        launcher.local_cluster(
-            [launcher.Replica("chief", 1, ("x",)), launcher.Replica("master", 1, ("x",))]
+        processes.local_cluster(
+            [processes.Replica("chief", 1, ("x",)), processes.Replica("master", 1, ("x",))]
         )
     with pytest.raises(ConfigError, match="unknown replica type 'boss'"):
-        launcher.Replica("boss", 1, ("x",))
+        processes.Replica("boss", 1, ("x",))
     with pytest.raises(ConfigError, match="at least 1"):
-        launcher.Replica("worker", 0, ("x",))
+        processes.Replica("worker", 0, ("x",))
 
 
 def test_run_local_cli_runs_shardtrain_replicas_and_propagates_failure():

@@ -24,12 +24,13 @@ import yaml
 from helpers import run_cli
 from shardtrain import storage
 from shardtrain.data import datagen, sharding
-from shardtrain.kubeflow import launcher, tfjob
+from shardtrain.kubeflow.jobs import tfjob
+from shardtrain.kubeflow.local import processes
 from tfjob_examples import example_manifests
 
 pytestmark = pytest.mark.k8s
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 OVERLAYS = sorted(p.parent for p in (REPO / "k8s" / "overlays").glob("*/kustomization.yaml"))
 DATA, MODEL = "s3://shardtrain-data/quest", "s3://shardtrain-data/models/quest"
 
@@ -236,7 +237,7 @@ def test_run_local_writes_the_tf_config_the_operator_writes(k8s, tmp_path):
             operator[f"{rtype}-{i}"] = written
 
     out = io.StringIO()
-    result = launcher.run_local(tfjob.local_replicas(manifest), out=out, timeout=120, grace=5)
+    result = processes.run_local(tfjob.local_replicas(manifest), out=out, timeout=120, grace=5)
     assert result.succeeded, out.getvalue()
     local = {
         m.group(1): json.loads(m.group(2))
@@ -652,7 +653,8 @@ def test_a_queued_job_waits_suspended_and_a_timeout_says_it_is_still_queued(k8s)
     """``--queue`` creates the job suspended, as Kueue expects: the real operator then creates no
     pods and reports Suspended until Kueue admits it (clears ``runPolicy.suspend``); ``submit``
     says the job is queued, and a wait that ends first is a timeout naming the queue state, not
-    a failure. (Admission and preemption sequences: tests/unit/test_tfjob.py.)"""
+    a failure. (Admission and preemption sequences:
+    tests/unit/kubeflow/jobs/tfjob/test_submit.py.)"""
     ns = k8s.namespace(service_accounts=("shardtrain-trainer",))
     args = _submit_args(ns, "queued", DATA, MODEL, "--queue", "gpu-team", "--secret", "")
     args += ["--wait-timeout", "8", "--poll-interval", "1"]
