@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from shardtrain.data import column_blocks
 from shardtrain.errors import ConfigError, DataError
+from shardtrain.train.names import input_names
+from shardtrain.train.screening import LeftOut, no_signal
 
 if TYPE_CHECKING:
     from shardtrain.data.metadata import DatasetMetadata
@@ -107,6 +109,9 @@ class NumericFeature:
         mean: mean of the present values (0 when unknown).
         std: standard deviation of the present values (1 when unknown or zero).
         has_missing: the statistics saw missing values (or NaNs) in this column.
+        input_name: the name TensorFlow and Keras know the input by (Keras ``Input`` layers,
+            serving signature inputs): ``name`` when valid, else derived from it
+            (:mod:`shardtrain.train.names`) [default: derived from ``name`` alone].
     """
 
     name: str
@@ -114,6 +119,11 @@ class NumericFeature:
     mean: float = 0.0
     std: float = 1.0
     has_missing: bool = False
+    input_name: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.input_name:
+            object.__setattr__(self, "input_name", input_names([self.name])[self.name])
 
 
 @dataclass(frozen=True)
@@ -124,10 +134,16 @@ class CategoricalFeature:
         name: column name.
         vocabulary: the most frequent values (from the statistics), most frequent first;
             anything else — including missing — is out of vocabulary.
+        input_name: as in :class:`NumericFeature`.
     """
 
     name: str
     vocabulary: tuple[str, ...] = ()
+    input_name: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.input_name:
+            object.__setattr__(self, "input_name", input_names([self.name])[self.name])
 
 
 @dataclass(frozen=True)
@@ -162,6 +178,7 @@ class FeatureSpec:
         key: the split key column (a row identifier, used to name sample predictions).
         key_type: its schema type.
         image: for image datasets, the image input; numeric and categorical are then empty.
+        left_out: why each of ``excluded`` is left out (:class:`LeftOut`), in CSV order.
     """
 
     numeric: tuple[NumericFeature, ...]
@@ -175,6 +192,7 @@ class FeatureSpec:
     key: str | None = None
     key_type: str = "string"
     image: ImageFeature | None = None
+    left_out: tuple[LeftOut, ...] = ()
 
     @property
     def num_classes(self) -> int:
@@ -193,23 +211,38 @@ class FeatureSpec:
             return (self.image.name,)
         return tuple(f.name for f in self.numeric) + tuple(f.name for f in self.categorical)
 
+    @property
+    def renamed_inputs(self) -> dict[str, str]:
+        """``{column: input name}`` of the features TensorFlow knows by another name."""
+        pairs = [(f.name, f.input_name) for f in self.numeric]
+        pairs += [(f.name, f.input_name) for f in self.categorical]
+        return {name: input_name for name, input_name in pairs if input_name != name}
+
     @classmethod
     def from_metadata(
         cls,
         metadata: DatasetMetadata,
         *,
         exclude: Sequence[str] = (),
+        include: Sequence[str] = (),
         where: str = "dataset",
         image_size: int | None = None,
     ) -> FeatureSpec:
         """Build the spec from a committed dataset's metadata.
 
         Every column the sharder wrote becomes a feature except the label, the split key
-        (a row identifier carries no signal and would only be memorised) and ``exclude``.
+        (a row identifier carries no signal and would only be memorised), ``exclude``, and
+        the columns the statistics show to carry no signal — all missing, constant or
+        ID-like (:mod:`shardtrain.train.screening`) — unless ``include`` names them.
+        :attr:`left_out` says why each column is left out. Each feature's
+        ``input_name`` comes from :func:`shardtrain.train.names.input_names` over every
+        column of the dataset.
 
         Args:
             metadata: the dataset's ``metadata.json`` (:class:`DatasetMetadata`).
             exclude: further column names to leave out of the model.
+            include: columns to keep as features although they look like they carry no
+                signal.
             where: the dataset URI, for error messages.
             image_size: image datasets: the square size images are resized to; None: the
                 size the statistics suggest (:func:`image_size_from_stats`).
@@ -221,15 +254,24 @@ class FeatureSpec:
         Raises:
             DataError: the label is a float column (regression is not supported) or has a
                 single class.
-            ConfigError: ``exclude`` names a column the dataset does not have.
+            ConfigError: ``exclude`` or ``include`` names a column the dataset does not
+                have, ``include`` names the label or the split key, or a column is in both.
         """
         schema = metadata.schema
         columns = schema.columns
         stats = metadata.stats.columns
         label, key = metadata.label, metadata.key
-        unknown = sorted(set(exclude) - set(schema.names))
-        if unknown:
-            raise ConfigError(f"{where}: cannot exclude unknown column(s) {', '.join(unknown)}")
+        for flag, names in (("exclude", exclude), ("include", include)):
+            unknown = [n for n in dict.fromkeys(names) if n not in schema.names]
+            if unknown:
+                raise ConfigError(
+                    f"{where}: cannot {flag} unknown column(s) {', '.join(map(repr, unknown))}"
+                )
+        clash = [n for n in include if n in (label, key) or n in exclude]
+        if clash:
+            raise ConfigError(
+                f"{where}: --include {clash[0]!r}: it is the label, the split key or excluded"
+            )
         label_type = schema.column(label).type
         if label_type == "float":
             raise DataError(
@@ -246,27 +288,37 @@ class FeatureSpec:
         if image_cols:
             if image_size is None:
                 image_size, _ = image_size_from_stats(stats.get(image_cols[0]))
+            others = [c.name for c in columns if c.name not in (label, image_cols[0])]
             return cls(
                 numeric=(),
                 categorical=(),
                 label=label,
                 label_type=label_type,
                 classes=classes,
-                excluded=tuple(c.name for c in columns if c.name not in (label, image_cols[0])),
+                excluded=tuple(others),
                 key=key,
                 image=ImageFeature(name=image_cols[0], height=image_size, width=image_size),
+                left_out=tuple(LeftOut(n, "not an image input") for n in others),
             )
-        skip = {label, key, *exclude}
-        numeric, categorical, excluded = [], [], []
+        tf_names = input_names(c.name for c in columns)
+        numeric: list[NumericFeature] = []
+        categorical: list[CategoricalFeature] = []
+        left_out: list[LeftOut] = []
         for col in columns:
             name, kind = col.name, col.type
-            if col.drop:
-                continue
-            if name in skip:
-                if name != label:
-                    excluded.append(name)
+            if col.drop or name == label:
                 continue
             st = stats.get(name, {})
+            why = None
+            if name == key:
+                why = LeftOut(name, "split key")
+            elif name in exclude:
+                why = LeftOut(name, "--exclude")
+            elif name not in include:
+                why = no_signal(name, kind, st)
+            if why is not None:
+                left_out.append(why)
+                continue
             if kind in NUMERIC_TYPES:
                 std = st.get("std") or 1.0
                 numeric.append(
@@ -276,13 +328,20 @@ class FeatureSpec:
                         mean=float(st.get("mean") or 0.0),
                         std=float(std) if math.isfinite(std) and std > 0 else 1.0,
                         has_missing=bool(st.get("missing") or st.get("nan")),
+                        input_name=tf_names[name],
                     )
                 )
             else:
                 vocab = tuple(str(t["value"]) for t in st.get("top", ()) if t["value"] != "")
-                categorical.append(CategoricalFeature(name=name, vocabulary=vocab))
+                categorical.append(
+                    CategoricalFeature(name=name, vocabulary=vocab, input_name=tf_names[name])
+                )
         if not numeric and not categorical:
-            raise DataError(f"{where}: no feature columns left besides the label")
+            reasons = "; ".join(f"{o.column}: {o.describe()}" for o in left_out)
+            raise DataError(
+                f"{where}: no feature columns left besides the label"
+                + (f" (left out: {reasons}; --include COLUMN keeps one)" if reasons else "")
+            )
         return cls(
             numeric=tuple(numeric),
             categorical=tuple(categorical),
@@ -291,9 +350,10 @@ class FeatureSpec:
             classes=classes,
             csv_columns=tuple((c.name, c.type) for c in columns),
             null_values=tuple(schema.null_values),
-            excluded=tuple(excluded),
+            excluded=tuple(o.column for o in left_out),
             key=key,
             key_type=schema.column(key).type if key else "string",
+            left_out=tuple(left_out),
         )
 
     # ----------------------------------------------------------------------------------------
@@ -494,14 +554,16 @@ class FeatureSpec:
     def input_signature(self) -> dict[str, Any]:
         """``{name: tf.TensorSpec}`` of the raw features as serving takes them.
 
-        Tabular: one ``[batch]`` tensor per column. Images: the encoded bytes ``[batch]``.
+        Tabular: one ``[batch]`` tensor per column, keyed by the column's name; the spec is
+        named by its ``input_name``, which is what a SavedModel signature calls the input.
+        Images: the encoded bytes ``[batch]``.
         """
         import tensorflow as tf
 
         if self.image is not None:
             return {self.image.name: tf.TensorSpec([None], tf.string, name=self.image.name)}
-        sig = {f.name: tf.TensorSpec([None], tf.float32, name=f.name) for f in self.numeric}
+        sig = {f.name: tf.TensorSpec([None], tf.float32, name=f.input_name) for f in self.numeric}
         sig.update(
-            {f.name: tf.TensorSpec([None], tf.string, name=f.name) for f in self.categorical}
+            {f.name: tf.TensorSpec([None], tf.string, name=f.input_name) for f in self.categorical}
         )
         return sig

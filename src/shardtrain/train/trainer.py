@@ -73,7 +73,13 @@ from shardtrain.train.features import FeatureSpec, image_size_from_stats
 from shardtrain.train.loop import build_train_loop
 from shardtrain.train.summaries import Summaries
 
-__all__ = ["TrainResult", "finished_step", "resolve_image_size", "train_and_evaluate"]
+__all__ = [
+    "TrainResult",
+    "finished_step",
+    "log_features",
+    "resolve_image_size",
+    "train_and_evaluate",
+]
 
 log = logging.getLogger(__name__)
 
@@ -355,6 +361,29 @@ def _saved_image_size(model_dir: str) -> int | None:
     return size if type(size) is int else None
 
 
+def log_features(spec: FeatureSpec) -> None:
+    """Log the features, one line per column left out (with the flag that keeps it), and
+    the input names of the columns TensorFlow knows by another name."""
+    if spec.image is not None:
+        log.info("features: image input '%s'", spec.image.name)
+        return
+    log.info(
+        "features: %d numeric, %d categorical; label '%s'; %d column(s) left out",
+        len(spec.numeric),
+        len(spec.categorical),
+        spec.label,
+        len(spec.left_out),
+    )
+    for out in spec.left_out:
+        keep = f"; --include '{out.column}' keeps it" if out.automatic else ""
+        log.info("column '%s' left out of the features: %s%s", out.column, out.describe(), keep)
+    if spec.renamed_inputs:
+        log.info(
+            "TensorFlow names of the columns it does not take as they are (export inputs): %s",
+            ", ".join(f"'{k}' → {v}" for k, v in spec.renamed_inputs.items()),
+        )
+
+
 def train_and_evaluate(config: TrainConfig, environ: dict[str, str] | None = None) -> TrainResult:
     """Run this replica's part of the job described by ``TF_CONFIG``.
 
@@ -382,9 +411,11 @@ def train_and_evaluate(config: TrainConfig, environ: dict[str, str] | None = Non
     spec = FeatureSpec.from_metadata(
         metadata,
         exclude=config.input.exclude_columns,
+        include=config.input.include_columns,
         where=config.data,
         image_size=config.model.image_size,
     )
+    log_features(spec)
     for split in (config.input.train_split, config.input.eval_split):
         dataset.split_shards(config.data, metadata, split)  # fail early on a missing split
     scratch = tempfile.mkdtemp(prefix=f"shardtrain-{role.task_type}-{role.task_index}-")
