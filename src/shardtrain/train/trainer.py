@@ -137,7 +137,11 @@ def _train(
     stop.reclaim()
     state = loop.build_training_state(strategy, config, spec, mixed=mixed)
     if latest:
-        state.checkpoint.read(store.fetch(latest)).assert_existing_objects_matched()
+        local = store.fetch(latest)
+        try:
+            state.checkpoint.read(local).assert_existing_objects_matched()
+        except Exception as exc:
+            raise _mismatch(store.uri, latest.step, spec) from exc
         log.info("restored checkpoint step %d from %s", latest.step, store.uri)
 
     # A restart reads the shards in a new order rather than replaying the first batches.
@@ -219,6 +223,22 @@ def _train(
     result.export_uri, result.metrics = _export(config, role, spec, store, evaluator, step)
     summaries.sync()
     return result
+
+
+def _mismatch(uri: str, step: int, spec: FeatureSpec) -> ConfigError:
+    """The one line for a checkpoint whose variables do not fit the model built now."""
+    auto = [o.column for o in spec.left_out if o.automatic]
+    hint = (
+        "; a model directory trained by a shardtrain that kept the columns now left out "
+        f"as carrying no signal resumes with {' '.join(f'--include {c!r}' for c in auto)}"
+        if auto
+        else ""
+    )
+    return ConfigError(
+        f"{uri}: checkpoint step {step} does not fit the model built for these "
+        f"{len(spec.feature_names)} features (other features, model or settings){hint}; "
+        "or train into a new --model-dir"
+    )
 
 
 def _start_strategy(
