@@ -39,6 +39,7 @@ from shardtrain.train.screening import LeftOut, no_signal
 
 if TYPE_CHECKING:
     from shardtrain.data.metadata import DatasetMetadata
+    from shardtrain.data.report import SummaryTable
 
 #: Column types stored as numbers in the Examples; parsed as float32 for the model.
 NUMERIC_TYPES = ("int", "float", "bool")
@@ -567,3 +568,33 @@ class FeatureSpec:
             {f.name: tf.TensorSpec([None], tf.string, name=f.input_name) for f in self.categorical}
         )
         return sig
+
+
+def inputs_table(spec: FeatureSpec) -> SummaryTable:
+    """How training uses each column of a tabular dataset, for ``shardtrain inspect``.
+
+    One row per column, in CSV order: its use (numeric or categorical feature, label, or
+    left out and why) and, for features, the name of its input in TensorFlow and in the
+    export's ``serving_default`` (the column's own name unless TensorFlow refuses it).
+    """
+    from shardtrain.data.report import SummaryTable
+
+    kinds = {f.name: ("numeric feature", f.input_name) for f in spec.numeric}
+    kinds.update({f.name: ("categorical feature", f.input_name) for f in spec.categorical})
+    why = {o.column: o for o in spec.left_out}
+    rows = []
+    for name, _ in spec.csv_columns:
+        if name in kinds:
+            use, input_name = kinds[name]
+        elif name == spec.label:
+            use, input_name = "label", "-"
+        elif name in why:
+            out = why[name]
+            keep = " (--include keeps it)" if out.automatic else ""
+            use, input_name = f"left out: {out.describe()}{keep}", "-"
+        else:
+            continue  # dropped by the sharder: not in the Examples
+        rows.append((name, use, input_name))
+    return SummaryTable(
+        "model inputs", ("column", "use in training", "TensorFlow input"), tuple(rows)
+    )
