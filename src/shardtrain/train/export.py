@@ -74,7 +74,7 @@ def _serving_module(model: Any, spec: FeatureSpec):
 
         @tf.function(input_signature=[spec.input_signature()])
         def serve(self, features):
-            return outputs(features)
+            return outputs(spec.model_features(features))
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="lines")])
         def predict_csv(self, lines):
@@ -102,8 +102,14 @@ def serving_inputs(spec: FeatureSpec) -> list[dict[str, str]]:
     """
     if spec.image is not None:
         return [{"column": spec.image.name, "input": spec.image.name, "dtype": "string"}]
-    out = [{"column": f.name, "input": f.input_name, "dtype": "float32"} for f in spec.numeric]
-    out += [{"column": f.name, "input": f.input_name, "dtype": "string"} for f in spec.categorical]
+    out = [
+        {"column": f.name, "input": f.input_name, "dtype": "float32"}
+        for f in spec.numeric
+        if not f.source
+    ]
+    strings = [(f.name, f.input_name) for f in spec.categorical]
+    strings += [(f.name, f.input_name) for f in spec.dates]
+    out += [{"column": n, "input": i, "dtype": "string"} for n, i in strings]
     return out
 
 

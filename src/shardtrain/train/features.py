@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from shardtrain.data import column_blocks
 from shardtrain.errors import ConfigError, DataError
+from shardtrain.train import dates
 from shardtrain.train.names import input_names
 from shardtrain.train.screening import LeftOut, no_signal
 
@@ -113,6 +114,8 @@ class NumericFeature:
         input_name: the name TensorFlow and Keras know the input by (Keras ``Input`` layers,
             serving signature inputs): ``name`` when valid, else derived from it
             (:mod:`shardtrain.train.names`) [default: derived from ``name`` alone].
+        source: for a part of a date column (``Date Egg (seconds)``), that column's name: the
+            value is computed from it (:class:`DateFeature`), not read from the data.
     """
 
     name: str
@@ -121,6 +124,7 @@ class NumericFeature:
     std: float = 1.0
     has_missing: bool = False
     input_name: str = ""
+    source: str = ""
 
     def __post_init__(self) -> None:
         if not self.input_name:
@@ -145,6 +149,44 @@ class CategoricalFeature:
     def __post_init__(self) -> None:
         if not self.input_name:
             object.__setattr__(self, "input_name", input_names([self.name])[self.name])
+
+
+@dataclass(frozen=True)
+class DateFeature:
+    """A string column of ISO-8601 dates or timestamps, read as time
+    (:mod:`shardtrain.train.dates`): its model features are the numeric :attr:`parts`.
+
+    Attributes:
+        name: column name.
+        input_name: as in :class:`NumericFeature` (the serving input of the date strings).
+        mean: mean of the dates' seconds since 1970 (from the statistics' top values).
+        std: their standard deviation.
+        with_time: the values have a time of day (adds the hour parts).
+    """
+
+    name: str
+    input_name: str = ""
+    mean: float = 0.0
+    std: float = 1.0
+    with_time: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.input_name:
+            object.__setattr__(self, "input_name", input_names([self.name])[self.name])
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """The names of its numeric model features: ``"<name> (seconds)"``, ..."""
+        return tuple(
+            f"{self.name} ({suffix})"
+            for suffix, timed in dates.PARTS
+            if self.with_time or not timed
+        )
+
+    def describe(self) -> str:
+        """``'date feature: seconds, day of week'`` (and ``hour`` for timestamps)."""
+        what = "timestamp" if self.with_time else "date"
+        return f"{what} feature: seconds, day of week{', hour' if self.with_time else ''}"
 
 
 @dataclass(frozen=True)
@@ -180,6 +222,8 @@ class FeatureSpec:
         key_type: its schema type.
         image: for image datasets, the image input; numeric and categorical are then empty.
         left_out: why each of ``excluded`` is left out (:class:`LeftOut`), in CSV order.
+        dates: string columns read as time (:class:`DateFeature`); their parts are in
+            ``numeric`` (with ``source`` set), the columns themselves are serving inputs.
     """
 
     numeric: tuple[NumericFeature, ...]
@@ -194,6 +238,7 @@ class FeatureSpec:
     key_type: str = "string"
     image: ImageFeature | None = None
     left_out: tuple[LeftOut, ...] = ()
+    dates: tuple[DateFeature, ...] = ()
 
     @property
     def num_classes(self) -> int:
@@ -217,6 +262,7 @@ class FeatureSpec:
         """``{column: input name}`` of the features TensorFlow knows by another name."""
         pairs = [(f.name, f.input_name) for f in self.numeric]
         pairs += [(f.name, f.input_name) for f in self.categorical]
+        pairs += [(f.name, f.input_name) for f in self.dates]
         return {name: input_name for name, input_name in pairs if input_name != name}
 
     @classmethod
@@ -235,9 +281,10 @@ class FeatureSpec:
         (a row identifier carries no signal and would only be memorised), ``exclude``, and
         the columns the statistics show to carry no signal — all missing, constant or
         ID-like (:mod:`shardtrain.train.screening`) — unless ``include`` names them.
-        :attr:`left_out` says why each column is left out. Each feature's
-        ``input_name`` comes from :func:`shardtrain.train.names.input_names` over every
-        column of the dataset.
+        :attr:`left_out` says why each column is left out. A string column of ISO-8601
+        dates or timestamps becomes a :class:`DateFeature` (its numeric parts join
+        ``numeric``; it is never ID-like). Each feature's ``input_name`` comes from
+        :func:`shardtrain.train.names.input_names` over every column of the dataset.
 
         Args:
             metadata: the dataset's ``metadata.json`` (:class:`DatasetMetadata`).
@@ -301,9 +348,18 @@ class FeatureSpec:
                 image=ImageFeature(name=image_cols[0], height=image_size, width=image_size),
                 left_out=tuple(LeftOut(n, "not an image input") for n in others),
             )
-        tf_names = input_names(c.name for c in columns)
+        as_time = {
+            c.name: found
+            for c in columns
+            if c.type == "string" and (found := dates.date_stats(stats.get(c.name))) is not None
+        }
+        parts = {name: DateFeature(name, with_time=t[2]).parts for name, t in as_time.items()}
+        tf_names = input_names(
+            [*(c.name for c in columns), *(p for names in parts.values() for p in names)]
+        )
         numeric: list[NumericFeature] = []
         categorical: list[CategoricalFeature] = []
+        date_features: list[DateFeature] = []
         left_out: list[LeftOut] = []
         for col in columns:
             name, kind = col.name, col.type
@@ -317,6 +373,8 @@ class FeatureSpec:
                 why = LeftOut(name, "--exclude")
             elif name not in include:
                 why = no_signal(name, kind, st)
+                if why is not None and why.reason == "ID-like" and name in as_time:
+                    why = None  # a timestamp per row is a time, not an identifier
             if why is not None:
                 left_out.append(why)
                 continue
@@ -331,6 +389,15 @@ class FeatureSpec:
                         has_missing=bool(st.get("missing") or st.get("nan")),
                         input_name=tf_names[name],
                     )
+                )
+            elif name in as_time:
+                mean, std, with_time = as_time[name]
+                date_features.append(DateFeature(name, tf_names[name], mean, std, with_time))
+                numeric.extend(
+                    NumericFeature(
+                        part, "float", has_missing=True, input_name=tf_names[part], source=name
+                    )
+                    for part in parts[name]
                 )
             else:
                 vocab = tuple(str(t["value"]) for t in st.get("top", ()) if t["value"] != "")
@@ -355,6 +422,7 @@ class FeatureSpec:
             key=key,
             key_type=schema.column(key).type if key else "string",
             left_out=tuple(left_out),
+            dates=tuple(date_features),
         )
 
     # ----------------------------------------------------------------------------------------
@@ -374,12 +442,14 @@ class FeatureSpec:
         if self.image is not None:
             spec[self.image.name] = tf.io.FixedLenFeature([], tf.string)
         for f in self.numeric:
+            if f.source:
+                continue  # a part of a date column: computed, not stored
             if f.type == "float":
                 spec[f.name] = tf.io.FixedLenFeature([], tf.float32, default_value=float("nan"))
             else:
                 spec[f.name] = tf.io.FixedLenFeature([], tf.int64, default_value=INT_MISSING)
-        for c in self.categorical:
-            spec[c.name] = tf.io.FixedLenFeature([], tf.string, default_value="")
+        for name in [c.name for c in self.categorical] + [d.name for d in self.dates]:
+            spec[name] = tf.io.FixedLenFeature([], tf.string, default_value="")
         spec[self.label] = tf.io.FixedLenFeature(
             [], tf.string if self.label_type == "string" else tf.int64
         )
@@ -447,6 +517,8 @@ class FeatureSpec:
 
         features = {}
         for f in self.numeric:
+            if f.source:
+                continue
             value = parsed[f.name]
             if f.type != "float":
                 missing = tf.equal(value, INT_MISSING)
@@ -454,6 +526,7 @@ class FeatureSpec:
             features[f.name] = value
         for c in self.categorical:
             features[c.name] = parsed[c.name]
+        features.update(self.date_parts(parsed))
         if self.image is not None:
             features[self.image.name] = self.decode_images(parsed[self.image.name])
         labels = self.label_index(parsed[self.label])
@@ -538,6 +611,8 @@ class FeatureSpec:
 
         features = {}
         for f in self.numeric:
+            if f.source:
+                continue
             text = by_name[f.name]
             missing = is_null(text)
             if f.type == "bool":
@@ -550,6 +625,23 @@ class FeatureSpec:
         for c in self.categorical:
             text = by_name[c.name]
             features[c.name] = tf.where(is_null(text), tf.fill(tf.shape(text), ""), text)
+        features.update(self.date_parts({d.name: by_name[d.name] for d in self.dates}))
+        return features
+
+    def date_parts(self, texts: Mapping[str, Any]) -> dict[str, Any]:
+        """The numeric parts of every date column, from ``{column: string [batch]}``."""
+        out: dict[str, Any] = {}
+        for d in self.dates:
+            values = dates.time_parts(texts[d.name], mean=d.mean, std=d.std, with_time=d.with_time)
+            out.update(zip(d.parts, values, strict=True))
+        return out
+
+    def model_features(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """Serving inputs (:meth:`input_signature`, by column name) → the model's features:
+        the same, with each date column replaced by its parts."""
+        date_columns = {d.name for d in self.dates}
+        features = {k: v for k, v in raw.items() if k not in date_columns}
+        features.update(self.date_parts(raw))
         return features
 
     def input_signature(self) -> dict[str, Any]:
@@ -563,10 +655,14 @@ class FeatureSpec:
 
         if self.image is not None:
             return {self.image.name: tf.TensorSpec([None], tf.string, name=self.image.name)}
-        sig = {f.name: tf.TensorSpec([None], tf.float32, name=f.input_name) for f in self.numeric}
-        sig.update(
-            {f.name: tf.TensorSpec([None], tf.string, name=f.input_name) for f in self.categorical}
-        )
+        sig = {
+            f.name: tf.TensorSpec([None], tf.float32, name=f.input_name)
+            for f in self.numeric
+            if not f.source
+        }
+        strings = [(f.name, f.input_name) for f in self.categorical]
+        strings += [(f.name, f.input_name) for f in self.dates]
+        sig.update({n: tf.TensorSpec([None], tf.string, name=i) for n, i in strings})
         return sig
 
 
@@ -579,8 +675,9 @@ def inputs_table(spec: FeatureSpec) -> SummaryTable:
     """
     from shardtrain.data.report import SummaryTable
 
-    kinds = {f.name: ("numeric feature", f.input_name) for f in spec.numeric}
+    kinds = {f.name: ("numeric feature", f.input_name) for f in spec.numeric if not f.source}
     kinds.update({f.name: ("categorical feature", f.input_name) for f in spec.categorical})
+    kinds.update({f.name: (f.describe(), f.input_name) for f in spec.dates})
     why = {o.column: o for o in spec.left_out}
     rows = []
     for name, _ in spec.csv_columns:

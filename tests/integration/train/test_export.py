@@ -18,6 +18,7 @@ import io
 import json
 import math
 import random
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,6 +84,9 @@ def _odd_rows(n: int = 400) -> list[dict]:
         row["1st"] = rng.randint(0, 9)
         row["class"] = rng.choice(["warrior", "mage", "rogue"])
         row["ラベル前"] = rng.choice(["x", "y", None])
+        # A timestamp per row: read as time (seconds, day of week, hour), not left out as an id.
+        when = 1_700_000_000 + rng.randint(0, 90 * 86400)
+        row["when (UTC)"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
         score = row["a b"] - row["A b"] + (row["class"] == "mage")
         row["y/n label"] = "yes" if score > 0 else "no"
         rows.append(row)
@@ -99,7 +103,7 @@ def sources(tmp_path_factory) -> dict[str, Case]:
         _quest_jp(path, encoding)
         cases[f"quest-{encoding}"] = Case(path, "クリア", encoding)
     rows = _odd_rows()
-    header = [*ODD, "y/n label"]
+    header = [*ODD, "when (UTC)", "y/n label"]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(header)
@@ -242,3 +246,9 @@ def test_the_mapping_and_what_is_left_out(sources, trained):
     for odd in ("a b", "A b", "Ab", "ab", "1st", "x#y", "p.q", "k:v", "class", "self"):
         assert inputs[odd] != odd
     assert len({v.lower() for v in inputs.values()}) == len(inputs)
+    assert "when (UTC)" in inputs  # a serving input of its own, taking the strings
+    assert [d["name"] for d in info["feature_spec"]["dates"]] == ["when (UTC)"]
+    _, model_dir, log = trained("penguins-raw")
+    pointer = json.loads((Path(model_dir) / "export" / "latest.json").read_text())
+    info = json.loads((Path(model_dir) / pointer["path"] / "shardtrain_model.json").read_text())
+    assert [d["name"] for d in info["feature_spec"]["dates"]] == ["Date Egg"]
