@@ -234,6 +234,9 @@ def _mismatch(uri: str, step: int, spec: FeatureSpec) -> ConfigError:
         if auto
         else ""
     )
+    if spec.dates:
+        named = ", ".join(repr(d.name) for d in spec.dates)
+        hint += f"; {named} now read as time (earlier versions: a vocabulary) cannot resume"
     return ConfigError(
         f"{uri}: checkpoint step {step} does not fit the model built for these "
         f"{len(spec.feature_names)} features (other features, model or settings){hint}; "
