@@ -101,8 +101,20 @@ def image_size_from_stats(stats: Mapping[str, Any] | None) -> tuple[int, str]:
     return size, reason
 
 
+class _DefaultInputName:
+    """A feature whose ``input_name`` defaults to the one derived from its ``name`` alone
+    (:func:`FeatureSpec.from_metadata` gives names unique over the whole dataset)."""
+
+    name: str
+    input_name: str
+
+    def __post_init__(self) -> None:
+        if not self.input_name:
+            object.__setattr__(self, "input_name", input_names([self.name])[self.name])
+
+
 @dataclass(frozen=True)
-class NumericFeature:
+class NumericFeature(_DefaultInputName):
     """A numeric input: parsed as float32, NaN when missing.
 
     Attributes:
@@ -126,13 +138,9 @@ class NumericFeature:
     input_name: str = ""
     source: str = ""
 
-    def __post_init__(self) -> None:
-        if not self.input_name:
-            object.__setattr__(self, "input_name", input_names([self.name])[self.name])
-
 
 @dataclass(frozen=True)
-class CategoricalFeature:
+class CategoricalFeature(_DefaultInputName):
     """A string input: parsed as string, ``""`` when missing.
 
     Attributes:
@@ -146,13 +154,9 @@ class CategoricalFeature:
     vocabulary: tuple[str, ...] = ()
     input_name: str = ""
 
-    def __post_init__(self) -> None:
-        if not self.input_name:
-            object.__setattr__(self, "input_name", input_names([self.name])[self.name])
-
 
 @dataclass(frozen=True)
-class DateFeature:
+class DateFeature(_DefaultInputName):
     """A string column of ISO-8601 dates or timestamps, read as time
     (:mod:`shardtrain.train.dates`): its model features are the numeric :attr:`parts`.
 
@@ -169,10 +173,6 @@ class DateFeature:
     mean: float = 0.0
     std: float = 1.0
     with_time: bool = False
-
-    def __post_init__(self) -> None:
-        if not self.input_name:
-            object.__setattr__(self, "input_name", input_names([self.name])[self.name])
 
     @property
     def parts(self) -> tuple[str, ...]:
