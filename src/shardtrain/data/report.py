@@ -13,7 +13,7 @@ import math
 import re
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -253,6 +253,10 @@ def render_dataset(
     meta: DatasetMetadata,
     rejects: Iterable[dict[str, Any]] = (),
     console: Console | None = None,
+    extra: Iterable[SummaryTable] = (),
 ) -> None:
-    """Print the dataset at ``uri`` (``shardtrain inspect``)."""
-    render_terminal(summarize(uri, meta), rejects, console)
+    """Print the dataset at ``uri`` (``shardtrain inspect``), with ``extra`` tables after
+    the column tables (the training layer's view of the columns)."""
+    summary = summarize(uri, meta)
+    summary = replace(summary, tables=summary.tables + tuple(extra))
+    render_terminal(summary, rejects, console)

@@ -134,6 +134,14 @@ class InputConfig:
         multiple=True,
         help="A column left out of the model besides the label and the split key (repeatable).",
     )
+    include_columns: list[str] = option(  # noqa: RUF009 (option() is a dataclasses.field)
+        default_factory=list,
+        flags=("--include",),
+        multiple=True,
+        help="A column kept as a feature although its statistics say it carries no signal "
+        "(all missing, constant or ID-like: such columns are left out by default) "
+        "(repeatable).",
+    )
     shuffle_buffer: int = option(
         10_000,
         min=1,
