@@ -249,7 +249,8 @@ def to_markdown(summary: DatasetSummary, heading: str = "###") -> list[str]:
     for t in summary.tables:
         out += [f"{heading} {t.title[0].upper()}{t.title[1:]}", ""]
         out += markdown_table(t.header, t.rows)
-    out += [f"Note: {note}" for note in summary.notes] + ([""] if summary.notes else [])
+    if summary.notes:
+        out += [f"{heading} Notes", "", *(f"- {note}" for note in summary.notes), ""]
     if summary.rejects:
         out += [f"{summary.rejects}", ""]
     return out

@@ -442,10 +442,11 @@ class CsvSource(Source):
                 notes=notes,
             )
         else:
-            log.info("CSV types by all rows taken from the stored plan (same files)")
             notes = self._recalled_notes
-            for note in notes:
-                log.info(note)
+            log.info(
+                "CSV types by all rows taken from the stored plan (same files%s)",
+                f"; {len(notes)} column note(s) in it, see inspect" if notes else "",
+            )
         inputs.options[TYPES_OPTION] = types
         inputs.options[TYPES_BASIS_OPTION] = _types_basis(inputs.schema, self.max_bad_fraction)
         if notes:

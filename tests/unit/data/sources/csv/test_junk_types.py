@@ -103,7 +103,7 @@ def test_the_demo_data_has_twelve_numeric_columns_and_a_binary_label(tmp_path, c
     plan = storage.read_json(str(out / PLAN_NAME))
     assert plan["options"][TYPE_NOTES_OPTION] == list(meta.type_notes)
     shown = summarize(str(out), meta)
-    assert gear in shown.notes and f"Note: {gear}" in to_markdown(shown)
+    assert gear in shown.notes and f"- {gear}" in to_markdown(shown)
     assert meta.rare_classes is None
 
 
