@@ -36,6 +36,7 @@ import io
 import json
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -480,18 +481,32 @@ class TypeTally:
             return "string" if self.beyond_int64 else "int"
         return "float"
 
-    def junk_tolerated(self, max_bad_fraction: float) -> bool:
-        """Whether the non-numbers are few enough for the column to stay numeric, if none is
-        shaped like a code: at most ``max_bad_fraction`` of the values (and
-        :data:`MAX_JUNK_FRACTION`), among numbers that make an ``int`` or ``float``."""
-        limit = min(max_bad_fraction, MAX_JUNK_FRACTION) * self.present
+    def junk_candidate(self) -> bool:
+        """Whether some ``--max-bad-fraction`` could leave the column numeric despite its
+        non-numbers: at most :data:`MAX_JUNK_FRACTION` of the values are not numbers, and the
+        numbers make an ``int`` or ``float``. Its non-numbers are then looked at
+        (:meth:`needs_shapes`), whatever the run's fraction, so that what the type pass finds
+        does not depend on it."""
         return (
-            0 < self.non_numbers <= limit and self.numbers > 0 and self.numbers_type() != "string"
+            0 < self.non_numbers <= MAX_JUNK_FRACTION * self.present
+            and self.numbers_type() != "string"
         )
 
-    def needs_shapes(self, max_bad_fraction: float) -> bool:
-        """Whether :meth:`type` needs the non-numbers looked at (:meth:`see`) to decide."""
-        return self.junk_tolerated(max_bad_fraction) and self.shapes_seen == 0
+    def junk_tolerated(self, max_bad_fraction: float) -> bool:
+        """Whether the non-numbers are few enough for the column to stay numeric, if none is
+        shaped like a code: a :meth:`junk_candidate` whose non-numbers are at most
+        ``max_bad_fraction`` of its values."""
+        return self.junk_candidate() and self.non_numbers <= max_bad_fraction * self.present
+
+    def needs_shapes(self) -> bool:
+        """Whether the non-numbers of a :meth:`junk_candidate` still need to be looked at
+        (:meth:`see`) for :meth:`type` to decide."""
+        return self.junk_candidate() and self.shapes_seen == 0
+
+    def noteworthy(self) -> bool:
+        """Whether :meth:`note` has something to say: a column of mostly numbers (``int`` or
+        ``float`` ones) holding some values that are not numbers."""
+        return 0 < self.non_numbers < self.numbers and self.numbers_type() != "string"
 
     def type(self, max_bad_fraction: float = 0.0) -> ColumnType | None:
         """The column's type; None when no value was seen.
@@ -521,43 +536,56 @@ class TypeTally:
 
     def note(self, name: str, max_bad_fraction: float) -> str | None:
         """One line saying what the non-numbers of a mostly numeric column decided, for the
-        planning log and ``inspect``; None for a column without such values.
+        planning log and ``inspect``; None when not :meth:`noteworthy`. The text depends on
+        ``max_bad_fraction`` only through the type it decides.
 
         For example ``gear_score: 1 of 49,999 values is not a number ('12abc', q.csv line
         1327) → float; its row is rejected (bad_value); a --schema file with 'gear_score:
         string' keeps it``.
         """
-        n = self.non_numbers
-        if not max_bad_fraction or not n or self.numbers <= n or self.bools == self.present:
+        if not self.noteworthy():
             return None
+        n = self.non_numbers
         head = f"{name}: {n:,} of {self.present:,} values {'is' if n == 1 else 'are'} not "
         head += "a number" if n == 1 else "numbers"
-        looked = ""
-        if 0 < self.shapes_seen < n:
-            looked = f"; the first {self.shapes_seen:,} looked at"
-        if self.junk_numeric(max_bad_fraction):
-            typ = self.numbers_type()
-            rows = "its row is" if n == 1 else "their rows are"
-            return (
-                f"{head} ({_example(self.first_junk)}) → {typ}; {rows} rejected (bad_value)"
-                f"{looked}; a --schema file with '{name}: string' keeps "
-                f"{'it' if n == 1 else 'them'}"
-            )
-        if self.junk_tolerated(max_bad_fraction) and self.codes:
+        if self.junk_candidate() and self.codes:
             return (
                 f"{head}, and {'it is' if n == 1 else 'one is'} shaped like a code "
                 f"({_example(self.first_code)}) → string, every value kept as text"
             )
-        if self.numbers_type() == "string":
-            return None
-        instead = f"a --schema file with '{name}: {self.numbers_type()}' rejects their rows instead"
+        if self.junk_numeric(max_bad_fraction):
+            looked = f"; the first {self.shapes_seen:,} looked at" if self.shapes_seen < n else ""
+            rows = "its row is" if n == 1 else "their rows are"
+            return (
+                f"{head} ({_example(self.first_junk)}) → {self.numbers_type()}; {rows} "
+                f"rejected (bad_value){looked}; a --schema file with '{name}: string' keeps "
+                f"{'it' if n == 1 else 'them'}"
+            )
+        instead = f"a --schema file with '{name}: {self.numbers_type()}' rejects their rows"
         if self.junk_tolerated(max_bad_fraction):  # none looked at: the type stays text
             return f"{head}, none looked at → string; {instead}"
-        limit = min(max_bad_fraction, MAX_JUNK_FRACTION)
         return (
-            f"{head} ({n / self.present:.2%}), more than the {limit:g} a numeric column may "
-            f"hold (--max-bad-fraction) → string; {instead}"
+            f"{head} ({n / self.present:.2%}), more than --max-bad-fraction lets a numeric "
+            f"column hold (at most {MAX_JUNK_FRACTION:.0%}) → string; {instead}"
         )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The tally as JSON (stored in a plan: :meth:`from_dict` decides again from it)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TypeTally:
+        """Inverse of :meth:`to_dict`."""
+        found = {
+            k: tuple(d[k]) if d.get(k) is not None else None for k in ("first_code", "first_junk")
+        }
+        return cls(**{**d, **found})
+
+
+def type_notes(tallies: Mapping[str, TypeTally], max_bad_fraction: float) -> list[str]:
+    """The :meth:`TypeTally.note` of each column that has one, in order."""
+    notes = (t.note(name, max_bad_fraction) for name, t in tallies.items())
+    return [n for n in notes if n is not None]
 
 
 def _example(found: tuple[str, str] | None) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from shardtrain.data.schema import MAX_JUNK_FRACTION, TypeTally, code_shaped
+from shardtrain.data.schema import MAX_JUNK_FRACTION, TypeTally, code_shaped, type_notes
 
 CODES = [
     "98115-4820",  # ZIP+4
@@ -67,10 +67,10 @@ def _tally(present, numbers, ints=None, **kw) -> TypeTally:
 def test_junk_within_the_fraction_leaves_a_column_numeric_once_looked_at():
     tally = _tally(50_000, 49_999, ints=1000)
     assert tally.type() == "string"  # the strict rule: one non-number makes a string
-    assert tally.needs_shapes(0.001)
+    assert tally.needs_shapes()
     assert tally.type(0.001) == "string"  # not looked at yet: nothing decided
     tally.see("12abc", "q.csv line 1327")
-    assert not tally.needs_shapes(0.001)
+    assert not tally.needs_shapes()
     assert tally.type(0.001) == "float"
     assert tally.type(0.0) == "string"
     assert tally.junk_numeric(0.001)
@@ -107,7 +107,7 @@ def test_exact_numbers_stay_strings_whatever_the_junk():
     for kw in ({"leading_zero": True}, {"beyond_int64": True}):
         tally = _tally(10_000, 9_999, **kw)
         tally.see("12abc")
-        assert not tally.junk_tolerated(0.001)
+        assert not tally.junk_candidate() and not tally.junk_tolerated(0.001)
         assert tally.type(0.001) == "string"
 
 
@@ -140,11 +140,30 @@ def test_the_planning_line_says_what_was_decided():
         "z.csv line 230002) → string, every value kept as text"
     )
     many = _tally(1000, 950)
-    note = many.note("fee", 0.001)
-    assert note is not None and "50 of 1,000 values are not numbers (5.00%)" in note
-    assert note.endswith("→ string; a --schema file with 'fee: int' rejects their rows instead")
-    assert one.note("gear_score", 0.0) is None  # the strict rule has nothing to explain
+    assert many.note("fee", 0.001) == (
+        "fee: 50 of 1,000 values are not numbers (5.00%), more than --max-bad-fraction lets a "
+        "numeric column hold (at most 1%) → string; a --schema file with 'fee: int' rejects "
+        "their rows"
+    )
+    # The text depends on the fraction only through the type it decides.
+    assert many.note("fee", 0.0) == many.note("fee", 0.02) == many.note("fee", 1.0)
+    strict = one.note("gear_score", 0.0)
+    assert strict is not None and "(0.00%), more than --max-bad-fraction" in strict
+    assert code.note("zip", 0.0) == code.note("zip", 0.001)
     assert _tally(10, 10).note("all_numbers", 0.001) is None
+
+
+def test_a_tally_round_trips_through_json_and_decides_again():
+    import json
+
+    tally = _tally(50_000, 49_998, ints=0)
+    tally.see("12abc", "q.csv line 1327")
+    tally.see("?", "q.csv line 2000")
+    back = TypeTally.from_dict(json.loads(json.dumps(tally.to_dict())))
+    assert back == tally and back.first_junk == ("12abc", "q.csv line 1327")
+    assert back.shapes_seen == 2 and back.codes == 0
+    assert (back.type(0.001), back.type(0.0)) == ("float", "string")
+    assert type_notes({"g": back, "n": _tally(5, 5)}, 0.001) == [back.note("g", 0.001)]
 
 
 def test_the_reference_tally_looks_at_every_non_number_and_compares_by_counts():
@@ -161,4 +180,4 @@ def test_the_reference_tally_looks_at_every_non_number_and_compares_by_counts():
     # from counts needs its non-numbers looked at before junk can leave it numeric.
     counted = TypeTally(present=304, numbers=302, ints=301)
     assert counted == tally
-    assert counted.needs_shapes(0.01) and not tally.needs_shapes(0.01)
+    assert counted.needs_shapes() and not tally.needs_shapes()

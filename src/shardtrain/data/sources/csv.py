@@ -77,6 +77,7 @@ from shardtrain.data.schema import (
     infer_schema,
     number_pattern,
     parse_header,
+    type_notes,
 )
 from shardtrain.data.sources.base import (
     MAX_REJECT_TEXT,
@@ -329,7 +330,7 @@ class CsvSource(Source):
         self.max_bad_fraction = max_bad_fraction
         self._overrides: SchemaOverrides | None = None
         self._recalled_types: dict[str, ColumnType | None] | None = None
-        self._recalled_notes: list[str] = []
+        self._recalled_evidence: dict[str, TypeTally] | None = None
         self._stored: Mapping[str, Any] | None = None
         self._known_starts: dict[str, dict[int, int]] = {}
 
@@ -387,8 +388,8 @@ class CsvSource(Source):
         )
         recalled = self._recalled_options(sources, dialect)
         self._known_starts = _record_starts_option(recalled)
-        self._recalled_types = _types_option(recalled, schema, self.max_bad_fraction)
-        self._recalled_notes = list(recalled.get(TYPE_NOTES_OPTION, [])) if recalled else []
+        self._recalled_types = _types_option(recalled, schema)
+        self._recalled_evidence = _evidence_option(recalled)
         self._overrides = overrides
         options: dict[str, Any] = {DIALECT_OPTION: dialect.to_dict()}
         input_bytes = sum(s.size * (4 if s.gzip else 1) for s in sources)
@@ -425,32 +426,36 @@ class CsvSource(Source):
         """With ``infer_types='all'``: the sample's schema with every column typed by all of
         its values (not those a ``--schema`` file sets), by :func:`type_pass` over the
         aligned pieces -- or taken from a stored plan of the same files (:meth:`recall`).
-        The types are stored in the plan's options (:data:`TYPES_OPTION`), with a line per
-        column whose values that are not numbers decided its type
+        The types are stored in the plan's options (:data:`TYPES_OPTION`), with the tallies
+        of the columns whose values that are not numbers decided their type
+        (:data:`TYPE_EVIDENCE_OPTION`: a run with another ``--max-bad-fraction`` decides
+        again from them) and a line per such column
         (:data:`~shardtrain.data.schema.TYPE_NOTES_OPTION`)."""
         if self.infer_types != "all":
             return inputs.schema
         types = self._recalled_types
-        notes: list[str] = []
-        if types is None:
+        found: dict[str, TypeTally] = {}
+        if types is None or self._recalled_evidence is None:
             types = type_pass(
                 pieces,
                 inputs.schema,
                 _dialect(inputs.options),
                 threads=self.processes,
                 max_bad_fraction=self.max_bad_fraction,
-                notes=notes,
+                found=found,
             )
         else:
-            notes = self._recalled_notes
+            found = self._recalled_evidence
+            types = {**types, **{n: t.type(self.max_bad_fraction) for n, t in found.items()}}
             log.info(
                 "CSV types by all rows taken from the stored plan (same files%s)",
-                f"; {len(notes)} column note(s) in it, see inspect" if notes else "",
+                f"; {len(found)} column note(s), see inspect" if found else "",
             )
         inputs.options[TYPES_OPTION] = types
-        inputs.options[TYPES_BASIS_OPTION] = _types_basis(inputs.schema, self.max_bad_fraction)
-        if notes:
-            inputs.options[TYPE_NOTES_OPTION] = notes
+        inputs.options[TYPES_BASIS_OPTION] = _types_basis(inputs.schema)
+        if found:
+            inputs.options[TYPE_EVIDENCE_OPTION] = {n: t.to_dict() for n, t in found.items()}
+            inputs.options[TYPE_NOTES_OPTION] = type_notes(found, self.max_bad_fraction)
         return apply_all_row_types(inputs.schema, types, self._overrides)
 
     def read_piece(self, piece: Piece, layout: SourceLayout, block_bytes: int) -> Iterator[Batch]:
@@ -502,7 +507,7 @@ def all_row_types(
     block_bytes: int = 4 * 1024 * 1024,
     *,
     max_bad_fraction: float = 0.0,
-    notes: list[str] | None = None,
+    found: dict[str, TypeTally] | None = None,
 ) -> dict[str, ColumnType | None]:
     """Every column's type by all of its values (None: only nulls), reading every file once
     (see :func:`infer_types_from_all_rows`).
@@ -511,7 +516,7 @@ def all_row_types(
     counted by :class:`~shardtrain.data.schema.TypeTally`, in one process. :func:`type_pass`
     finds the same types at a fraction of the cost (tests check both agree) and is what
     planning runs, except with ``--skip-initial-space``, which only this path reads.
-    ``max_bad_fraction`` and ``notes`` as in :func:`type_pass` (the values that are not
+    ``max_bad_fraction`` and ``found`` as in :func:`type_pass` (the values that are not
     numbers are named without their line here)."""
     text = _text_schema(schema)
     tallies = [TypeTally(decimal=dialect.decimal) for _ in schema.columns]
@@ -521,7 +526,7 @@ def all_row_types(
             for tally, values in zip(tallies, batch.table.columns, strict=True):
                 tally.add(arrow.contiguous(values))
     for col, tally in zip(schema.columns, tallies, strict=True):
-        _note(col.name, tally, max_bad_fraction, notes)
+        _note(col.name, tally, max_bad_fraction, found)
     return {
         col.name: tally.type(max_bad_fraction)
         for col, tally in zip(schema.columns, tallies, strict=True)
@@ -541,7 +546,7 @@ def type_pass(
     threads: int | None = None,
     block_bytes: int = TYPE_PASS_BLOCK_BYTES,
     max_bad_fraction: float = 0.0,
-    notes: list[str] | None = None,
+    found: dict[str, TypeTally] | None = None,
 ) -> dict[str, ColumnType | None]:
     """Every column's type by all of its values (None: only nulls): the same answer as
     :func:`all_row_types`, found by classifying the raw bytes of every field without
@@ -559,7 +564,8 @@ def type_pass(
     them) is numeric unless one of those looks like a code (see
     :meth:`~shardtrain.data.schema.TypeTally.type`): the pieces whose counts show such values
     are looked at again (:func:`_look_at_non_numbers`). What that decided is logged, one
-    line per column, and appended to ``notes``.
+    line per column, and the tallies of such columns are put in ``found``: with them the
+    types can be decided again for another fraction without reading the data.
 
     With ``--skip-initial-space`` (read by Python's csv module) this is :func:`all_row_types`.
     """
@@ -572,7 +578,7 @@ def type_pass(
             schema,
             dialect,
             max_bad_fraction=max_bad_fraction,
-            notes=notes,
+            found=found,
         )
     from concurrent.futures import ThreadPoolExecutor
 
@@ -594,14 +600,12 @@ def type_pass(
             tallies = list(pool.map(count, pieces))
     total = np.sum(tallies, axis=0) if tallies else csv_types.new_tally(len(schema.columns))
     columns = [type_tally(counts, decimal) for counts in total]
-    if any(t.needs_shapes(max_bad_fraction) for t in columns):
-        _look_at_non_numbers(
-            pieces, tallies, columns, schema, dialect, block_bytes, max_bad_fraction
-        )
+    if any(t.needs_shapes() for t in columns):
+        _look_at_non_numbers(pieces, tallies, columns, schema, dialect, block_bytes)
     types: dict[str, ColumnType | None] = {}
     for col, counts, tally in zip(schema.columns, total, columns, strict=True):
         types[col.name] = tally.type(max_bad_fraction)
-        _note(col.name, tally, max_bad_fraction, notes)
+        _note(col.name, tally, max_bad_fraction, found)
         beyond = int(counts[_BEYOND_FLOAT32_CODES].sum())
         if beyond and types[col.name] == "float":
             log.warning(
@@ -645,14 +649,17 @@ def _classify_options(schema: Schema, dialect: CsvDialect) -> dict[str, Any]:
     }
 
 
-def _note(name: str, tally: TypeTally, max_bad_fraction: float, notes: list[str] | None) -> None:
-    """Log what the non-numbers of a mostly numeric column decided, and add it to ``notes``."""
+def _note(
+    name: str, tally: TypeTally, max_bad_fraction: float, found: dict[str, TypeTally] | None
+) -> None:
+    """Log what the non-numbers of a mostly numeric column decided; keep its tally in
+    ``found``."""
     note = tally.note(name, max_bad_fraction)
     if note is None:
         return
     log.log(logging.WARNING if tally.junk_numeric(max_bad_fraction) else logging.INFO, note)
-    if notes is not None:
-        notes.append(note)
+    if found is not None:
+        found[name] = tally
 
 
 #: At most this many blocks are parsed to look at the values that are not numbers in mostly
@@ -671,11 +678,10 @@ def _look_at_non_numbers(
     schema: Schema,
     dialect: CsvDialect,
     block_bytes: int,
-    max_bad_fraction: float,
 ) -> None:
-    """Find the values that are not numbers of the columns whose type depends on them
-    (:meth:`TypeTally.needs_shapes`) and show them to their tallies (:meth:`TypeTally.see`),
-    with their file and line.
+    """Find the values that are not numbers of the columns whose type may depend on them
+    (:meth:`TypeTally.needs_shapes`, whatever the run's ``--max-bad-fraction``) and show
+    them to their tallies (:meth:`TypeTally.see`), with their file and line.
 
     The type pass counts kinds, not values: the pieces whose counts (``piece_counts``) hold
     such values are read again, each block classified by the kernel, and only the blocks that
@@ -684,7 +690,7 @@ def _look_at_non_numbers(
     when a column's values include a code (it is a string whatever the others are), or after
     :data:`NON_NUMBER_BLOCKS` parsed blocks.
     """
-    wanted = {i for i, t in enumerate(tallies) if t.needs_shapes(max_bad_fraction)}
+    wanted = {i for i, t in enumerate(tallies) if t.needs_shapes()}
     left = {i: tallies[i].non_numbers for i in wanted}
     scan = Schema(
         columns=tuple(
@@ -816,32 +822,44 @@ RECORD_STARTS_OPTION = "csv_record_starts"
 
 
 #: The key of what the stored types were found under besides the files and the dialect: the
-#: null words, ``--max-bad-fraction`` and the type pass's version (:func:`_types_basis`).
+#: null words and the type pass's version (:func:`_types_basis`).
 TYPES_BASIS_OPTION = "csv_all_row_types_basis"
+#: The key of the tallies of the columns whose type their values that are not numbers decided
+#: (:meth:`~shardtrain.data.schema.TypeTally.noteworthy`): column -> tally as JSON. They do
+#: not depend on ``--max-bad-fraction`` (a recalled plan decides those columns again under
+#: the run's), so changing it between runs changes the plan only when it changes a type.
+TYPE_EVIDENCE_OPTION = "csv_type_evidence"
 #: Bumped whenever the type pass's rules change, so a stored plan's types are found again
 #: (2: a few values that are not numbers no longer make a column of numbers a string).
 TYPE_PASS_VERSION = 2
 
 
-def _types_basis(schema: Schema, max_bad_fraction: float) -> dict[str, Any]:
-    """What the all-rows types depend on besides the files and the dialect."""
-    return {
-        "null_values": list(schema.null_values),
-        "max_bad_fraction": max_bad_fraction,
-        "pass": TYPE_PASS_VERSION,
-    }
+def _types_basis(schema: Schema) -> dict[str, Any]:
+    """What the all-rows types depend on besides the files, the dialect and
+    ``--max-bad-fraction`` (see :data:`TYPE_EVIDENCE_OPTION`)."""
+    return {"null_values": list(schema.null_values), "pass": TYPE_PASS_VERSION}
+
+
+def _evidence_option(options: Mapping[str, Any] | None) -> dict[str, TypeTally] | None:
+    """The stored :data:`TYPE_EVIDENCE_OPTION` (empty when the plan has none), or None when
+    it cannot be read (then the types are found again)."""
+    stored = options.get(TYPE_EVIDENCE_OPTION, {}) if options else {}
+    try:
+        return {str(n): TypeTally.from_dict(d) for n, d in stored.items()}
+    except (TypeError, ValueError, AttributeError):
+        return None
 
 
 def _types_option(
-    options: Mapping[str, Any] | None, schema: Schema, max_bad_fraction: float
+    options: Mapping[str, Any] | None, schema: Schema
 ) -> dict[str, ColumnType | None] | None:
     """The stored all-rows types, when they name exactly the schema's columns and were found
-    with the same null words and ``--max-bad-fraction`` by the same version of the pass (a
-    ``--schema`` file's ``null_values`` changed between runs: the types are found again)."""
+    with the same null words by the same version of the pass (a ``--schema`` file's
+    ``null_values`` changed between runs: the types are found again)."""
     types = options.get(TYPES_OPTION) if options else None
     if not isinstance(types, dict) or list(types) != [c.name for c in schema.columns]:
         return None
-    if options is None or options.get(TYPES_BASIS_OPTION) != _types_basis(schema, max_bad_fraction):
+    if options is None or options.get(TYPES_BASIS_OPTION) != _types_basis(schema):
         return None
     if any(t not in (None, "int", "float", "bool", "string") for t in types.values()):
         return None

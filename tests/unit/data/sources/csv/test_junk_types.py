@@ -18,7 +18,7 @@ from shardtrain import storage
 from shardtrain.data import datagen, sharding
 from shardtrain.data.metadata import rare_classes_note
 from shardtrain.data.report import summarize, to_markdown
-from shardtrain.data.schema import TYPE_NOTES_OPTION, number_pattern
+from shardtrain.data.schema import TYPE_NOTES_OPTION, number_pattern, type_notes
 from shardtrain.data.sharding.plan import PLAN_NAME
 from shardtrain.data.sources import csv as csv_source
 from shardtrain.data.sources.base import plan_pieces
@@ -175,14 +175,17 @@ def test_the_type_pass_agrees_with_the_reference_on_junk_in_quoted_pieces(tmp_pa
     pieces = source.align_pieces(plan_pieces(inputs.sources, 64 * 1024), inputs)
     assert len(pieces) > 5
     dialect = csv_source._dialect(inputs.options)
-    compiled: list[str] = []
-    reference: list[str] = []
+    found_compiled: dict = {}
+    found_reference: dict = {}
     types = csv_source.type_pass(
-        pieces, inputs.schema, dialect, threads=2, max_bad_fraction=0.001, notes=compiled
+        pieces, inputs.schema, dialect, threads=2, max_bad_fraction=0.001, found=found_compiled
     )
     assert types == csv_source.all_row_types(
-        inputs.sources, inputs.schema, dialect, max_bad_fraction=0.001, notes=reference
+        inputs.sources, inputs.schema, dialect, max_bad_fraction=0.001, found=found_reference
     )
+    assert found_compiled == found_reference  # the same counts
+    compiled = type_notes(found_compiled, 0.001)
+    reference = type_notes(found_reference, 0.001)
     assert types == {
         "id": "int",
         "note": "string",
@@ -201,8 +204,14 @@ def test_the_type_pass_agrees_with_the_reference_on_junk_in_quoted_pieces(tmp_pa
     ]
     # The reference names the values without their lines.
     assert reference == [re.sub(r", \S+ line \d+", "", note) for note in compiled]
-    # The strict rule, as before: one non-number makes a string.
-    assert csv_source.type_pass(pieces, inputs.schema, dialect)["score"] == "string"
+    # The strict rule, as before: one non-number makes a string; the values looked at are
+    # the same whatever the fraction (a plan keeps them to decide again for another).
+    found_strict: dict = {}
+    strict = csv_source.type_pass(pieces, inputs.schema, dialect, found=found_strict)
+    assert (strict["score"], strict["count"]) == ("string", "string")
+    assert [t.to_dict() for t in found_strict.values()] == [
+        t.to_dict() for t in found_compiled.values()
+    ]
 
 
 def test_the_second_look_is_bounded(tmp_path, monkeypatch):
@@ -216,23 +225,27 @@ def test_the_second_look_is_bounded(tmp_path, monkeypatch):
     source = config.source()
     inputs = source.plan_inputs()
     pieces = source.align_pieces(plan_pieces(inputs.sources, 1 << 20), inputs)
-    notes: list[str] = []
+    found: dict = {}
     types = csv_source.type_pass(
         pieces,
         inputs.schema,
         csv_source._dialect(inputs.options),
         block_bytes=16 * 1024,
         max_bad_fraction=0.001,
-        notes=notes,
+        found=found,
     )
     assert types["v"] == "int"
-    assert notes == [
+    assert type_notes(found, 0.001) == [
         f"v: 4 of 20,000 values are not numbers ('x', {path} line 5001) → int; their rows are "
         "rejected (bad_value); the first 1 looked at; a --schema file with 'v: string' keeps them"
     ]
 
 
-def test_stored_types_of_the_old_rule_or_another_fraction_are_found_again(tmp_path, monkeypatch):
+def test_a_stored_plan_is_typed_again_only_for_the_old_rule(tmp_path, monkeypatch):
+    """A plan stored by the old rule (type pass 1) is typed again; another
+    ``--max-bad-fraction`` decides again from the stored tallies without reading the data,
+    and plans the same unless it changes a type (a run that failed on the threshold resumes
+    with a higher one)."""
     path = tmp_path / "quest.csv"
     datagen.generate_quest_logs(str(path), 3000, seed=11, bad_fraction=0.01)
     runs = []
@@ -241,27 +254,29 @@ def test_stored_types_of_the_old_rule_or_another_fraction_are_found_again(tmp_pa
         csv_source, "type_pass", lambda *a, **kw: runs.append(1) or type_pass(*a, **kw)
     )
     out = tmp_path / "ds"
-    config = _config(path, out, label="cleared", max_bad_fraction=0.05)
-    plan, _ = sharding.publish_plan(config)
+    plan, _ = sharding.publish_plan(_config(path, out, label="cleared", max_bad_fraction=0.01))
     assert len(runs) == 1 and plan.options[TYPE_NOTES_OPTION]
-    assert sharding.build_plan(config) == plan  # recalled: types and notes from the plan
-    assert len(runs) == 1
-    stored = storage.read_json(str(out / PLAN_NAME))
-    basis = stored["options"][csv_source.TYPES_BASIS_OPTION]
-    assert basis == {
+    evidence = plan.options[csv_source.TYPE_EVIDENCE_OPTION]
+    assert set(evidence) == {n.split(":")[0] for n in plan.options[TYPE_NOTES_OPTION]}
+    assert plan.options[csv_source.TYPES_BASIS_OPTION] == {
         "null_values": list(plan.schema.null_values),
-        "max_bad_fraction": 0.05,
         "pass": csv_source.TYPE_PASS_VERSION,
     }
-    old = json.loads(json.dumps(stored))
-    old["options"][csv_source.TYPES_BASIS_OPTION] = {"null_values": basis["null_values"], "pass": 1}
-    old["options"][csv_source.TYPES_OPTION] = {c.name: "string" for c in plan.schema.columns}
-    storage.write_json(str(out / PLAN_NAME), old)
-    assert sharding.build_plan(config) == plan  # the old rule's types are not taken
-    assert len(runs) == 2
+    higher = sharding.build_plan(_config(path, out, label="cleared", max_bad_fraction=0.05))
+    assert len(runs) == 1 and higher == plan  # decided again from the stored tallies
     strict = sharding.build_plan(_config(path, out, label="cleared", max_bad_fraction=0.0))
-    assert len(runs) == 3 and strict.schema != plan.schema
-    assert TYPE_NOTES_OPTION not in strict.options
+    assert len(runs) == 1 and strict.schema != plan.schema
+    assert {c.type for c in strict.schema.columns if c.name in evidence} == {"string"}
+    assert strict.options[TYPE_NOTES_OPTION] != plan.options[TYPE_NOTES_OPTION]
+
+    stored = storage.read_json(str(out / PLAN_NAME))
+    old = json.loads(json.dumps(stored))
+    old["options"][csv_source.TYPES_BASIS_OPTION]["pass"] = 1
+    old["options"][csv_source.TYPES_OPTION] = {c.name: "string" for c in plan.schema.columns}
+    del old["options"][csv_source.TYPE_EVIDENCE_OPTION], old["options"][TYPE_NOTES_OPTION]
+    storage.write_json(str(out / PLAN_NAME), old)
+    assert sharding.build_plan(_config(path, out, label="cleared", max_bad_fraction=0.01)) == plan
+    assert len(runs) == 2  # the old rule's types are not taken
 
 
 def test_junk_beyond_the_fraction_keeps_a_string_and_says_why(tmp_path, caplog):
@@ -272,9 +287,9 @@ def test_junk_beyond_the_fraction_keeps_a_string_and_says_why(tmp_path, caplog):
         meta = sharding.shard(_config(path, tmp_path / "ds")).metadata
     assert meta.schema.column("v").type == "string" and meta.rows_rejected == 0
     assert meta.type_notes == (
-        "v: 100 of 5,000 values are not numbers (2.00%), more than the 0.001 a numeric column "
-        "may hold (--max-bad-fraction) → string; a --schema file with 'v: int' rejects their "
-        "rows instead",
+        "v: 100 of 5,000 values are not numbers (2.00%), more than --max-bad-fraction lets a "
+        "numeric column hold (at most 1%) → string; a --schema file with 'v: int' rejects "
+        "their rows",
     )
 
 
