@@ -704,7 +704,7 @@ def _look_at_non_numbers(
     label = schema.names.index(schema.label)
     number = re.compile(number_pattern(dialect.decimal))
     budget = NON_NUMBER_BLOCKS
-    lines_before_piece: dict[int, int | None] = {}
+    counted: dict[str, tuple[int, int]] = {}  # URI -> (bytes, line feeds) counted so far
     classify = _classify_options(schema, dialect)
 
     def holds(counts: np.ndarray) -> bool:
@@ -735,13 +735,12 @@ def _look_at_non_numbers(
                 for line in bad:
                     k = line - lines_before - 1  # the record's first line in the block, 0-based
                     start = 0 if k == 0 else int(line_ends[k - 1]) + 1  # type: ignore[index]
-                    record = block[start:].decode("utf-8", "replace")
+                    end = _record_end(block, records, line_ends, k)
+                    record = block[start:end].decode("utf-8", "replace")
                     fields = next(dialect.python_reader(record), [])
                     if len(fields) != len(schema.names) or fields[label] in schema.null_values:
                         continue  # not a row the type pass counted
-                    if p not in lines_before_piece:
-                        lines_before_piece[p] = _lines_before(piece)
-                    where = _where(piece, lines_before_piece[p], line)
+                    where = _where(piece, _lines_before(piece, counted), line)
                     for i in list(left):
                         value = fields[i]
                         if value in schema.null_values or number.match(value):
@@ -755,21 +754,37 @@ def _look_at_non_numbers(
             lines_before += block.count(b"\n") + (1 if block[-1:] != b"\n" else 0)
 
 
-def _lines_before(piece: Piece) -> int | None:
+def _record_end(block: bytes, records: Records | None, line_ends: Any, k: int) -> int:
+    """Where the record starting on line ``k`` (0-based) of ``block`` ends: its line's end in a
+    block without quotes, its end from the record bounds when known, else the block's end."""
+    if records == ():
+        return int(line_ends[k]) + 1 if k < len(line_ends) else len(block)
+    if records:
+        _, ends, first_lines = records
+        return int(ends[int(np.searchsorted(first_lines, k))])
+    return len(block)
+
+
+def _lines_before(piece: Piece, counted: dict[str, tuple[int, int]]) -> int | None:
     """The lines of a piece's file before it (line feeds of the raw bytes, which no character
     of a file cut into pieces holds: :attr:`CsvDialect.cuttable`); None when the piece starts
-    more than :data:`LINE_COUNT_BYTES` into the file (not worth reading it all again)."""
+    more than :data:`LINE_COUNT_BYTES` into the file (not worth reading it all again).
+    ``counted`` keeps how far each file was counted, so pieces in order read it once."""
     if piece.start == 0:
         return 0
     if piece.start > LINE_COUNT_BYTES:
         return None
-    count, pos = 0, 0
+    pos, count = counted.get(piece.uri, (0, 0))
+    if pos > piece.start:
+        pos, count = 0, 0
     with open_source(piece.uri, gzip=False) as f:
+        f.seek(pos)
         while pos < piece.start:
             chunk = f.read(min(16 << 20, piece.start - pos))
             if not chunk:
                 break
             count, pos = count + chunk.count(b"\n"), pos + len(chunk)
+    counted[piece.uri] = (pos, count)
     return count
 
 
