@@ -46,6 +46,7 @@ import codecs
 import contextlib
 import dataclasses
 import io
+import itertools
 import logging
 import math
 import os
@@ -662,10 +663,13 @@ def _note(
         found[name] = tally
 
 
-#: At most this many blocks are parsed to look at the values that are not numbers in mostly
-#: numeric columns (:func:`_look_at_non_numbers`); a column whose non-numbers are spread wider
-#: is decided by those found in them.
-NON_NUMBER_BLOCKS = 64
+#: The values that are not numbers of mostly numeric columns are looked for in parts of about
+#: this many bytes of whole records (:func:`_look_at_non_numbers`): the kernel finds the parts
+#: that hold some, and only those are read field by field in Python.
+NON_NUMBER_PART_BYTES = 16 * 1024
+#: At most this many parts are read field by field (16 MiB); a column whose non-numbers are
+#: spread wider is decided by those found in them.
+NON_NUMBER_PARTS = 1024
 #: Lines before a piece are counted (to name a value's line in its file) when the piece starts
 #: at most this far into its file; past it, the line is given from the piece's start.
 LINE_COUNT_BYTES = 1 << 30
@@ -684,85 +688,75 @@ def _look_at_non_numbers(
     them to their tallies (:meth:`TypeTally.see`), with their file and line.
 
     The type pass counts kinds, not values: the pieces whose counts (``piece_counts``) hold
-    such values are read again, each block classified by the kernel, and only the blocks that
-    hold them are parsed, with those columns numeric, so their rows come out as the
-    ``bad_value`` rejects the tasks will make. It stops when every such value has been seen,
-    when a column's values include a code (it is a string whatever the others are), or after
-    :data:`NON_NUMBER_BLOCKS` parsed blocks.
+    such values are read again, each block classified by the kernel; a block that holds some
+    is cut at record starts (:func:`csv_records.record_bounds`) into parts of about
+    :data:`NON_NUMBER_PART_BYTES`, each classified again, and the records of the parts that
+    hold some are read field by field (Python's csv module, in the dialect). Only rows the
+    type pass counts are looked at (right field count, label present, valid UTF-8). It stops
+    when every such value has been seen, when a column's values include a code (it is a
+    string whatever the others are), or after :data:`NON_NUMBER_PARTS` parts.
     """
     wanted = {i for i, t in enumerate(tallies) if t.needs_shapes()}
     left = {i: tallies[i].non_numbers for i in wanted}
-    scan = Schema(
-        columns=tuple(
-            Column(c.name, tallies[i].numbers_type() if i in wanted else "string")
-            for i, c in enumerate(schema.columns)
-        ),
-        label=schema.label,
-        null_values=schema.null_values,
-    )
     text = _text_schema(schema)
-    label = schema.names.index(schema.label)
+    label, width = schema.names.index(schema.label), len(schema.columns)
     number = re.compile(number_pattern(dialect.decimal))
-    budget = NON_NUMBER_BLOCKS
+    budget = NON_NUMBER_PARTS
     counted: dict[str, tuple[int, int]] = {}  # URI -> (bytes, line feeds) counted so far
     classify = _classify_options(schema, dialect)
 
-    def holds(counts: np.ndarray) -> bool:
+    def holds(data: np.ndarray) -> bool:
+        counts = csv_types.new_tally(len(schema.columns))
+        csv_types.classify_block(data, counts, **classify)
         return any(counts[i, _NON_NUMBER_CODES].any() for i in left)
+
+    def look(record: bytes, where: str) -> None:
+        try:
+            fields = next(dialect.python_reader(record.decode("utf-8")), [])
+        except UnicodeDecodeError:
+            return  # rejected by the reader, not counted by the type pass
+        if len(fields) != width or fields[label] in schema.null_values:
+            return  # not a row the type pass counted
+        for i in list(left):
+            value = fields[i]
+            if value in schema.null_values or number.match(value):
+                continue
+            tallies[i].see(value, where)
+            left[i] -= 1
+            if not left[i] or tallies[i].codes:
+                del left[i]  # all seen, or a code: a string whatever the rest
 
     for p, piece in enumerate(pieces):
         if not left or not budget:
             return
-        if not holds(piece_counts[p]):
+        if not any(piece_counts[p][i, _NON_NUMBER_CODES].any() for i in left):
             continue
         lines_before = 1 if piece.start == 0 and dialect.header else 0
-        for block, records in _iter_record_blocks(piece, text, block_bytes, dialect):
-            counts = csv_types.new_tally(len(schema.columns))
-            csv_types.classify_block(block, counts, **classify)
-            if holds(counts):
-                budget -= 1
-                batch = parse_block(
-                    block,
-                    scan,
-                    lines_before=lines_before,
-                    source=piece.uri,
-                    dialect=dialect,
-                    report=False,
-                    records=records,
+        for block, _ in _iter_record_blocks(piece, text, block_bytes, dialect):
+            arr = np.frombuffer(block, np.uint8)
+            if holds(arr):
+                starts, ends, first_lines, _, _ = csv_records.record_bounds(
+                    arr,
+                    delim=dialect.delim_byte,
+                    quote=dialect.quote_byte,
+                    escape=dialect.escape_byte,
                 )
-                bad = [r.line for r in batch.rejects if r.reason == "bad_value" and r.line]
-                line_ends = np.flatnonzero(np.frombuffer(block, np.uint8) == 0x0A) if bad else None
-                for line in bad:
-                    k = line - lines_before - 1  # the record's first line in the block, 0-based
-                    start = 0 if k == 0 else int(line_ends[k - 1]) + 1  # type: ignore[index]
-                    end = _record_end(block, records, line_ends, k)
-                    record = block[start:end].decode("utf-8", "replace")
-                    fields = next(dialect.python_reader(record), [])
-                    if len(fields) != len(schema.names) or fields[label] in schema.null_values:
-                        continue  # not a row the type pass counted
-                    where = _where(piece, _lines_before(piece, counted), line)
-                    for i in list(left):
-                        value = fields[i]
-                        if value in schema.null_values or number.match(value):
-                            continue
-                        tallies[i].see(value, where)
-                        left[i] -= 1
-                        if not left[i] or tallies[i].codes:
-                            del left[i]  # all seen, or a code: a string whatever the rest
+                cuts = np.searchsorted(
+                    starts, np.arange(NON_NUMBER_PART_BYTES, len(block), NON_NUMBER_PART_BYTES)
+                )
+                bounds = np.unique(np.concatenate([[0], cuts, [len(starts)]]))
+                for a, b in itertools.pairwise(bounds.tolist()):
+                    end = int(starts[b]) if b < len(starts) else len(block)
+                    if a == b or not left or not budget or not holds(arr[int(starts[a]) : end]):
+                        continue
+                    budget -= 1
+                    before = _lines_before(piece, counted)
+                    for r in range(a, b):
+                        line = lines_before + int(first_lines[r]) + 1  # from the piece's start
+                        look(block[int(starts[r]) : int(ends[r])], _where(piece, before, line))
                 if not left or not budget:
                     return
             lines_before += block.count(b"\n") + (1 if block[-1:] != b"\n" else 0)
-
-
-def _record_end(block: bytes, records: Records | None, line_ends: Any, k: int) -> int:
-    """Where the record starting on line ``k`` (0-based) of ``block`` ends: its line's end in a
-    block without quotes, its end from the record bounds when known, else the block's end."""
-    if records == ():
-        return int(line_ends[k]) + 1 if k < len(line_ends) else len(block)
-    if records:
-        _, ends, first_lines = records
-        return int(ends[int(np.searchsorted(first_lines, k))])
-    return len(block)
 
 
 def _lines_before(piece: Piece, counted: dict[str, tuple[int, int]]) -> int | None:

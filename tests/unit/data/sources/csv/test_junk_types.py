@@ -215,9 +215,9 @@ def test_the_type_pass_agrees_with_the_reference_on_junk_in_quoted_pieces(tmp_pa
 
 
 def test_the_second_look_is_bounded(tmp_path, monkeypatch):
-    """With junk spread over more blocks than :data:`NON_NUMBER_BLOCKS`, the column is decided
-    by the values found in the blocks looked at, and the line says how many those were."""
-    monkeypatch.setattr(csv_source, "NON_NUMBER_BLOCKS", 1)
+    """With junk spread over more parts than :data:`NON_NUMBER_PARTS`, the column is decided
+    by the values found in the parts looked at, and the line says how many those were."""
+    monkeypatch.setattr(csv_source, "NON_NUMBER_PARTS", 1)
     lines = ["v,label"] + [f"{'x' if i % 5000 == 4999 else i},{i % 2}" for i in range(20_000)]
     path = tmp_path / "spread.csv"
     path.write_text("\n".join(lines) + "\n")
