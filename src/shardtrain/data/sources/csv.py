@@ -435,19 +435,25 @@ class CsvSource(Source):
         if self.infer_types != "all":
             return inputs.schema
         types = self._recalled_types
+        mbf = self.max_bad_fraction
         found: dict[str, TypeTally] = {}
+        forced = self._overrides.types if self._overrides is not None else {}
         if types is None or self._recalled_evidence is None:
             types = type_pass(
                 pieces,
                 inputs.schema,
                 _dialect(inputs.options),
                 threads=self.processes,
-                max_bad_fraction=self.max_bad_fraction,
+                max_bad_fraction=mbf,
                 found=found,
             )
+            for name, tally in found.items():
+                if name not in forced:  # a --schema type is what it is: nothing to explain
+                    level = logging.WARNING if tally.junk_numeric(mbf) else logging.INFO
+                    log.log(level, tally.note(name, mbf))
         else:
             found = self._recalled_evidence
-            types = {**types, **{n: t.type(self.max_bad_fraction) for n, t in found.items()}}
+            types = {**types, **{n: t.type(mbf) for n, t in found.items()}}
             log.info(
                 "CSV types by all rows taken from the stored plan (same files%s)",
                 f"; {len(found)} column note(s), see inspect" if found else "",
@@ -456,7 +462,9 @@ class CsvSource(Source):
         inputs.options[TYPES_BASIS_OPTION] = _types_basis(inputs.schema)
         if found:
             inputs.options[TYPE_EVIDENCE_OPTION] = {n: t.to_dict() for n, t in found.items()}
-            inputs.options[TYPE_NOTES_OPTION] = type_notes(found, self.max_bad_fraction)
+            noted = {n: t for n, t in found.items() if n not in forced}
+            if noted:
+                inputs.options[TYPE_NOTES_OPTION] = type_notes(noted, mbf)
         return apply_all_row_types(inputs.schema, types, self._overrides)
 
     def read_piece(self, piece: Piece, layout: SourceLayout, block_bytes: int) -> Iterator[Batch]:
@@ -527,7 +535,7 @@ def all_row_types(
             for tally, values in zip(tallies, batch.table.columns, strict=True):
                 tally.add(arrow.contiguous(values))
     for col, tally in zip(schema.columns, tallies, strict=True):
-        _note(col.name, tally, max_bad_fraction, found)
+        _keep(col.name, tally, found)
     return {
         col.name: tally.type(max_bad_fraction)
         for col, tally in zip(schema.columns, tallies, strict=True)
@@ -564,9 +572,10 @@ def type_pass(
     A column of numbers holding a few values that are not (at most ``max_bad_fraction`` of
     them) is numeric unless one of those looks like a code (see
     :meth:`~shardtrain.data.schema.TypeTally.type`): the pieces whose counts show such values
-    are looked at again (:func:`_look_at_non_numbers`). What that decided is logged, one
-    line per column, and the tallies of such columns are put in ``found``: with them the
-    types can be decided again for another fraction without reading the data.
+    are looked at again (:func:`_look_at_non_numbers`). The tallies of such columns are put
+    in ``found``: their :meth:`~shardtrain.data.schema.TypeTally.note` says what was decided,
+    and with them the types can be decided again for another fraction without reading the
+    data.
 
     With ``--skip-initial-space`` (read by Python's csv module) this is :func:`all_row_types`.
     """
@@ -606,7 +615,7 @@ def type_pass(
     types: dict[str, ColumnType | None] = {}
     for col, counts, tally in zip(schema.columns, total, columns, strict=True):
         types[col.name] = tally.type(max_bad_fraction)
-        _note(col.name, tally, max_bad_fraction, found)
+        _keep(col.name, tally, found)
         beyond = int(counts[_BEYOND_FLOAT32_CODES].sum())
         if beyond and types[col.name] == "float":
             log.warning(
@@ -650,16 +659,10 @@ def _classify_options(schema: Schema, dialect: CsvDialect) -> dict[str, Any]:
     }
 
 
-def _note(
-    name: str, tally: TypeTally, max_bad_fraction: float, found: dict[str, TypeTally] | None
-) -> None:
-    """Log what the non-numbers of a mostly numeric column decided; keep its tally in
-    ``found``."""
-    note = tally.note(name, max_bad_fraction)
-    if note is None:
-        return
-    log.log(logging.WARNING if tally.junk_numeric(max_bad_fraction) else logging.INFO, note)
-    if found is not None:
+def _keep(name: str, tally: TypeTally, found: dict[str, TypeTally] | None) -> None:
+    """Keep in ``found`` the tally of a column whose non-numbers decided its type
+    (:meth:`~shardtrain.data.schema.TypeTally.noteworthy`)."""
+    if found is not None and tally.noteworthy():
         found[name] = tally
 
 

@@ -324,3 +324,19 @@ def test_rare_classes_are_few_rows_of_many(counts, rare):
     note = rare_classes_note("y", counts)
     assert (note is None) == (rare is None)
     assert rare is None or rare in note
+
+
+def test_a_schema_type_keeps_the_junk_and_says_nothing_about_that_column(tmp_path, caplog):
+    lines = ["a,b,label"] + [f"{i},{i * 2},{i % 2}" for i in range(3000)]
+    lines[100] = "12abc,7,1"
+    lines[200] = "5,#REF!,0"
+    path = tmp_path / "junk.csv"
+    path.write_text("\n".join(lines) + "\n")
+    schema_file = tmp_path / "schema.yaml"
+    schema_file.write_text("columns:\n  a: string\n")
+    with caplog.at_level(logging.INFO, logger="shardtrain"):
+        meta = sharding.shard(_config(path, tmp_path / "ds", schema_file=str(schema_file))).metadata
+    assert (meta.schema.column("a").type, meta.schema.column("b").type) == ("string", "int")
+    assert meta.rejects_by_reason == {"bad_value": 1}
+    assert [n.split(":")[0] for n in meta.type_notes] == ["b"]
+    assert not [m for m in caplog.messages if m.startswith("a: ")]
