@@ -57,6 +57,8 @@ class DatasetSummary:
             type, and the split key (None: whole rows were hashed).
         tables: splits, label classes, then a table per kind of column.
         rejects: where the rejected rows are (empty when there are none).
+        notes: what planning decided for columns of numbers holding values that are not
+            numbers, and the label's rare classes, one line each.
     """
 
     uri: str
@@ -68,6 +70,7 @@ class DatasetSummary:
     key: str | None
     tables: tuple[SummaryTable, ...]
     rejects: str
+    notes: tuple[str, ...] = ()
 
 
 def summarize(uri: str, meta: DatasetMetadata) -> DatasetSummary:
@@ -117,6 +120,7 @@ def summarize(uri: str, meta: DatasetMetadata) -> DatasetSummary:
         key=meta.key,
         tables=tuple(tables),
         rejects=f"rejected rows: {uri.rstrip('/')}/{meta.rejects}" if meta.rows_rejected else "",
+        notes=(*meta.type_notes, *([meta.rare_classes] if meta.rare_classes else [])),
     )
 
 
@@ -200,6 +204,8 @@ def render_terminal(
         for row in t.rows:
             table.add_row(*row)
         console.print(table)
+    for note in summary.notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
     if summary.rejects:
         console.print(summary.rejects, markup=False, highlight=False)
         for r in rejects:
@@ -243,6 +249,8 @@ def to_markdown(summary: DatasetSummary, heading: str = "###") -> list[str]:
     for t in summary.tables:
         out += [f"{heading} {t.title[0].upper()}{t.title[1:]}", ""]
         out += markdown_table(t.header, t.rows)
+    if summary.notes:
+        out += [f"{heading} Notes", "", *(f"- {note}" for note in summary.notes), ""]
     if summary.rejects:
         out += [f"{summary.rejects}", ""]
     return out

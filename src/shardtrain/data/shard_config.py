@@ -422,6 +422,7 @@ class ShardConfig:
             dialect=self.csv_dialect(),
             infer_types=self.infer_types,
             processes=self.processes,
+            max_bad_fraction=self.max_bad_fraction,
         )
 
     def csv_dialect(self) -> CsvDialect:

@@ -145,6 +145,8 @@ def finalize(
         options=plan.options,
     )
     metadata.publish(output)
+    if metadata.rare_classes:
+        log.warning(metadata.rare_classes)
     log.info(
         "committed %s: %d rows read, %d accepted, %d rejected; %s",
         output,

@@ -46,9 +46,11 @@ import codecs
 import contextlib
 import dataclasses
 import io
+import itertools
 import logging
 import math
 import os
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from decimal import Decimal, InvalidOperation
@@ -67,13 +69,16 @@ from shardtrain.data.schema import (
     INT_PATTERN,
     SAMPLE_BYTES,
     TRUE_VALUES,
+    TYPE_NOTES_OPTION,
     Column,
     ColumnType,
     Schema,
     SchemaOverrides,
     TypeTally,
     infer_schema,
+    number_pattern,
     parse_header,
+    type_notes,
 )
 from shardtrain.data.sources.base import (
     MAX_REJECT_TEXT,
@@ -297,6 +302,9 @@ class CsvSource(Source):
             first 4 MB of the first file (faster to plan; a later value that does not fit is
             rejected as ``bad_value``).
         processes: threads of the type pass (None: the CPUs this process may use).
+        max_bad_fraction: the run's ``--max-bad-fraction``: with ``infer_types='all'``, a
+            column of numbers may hold this fraction of values that are not numbers (none
+            shaped like a code) and stay numeric, their rows rejected (see :func:`type_pass`).
     """
 
     data_kind = "tabular"
@@ -311,6 +319,7 @@ class CsvSource(Source):
         dialect: CsvDialect | None = None,
         infer_types: str = "all",
         processes: int | None = None,
+        max_bad_fraction: float = 0.0,
     ):
         self.patterns = list(patterns)
         self.label = label
@@ -319,8 +328,10 @@ class CsvSource(Source):
         self.dialect = dialect or CsvDialect()
         self.infer_types = infer_types
         self.processes = processes
+        self.max_bad_fraction = max_bad_fraction
         self._overrides: SchemaOverrides | None = None
         self._recalled_types: dict[str, ColumnType | None] | None = None
+        self._recalled_evidence: dict[str, TypeTally] | None = None
         self._stored: Mapping[str, Any] | None = None
         self._known_starts: dict[str, dict[int, int]] = {}
 
@@ -379,6 +390,7 @@ class CsvSource(Source):
         recalled = self._recalled_options(sources, dialect)
         self._known_starts = _record_starts_option(recalled)
         self._recalled_types = _types_option(recalled, schema)
+        self._recalled_evidence = _evidence_option(recalled)
         self._overrides = overrides
         options: dict[str, Any] = {DIALECT_OPTION: dialect.to_dict()}
         input_bytes = sum(s.size * (4 if s.gzip else 1) for s in sources)
@@ -415,18 +427,44 @@ class CsvSource(Source):
         """With ``infer_types='all'``: the sample's schema with every column typed by all of
         its values (not those a ``--schema`` file sets), by :func:`type_pass` over the
         aligned pieces -- or taken from a stored plan of the same files (:meth:`recall`).
-        The types are stored in the plan's options (:data:`TYPES_OPTION`)."""
+        The types are stored in the plan's options (:data:`TYPES_OPTION`), with the tallies
+        of the columns whose values that are not numbers decided their type
+        (:data:`TYPE_EVIDENCE_OPTION`: a run with another ``--max-bad-fraction`` decides
+        again from them) and a line per such column
+        (:data:`~shardtrain.data.schema.TYPE_NOTES_OPTION`)."""
         if self.infer_types != "all":
             return inputs.schema
         types = self._recalled_types
-        if types is None:
+        mbf = self.max_bad_fraction
+        found: dict[str, TypeTally] = {}
+        forced = self._overrides.types if self._overrides is not None else {}
+        if types is None or self._recalled_evidence is None:
             types = type_pass(
-                pieces, inputs.schema, _dialect(inputs.options), threads=self.processes
+                pieces,
+                inputs.schema,
+                _dialect(inputs.options),
+                threads=self.processes,
+                max_bad_fraction=mbf,
+                found=found,
             )
+            for name, tally in found.items():
+                if name not in forced:  # a --schema type is what it is: nothing to explain
+                    level = logging.WARNING if tally.junk_numeric(mbf) else logging.INFO
+                    log.log(level, tally.note(name, mbf))
         else:
-            log.info("CSV types by all rows taken from the stored plan (same files)")
+            found = self._recalled_evidence
+            types = {**types, **{n: t.type(mbf) for n, t in found.items()}}
+            log.info(
+                "CSV types by all rows taken from the stored plan (same files%s)",
+                f"; {len(found)} column note(s), see inspect" if found else "",
+            )
         inputs.options[TYPES_OPTION] = types
         inputs.options[TYPES_BASIS_OPTION] = _types_basis(inputs.schema)
+        if found:
+            inputs.options[TYPE_EVIDENCE_OPTION] = {n: t.to_dict() for n, t in found.items()}
+            noted = {n: t for n, t in found.items() if n not in forced}
+            if noted:
+                inputs.options[TYPE_NOTES_OPTION] = type_notes(noted, mbf)
         return apply_all_row_types(inputs.schema, types, self._overrides)
 
     def read_piece(self, piece: Piece, layout: SourceLayout, block_bytes: int) -> Iterator[Batch]:
@@ -454,6 +492,7 @@ def infer_types_from_all_rows(
     dialect: CsvDialect,
     overrides: SchemaOverrides | None = None,
     block_bytes: int = 4 * 1024 * 1024,
+    max_bad_fraction: float = 0.0,
 ) -> Schema:
     """``schema`` with every column not set by ``overrides`` typed by all of its values.
 
@@ -461,10 +500,12 @@ def infer_types_from_all_rows(
     :class:`~shardtrain.data.schema.TypeTally` (same rules as the sample's inference): a zip
     code column that turns ``98115-4820`` after 230,000 rows is a string, a fee column that is
     ``0`` for thousands of rows and then ``45.12`` is a float, and no valid row is rejected
-    for a type the sample did not see. Costs one parse of the data, in one process: planning
-    uses :func:`type_pass` instead, which finds the same types far faster.
+    for a type the sample did not see; a column of numbers with a few values that are not
+    (at most ``max_bad_fraction``, none shaped like a code) is numeric. Costs one parse of the
+    data, in one process: planning uses :func:`type_pass` instead, which finds the same types
+    far faster.
     """
-    types = all_row_types(sources, schema, dialect, block_bytes)
+    types = all_row_types(sources, schema, dialect, block_bytes, max_bad_fraction=max_bad_fraction)
     return apply_all_row_types(schema, types, overrides)
 
 
@@ -473,6 +514,9 @@ def all_row_types(
     schema: Schema,
     dialect: CsvDialect,
     block_bytes: int = 4 * 1024 * 1024,
+    *,
+    max_bad_fraction: float = 0.0,
+    found: dict[str, TypeTally] | None = None,
 ) -> dict[str, ColumnType | None]:
     """Every column's type by all of its values (None: only nulls), reading every file once
     (see :func:`infer_types_from_all_rows`).
@@ -480,19 +524,22 @@ def all_row_types(
     The reference: every value converted to an Arrow string by the sharder's own reader and
     counted by :class:`~shardtrain.data.schema.TypeTally`, in one process. :func:`type_pass`
     finds the same types at a fraction of the cost (tests check both agree) and is what
-    planning runs, except with ``--skip-initial-space``, which only this path reads."""
-    text = Schema(
-        columns=tuple(Column(c.name, "string") for c in schema.columns),
-        label=schema.label,
-        null_values=schema.null_values,
-    )
+    planning runs, except with ``--skip-initial-space``, which only this path reads.
+    ``max_bad_fraction`` and ``found`` as in :func:`type_pass` (the values that are not
+    numbers are named without their line here)."""
+    text = _text_schema(schema)
     tallies = [TypeTally(decimal=dialect.decimal) for _ in schema.columns]
     for src in sources:
         piece = Piece(src.uri, 0, src.size, src.gzip)
         for batch in read_piece(piece, text, block_bytes=block_bytes, dialect=dialect):
             for tally, values in zip(tallies, batch.table.columns, strict=True):
                 tally.add(arrow.contiguous(values))
-    return {col.name: tally.type() for col, tally in zip(schema.columns, tallies, strict=True)}
+    for col, tally in zip(schema.columns, tallies, strict=True):
+        _keep(col.name, tally, found)
+    return {
+        col.name: tally.type(max_bad_fraction)
+        for col, tally in zip(schema.columns, tallies, strict=True)
+    }
 
 
 #: Bytes of one block of the type pass: small enough to stay in the CPU cache between the read
@@ -507,6 +554,8 @@ def type_pass(
     *,
     threads: int | None = None,
     block_bytes: int = TYPE_PASS_BLOCK_BYTES,
+    max_bad_fraction: float = 0.0,
+    found: dict[str, TypeTally] | None = None,
 ) -> dict[str, ColumnType | None]:
     """Every column's type by all of its values (None: only nulls): the same answer as
     :func:`all_row_types`, found by classifying the raw bytes of every field without
@@ -520,37 +569,37 @@ def type_pass(
     Only rows the sharder accepts are counted (right field count, label present). Values
     beyond float32's range are logged here, per column, before any shard is written.
 
+    A column of numbers holding a few values that are not (at most ``max_bad_fraction`` of
+    them) is numeric unless one of those looks like a code (see
+    :meth:`~shardtrain.data.schema.TypeTally.type`): the pieces whose counts show such values
+    are looked at again (:func:`_look_at_non_numbers`). The tallies of such columns are put
+    in ``found``: their :meth:`~shardtrain.data.schema.TypeTally.note` says what was decided,
+    and with them the types can be decided again for another fraction without reading the
+    data.
+
     With ``--skip-initial-space`` (read by Python's csv module) this is :func:`all_row_types`.
     """
     if dialect.skip_initial_space:
         ends: dict[str, int] = {}
         for p in pieces:
             ends[p.uri] = max(ends.get(p.uri, 0), p.end)
-        return all_row_types([SourceFile(u, e, "") for u, e in ends.items()], schema, dialect)
+        return all_row_types(
+            [SourceFile(u, e, "") for u, e in ends.items()],
+            schema,
+            dialect,
+            max_bad_fraction=max_bad_fraction,
+            found=found,
+        )
     from concurrent.futures import ThreadPoolExecutor
 
-    text = Schema(
-        columns=tuple(Column(c.name, "string") for c in schema.columns),
-        label=schema.label,
-        null_values=schema.null_values,
-    )
-    label = schema.names.index(schema.label)
-    nulls = tuple(v.encode() for v in schema.null_values)
+    text = _text_schema(schema)
     decimal = getattr(dialect, "decimal", ".") or "."
+    classify = _classify_options(schema, dialect)
 
     def count(piece: Piece) -> np.ndarray:
         tally = csv_types.new_tally(len(schema.columns))
         for block, _ in _iter_record_blocks(piece, text, block_bytes, dialect):
-            csv_types.classify_block(
-                block,
-                tally,
-                label=label,
-                delim=dialect.delim_byte,
-                quote=dialect.quote_byte,
-                escape=dialect.escape_byte,
-                nulls=nulls,
-                decimal=ord(decimal),
-            )
+            csv_types.classify_block(block, tally, **classify)
         return tally
 
     workers = max(1, min(threads or available_cpus(), len(pieces)))
@@ -560,10 +609,13 @@ def type_pass(
         with ThreadPoolExecutor(workers, thread_name_prefix="type-pass") as pool:
             tallies = list(pool.map(count, pieces))
     total = np.sum(tallies, axis=0) if tallies else csv_types.new_tally(len(schema.columns))
+    columns = [type_tally(counts, decimal) for counts in total]
+    if any(t.needs_shapes() for t in columns):
+        _look_at_non_numbers(pieces, tallies, columns, schema, dialect, block_bytes)
     types: dict[str, ColumnType | None] = {}
-    for col, counts in zip(schema.columns, total, strict=True):
-        tally = type_tally(counts, decimal)
-        types[col.name] = tally.type()
+    for col, counts, tally in zip(schema.columns, total, columns, strict=True):
+        types[col.name] = tally.type(max_bad_fraction)
+        _keep(col.name, tally, found)
         beyond = int(counts[_BEYOND_FLOAT32_CODES].sum())
         if beyond and types[col.name] == "float":
             log.warning(
@@ -579,6 +631,165 @@ def type_pass(
 _BEYOND_FLOAT32_CODES = np.flatnonzero(
     np.arange(csv_types.N_CODES) & (csv_types.F32_OVERFLOW | csv_types.F32_UNDERFLOW)
 )
+#: The codes of fields that are neither missing nor numbers (text and booleans).
+_NON_NUMBER_CODES = np.flatnonzero(
+    np.isin(np.arange(csv_types.N_CODES) & csv_types.KIND_MASK, (csv_types.TEXT, csv_types.BOOL))
+)
+
+
+def _text_schema(schema: Schema) -> Schema:
+    """``schema`` with every column read as text."""
+    return Schema(
+        columns=tuple(Column(c.name, "string") for c in schema.columns),
+        label=schema.label,
+        null_values=schema.null_values,
+    )
+
+
+def _classify_options(schema: Schema, dialect: CsvDialect) -> dict[str, Any]:
+    """The keyword arguments of :func:`csv_types.classify_block` for this schema and dialect:
+    the label's index, the dialect's bytes, the null words and the decimal mark."""
+    return {
+        "label": schema.names.index(schema.label),
+        "delim": dialect.delim_byte,
+        "quote": dialect.quote_byte,
+        "escape": dialect.escape_byte,
+        "nulls": tuple(v.encode() for v in schema.null_values),
+        "decimal": ord(getattr(dialect, "decimal", ".") or "."),
+    }
+
+
+def _keep(name: str, tally: TypeTally, found: dict[str, TypeTally] | None) -> None:
+    """Keep in ``found`` the tally of a column whose non-numbers decided its type
+    (:meth:`~shardtrain.data.schema.TypeTally.noteworthy`)."""
+    if found is not None and tally.noteworthy():
+        found[name] = tally
+
+
+#: The values that are not numbers of mostly numeric columns are looked for in parts of about
+#: this many bytes of whole records (:func:`_look_at_non_numbers`): the kernel finds the parts
+#: that hold some, and only those are read field by field in Python.
+NON_NUMBER_PART_BYTES = 16 * 1024
+#: At most this many parts are read field by field (16 MiB); a column whose non-numbers are
+#: spread wider is decided by those found in them.
+NON_NUMBER_PARTS = 1024
+#: Lines before a piece are counted (to name a value's line in its file) when the piece starts
+#: at most this far into its file; past it, the line is given from the piece's start.
+LINE_COUNT_BYTES = 1 << 30
+
+
+def _look_at_non_numbers(
+    pieces: list[Piece],
+    piece_counts: list[np.ndarray],
+    tallies: list[TypeTally],
+    schema: Schema,
+    dialect: CsvDialect,
+    block_bytes: int,
+) -> None:
+    """Find the values that are not numbers of the columns whose type may depend on them
+    (:meth:`TypeTally.needs_shapes`, whatever the run's ``--max-bad-fraction``) and show
+    them to their tallies (:meth:`TypeTally.see`), with their file and line.
+
+    The type pass counts kinds, not values: the pieces whose counts (``piece_counts``) hold
+    such values are read again, each block classified by the kernel; a block that holds some
+    is cut at record starts (:func:`csv_records.record_bounds`) into parts of about
+    :data:`NON_NUMBER_PART_BYTES`, each classified again, and the records of the parts that
+    hold some are read field by field (Python's csv module, in the dialect). Only rows the
+    type pass counts are looked at (right field count, label present, valid UTF-8). It stops
+    when every such value has been seen, when a column's values include a code (it is a
+    string whatever the others are), or after :data:`NON_NUMBER_PARTS` parts.
+    """
+    wanted = {i for i, t in enumerate(tallies) if t.needs_shapes()}
+    left = {i: tallies[i].non_numbers for i in wanted}
+    text = _text_schema(schema)
+    label, width = schema.names.index(schema.label), len(schema.columns)
+    number = re.compile(number_pattern(dialect.decimal))
+    budget = NON_NUMBER_PARTS
+    counted: dict[str, tuple[int, int]] = {}  # URI -> (bytes, line feeds) counted so far
+    classify = _classify_options(schema, dialect)
+
+    def holds(data: np.ndarray) -> bool:
+        counts = csv_types.new_tally(len(schema.columns))
+        csv_types.classify_block(data, counts, **classify)
+        return any(counts[i, _NON_NUMBER_CODES].any() for i in left)
+
+    def look(record: bytes, where: str) -> None:
+        try:
+            fields = next(dialect.python_reader(record.decode("utf-8")), [])
+        except UnicodeDecodeError:
+            return  # rejected by the reader, not counted by the type pass
+        if len(fields) != width or fields[label] in schema.null_values:
+            return  # not a row the type pass counted
+        for i in list(left):
+            value = fields[i]
+            if value in schema.null_values or number.match(value):
+                continue
+            tallies[i].see(value, where)
+            left[i] -= 1
+            if not left[i] or tallies[i].codes:
+                del left[i]  # all seen, or a code: a string whatever the rest
+
+    for p, piece in enumerate(pieces):
+        if not left or not budget:
+            return
+        if not any(piece_counts[p][i, _NON_NUMBER_CODES].any() for i in left):
+            continue
+        lines_before = 1 if piece.start == 0 and dialect.header else 0
+        for block, _ in _iter_record_blocks(piece, text, block_bytes, dialect):
+            arr = np.frombuffer(block, np.uint8)
+            if holds(arr):
+                starts, ends, first_lines, _, _ = csv_records.record_bounds(
+                    arr,
+                    delim=dialect.delim_byte,
+                    quote=dialect.quote_byte,
+                    escape=dialect.escape_byte,
+                )
+                cuts = np.searchsorted(
+                    starts, np.arange(NON_NUMBER_PART_BYTES, len(block), NON_NUMBER_PART_BYTES)
+                )
+                bounds = np.unique(np.concatenate([[0], cuts, [len(starts)]]))
+                for a, b in itertools.pairwise(bounds.tolist()):
+                    end = int(starts[b]) if b < len(starts) else len(block)
+                    if a == b or not left or not budget or not holds(arr[int(starts[a]) : end]):
+                        continue
+                    budget -= 1
+                    before = _lines_before(piece, counted)
+                    for r in range(a, b):
+                        line = lines_before + int(first_lines[r]) + 1  # from the piece's start
+                        look(block[int(starts[r]) : int(ends[r])], _where(piece, before, line))
+                if not left or not budget:
+                    return
+            lines_before += block.count(b"\n") + (1 if block[-1:] != b"\n" else 0)
+
+
+def _lines_before(piece: Piece, counted: dict[str, tuple[int, int]]) -> int | None:
+    """The lines of a piece's file before it (line feeds of the raw bytes, which no character
+    of a file cut into pieces holds: :attr:`CsvDialect.cuttable`); None when the piece starts
+    more than :data:`LINE_COUNT_BYTES` into the file (not worth reading it all again).
+    ``counted`` keeps how far each file was counted, so pieces in order read it once."""
+    if piece.start == 0:
+        return 0
+    if piece.start > LINE_COUNT_BYTES:
+        return None
+    pos, count = counted.get(piece.uri, (0, 0))
+    if pos > piece.start:
+        pos, count = 0, 0
+    with open_source(piece.uri, gzip=False) as f:
+        f.seek(pos)
+        while pos < piece.start:
+            chunk = f.read(min(16 << 20, piece.start - pos))
+            if not chunk:
+                break
+            count, pos = count + chunk.count(b"\n"), pos + len(chunk)
+    counted[piece.uri] = (pos, count)
+    return count
+
+
+def _where(piece: Piece, lines_before: int | None, line: int) -> str:
+    """``URI line N``: line ``line`` of ``piece`` (counted from its start) in its file."""
+    if lines_before is None:
+        return f"{piece.uri} line {line} after byte {piece.start:,}"
+    return f"{piece.uri} line {lines_before + line}"
 
 
 def type_tally(counts: np.ndarray, decimal: str = ".") -> TypeTally:
@@ -625,13 +836,30 @@ RECORD_STARTS_OPTION = "csv_record_starts"
 #: The key of what the stored types were found under besides the files and the dialect: the
 #: null words and the type pass's version (:func:`_types_basis`).
 TYPES_BASIS_OPTION = "csv_all_row_types_basis"
-#: Bumped whenever the type pass's rules change, so a stored plan's types are found again.
-TYPE_PASS_VERSION = 1
+#: The key of the tallies of the columns whose type their values that are not numbers decided
+#: (:meth:`~shardtrain.data.schema.TypeTally.noteworthy`): column -> tally as JSON. They do
+#: not depend on ``--max-bad-fraction`` (a recalled plan decides those columns again under
+#: the run's), so changing it between runs changes the plan only when it changes a type.
+TYPE_EVIDENCE_OPTION = "csv_type_evidence"
+#: Bumped whenever the type pass's rules change, so a stored plan's types are found again
+#: (2: a few values that are not numbers no longer make a column of numbers a string).
+TYPE_PASS_VERSION = 2
 
 
 def _types_basis(schema: Schema) -> dict[str, Any]:
-    """What the all-rows types depend on besides the files and the dialect."""
+    """What the all-rows types depend on besides the files, the dialect and
+    ``--max-bad-fraction`` (see :data:`TYPE_EVIDENCE_OPTION`)."""
     return {"null_values": list(schema.null_values), "pass": TYPE_PASS_VERSION}
+
+
+def _evidence_option(options: Mapping[str, Any] | None) -> dict[str, TypeTally] | None:
+    """The stored :data:`TYPE_EVIDENCE_OPTION` (empty when the plan has none), or None when
+    it cannot be read (then the types are found again)."""
+    stored = options.get(TYPE_EVIDENCE_OPTION, {}) if options else {}
+    try:
+        return {str(n): TypeTally.from_dict(d) for n, d in stored.items()}
+    except (TypeError, ValueError, AttributeError):
+        return None
 
 
 def _types_option(
