@@ -43,6 +43,7 @@ with Chan et al.'s update, so its metrics are exact whatever the batches:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -56,13 +57,13 @@ HEADLINE_KEYS = {
 }
 
 
-def headline_keys(metrics: dict[str, Any]) -> tuple[str, ...]:
+def headline_keys(metrics: Mapping[str, Any]) -> tuple[str, ...]:
     """The headline metric names of a ``metrics.json`` (one written before regression
     existed has no ``task``: a classifier's)."""
     return HEADLINE_KEYS.get(str(metrics.get("task") or "binary"), HEADLINE_KEYS["binary"])
 
 
-def headline(metrics: dict[str, Any]) -> str:
+def headline(metrics: Mapping[str, Any]) -> str:
     """``auc 0.8561, accuracy 0.7702, log_loss 0.4790``; ``rmse 3.1024, mae 2.4410, r2 0.8113``."""
     return ", ".join(f"{k} {metrics[k]:.4f}" for k in headline_keys(metrics) if k in metrics)
 

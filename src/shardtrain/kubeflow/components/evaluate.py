@@ -14,11 +14,14 @@ def evaluate(
     classification: Output[ClassificationMetrics],
     report: Output[Markdown],
     min_auc: float,
+    max_rmse: float = 0.0,
 ):
     """Logs the final evaluation (MODEL_DIR/eval/metrics.json) as Metrics scalars (auc,
-    accuracy, log_loss, num_examples, step), a ClassificationMetrics ROC curve and confusion
-    matrix, and a Markdown report of the data's statistics and the metrics; fails below
-    min_auc (0: no gate). See shardtrain.kubeflow.steps.evaluate_step.
+    accuracy, log_loss; a regression's rmse, mae, r2, mean_error, label_std; num_examples,
+    step), a classifier's ClassificationMetrics ROC curve and confusion matrix, and a
+    Markdown report of the data's statistics and the metrics; fails a classifier below
+    min_auc, a regression above max_rmse (0: no gate). See
+    shardtrain.kubeflow.steps.evaluate_step.
     """
     from shardtrain.kubeflow import steps
 
@@ -29,4 +32,5 @@ def evaluate(
         classification=classification,
         report=report,
         min_auc=min_auc,
+        max_rmse=max_rmse,
     )

@@ -27,6 +27,7 @@ def train(
     batch_size: int,
     checkpoint_every: int,
     train_flags: str,
+    task: str = "auto",
     queue: str = "",
     gang_scheduler: str = "",
     priority_class: str = "",
@@ -34,7 +35,8 @@ def train(
     """Renders the TFJob (chief, workers with gpus_per_worker GPUs, optional evaluator) that
     trains on the dataset into model_dir, submits it and waits for it, failing when the job
     fails or outlasts timeout seconds; with local=True runs the same manifest as local
-    processes. queue/gang_scheduler/priority_class put the job in a Kueue or Volcano queue.
+    processes. task (auto, binary, multiclass, regression) is `shardtrain train --task`.
+    queue/gang_scheduler/priority_class put the job in a Kueue or Volcano queue.
     Outputs a Model pointing at model_dir. See shardtrain.kubeflow.steps.train_step.
     """
     from shardtrain.kubeflow import steps
@@ -59,6 +61,7 @@ def train(
         batch_size=batch_size,
         checkpoint_every=checkpoint_every,
         train_flags=train_flags,
+        task=task,
         queue=queue,
         gang_scheduler=gang_scheduler,
         priority_class=priority_class,

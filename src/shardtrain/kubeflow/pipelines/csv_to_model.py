@@ -122,8 +122,10 @@ def csv_to_model(
     batch_size: int = 1024,
     checkpoint_every: int = 1000,
     train_flags: str = "",
+    task: str = "auto",
     train_timeout: float = 86400.0,
     min_auc: float = 0.0,
+    max_rmse: float = 0.0,
     image: str = IMAGE,
     secret_name: str = JobConfig.default("secret"),
     namespace: str = "",
@@ -189,9 +191,13 @@ def csv_to_model(
         batch_size: Global batch size, rounded to split evenly over the training replicas.
         checkpoint_every: Steps between checkpoints.
         train_flags: More `shardtrain train` flags, e.g. --learning-rate 0.003 --dropout 0.1.
+        task: What the model learns from the label: auto (float or wide-ranging int labels:
+            regression; others: classes), binary, multiclass or regression.
         train_timeout: Seconds the TFJob may take before the train step fails (time spent
             queued included).
-        min_auc: Skip the export when the eval AUC is lower (0 disables the gate).
+        min_auc: Skip the export when a classifier's eval AUC is lower (0 disables the gate).
+        max_rmse: Skip the export when a regression's eval RMSE (in the label's units) is
+            higher (0 disables the gate).
         image: The project image of every step and of the TFJob.
         secret_name: Kubernetes Secret holding AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
             optionally AWS_ENDPOINT_URL, AWS_REGION (mounted as environment variables).
@@ -273,6 +279,7 @@ def csv_to_model(
         batch_size=batch_size,
         checkpoint_every=checkpoint_every,
         train_flags=train_flags,
+        task=task,
         queue=queue,
         gang_scheduler=gang_scheduler,
         priority_class=priority_class,
@@ -280,13 +287,16 @@ def csv_to_model(
     _small(_step(trained, image, secret_name, "train (TFJob)"))
 
     evaluation = evaluate(
-        dataset=dataset.outputs["dataset"], model=trained.outputs["model"], min_auc=min_auc
+        dataset=dataset.outputs["dataset"],
+        model=trained.outputs["model"],
+        min_auc=min_auc,
+        max_rmse=max_rmse,
     )
     _small(_step(evaluation, image, secret_name, "evaluate"))
 
     published = export(model=trained.outputs["model"], serving_uri=serving_uri)
     _small(_step(published, image, secret_name, "export"))
-    published.after(evaluation)  # the AUC gate: no export when evaluate fails
+    published.after(evaluation)  # the AUC / RMSE gate: no export when evaluate fails
 
     return Outputs(
         model=trained.outputs["model"],
