@@ -559,33 +559,17 @@ def test_evaluate_step_shows_a_regression_and_gates_on_max_rmse(tmp_path, tiny_d
     the step with one line (so the export does not run), min_auc is ignored with a warning."""
     model_dir = _model_dir(tmp_path, REGRESSION_METRICS)
     dataset, model = _inputs(tmp_path, tiny_dataset, model_dir)
-    metrics, classification, report = _outputs(tmp_path)
-    steps.evaluate_step(
-        dataset=dataset,
-        model=model,
-        metrics=metrics,
-        classification=classification,
-        report=report,
-        min_auc=0.9,
-        max_rmse=3.0,
-    )
+    outputs = dict(zip(("metrics", "classification", "report"), _outputs(tmp_path), strict=True))
+    steps.evaluate_step(dataset=dataset, model=model, **outputs, min_auc=0.9, max_rmse=3.0)
     shown = ("rmse", "mae", "r2", "mean_error", "label_std", "num_examples", "step")
-    assert metrics.metadata == {k: REGRESSION_METRICS[k] for k in shown}
-    assert classification.metadata == {}  # nothing for the ROC / confusion matrix cards
+    assert outputs["metrics"].metadata == {k: REGRESSION_METRICS[k] for k in shown}
+    assert outputs["classification"].metadata == {}  # no ROC / confusion matrix cards
     assert "min_auc 0.9 does not apply to a regression model" in caplog.text
-    text = Path(report.path).read_text()
+    text = Path(outputs["report"].path).read_text()
     assert "| rmse | 2.75 |" in text and "| r2 | 0.83 |" in text and "| auc |" not in text
     assert "| label_std | 6.6 |" in text and "Confusion matrix" not in text
-
     with pytest.raises(DataError, match=r"^\S+: eval RMSE 2.75 is above max_rmse 2.5; not export"):
-        steps.evaluate_step(
-            dataset=dataset,
-            model=model,
-            metrics=metrics,
-            classification=classification,
-            report=report,
-            max_rmse=2.5,
-        )
+        steps.evaluate_step(dataset=dataset, model=model, **outputs, max_rmse=2.5)
 
 
 def test_the_data_summary_of_a_regression_label_shows_its_range(tiny_dataset):
