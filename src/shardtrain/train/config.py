@@ -194,10 +194,10 @@ class TrainConfig:
     task: str = option(
         "auto",
         choices=("auto", "binary", "multiclass", "regression"),
-        help="What the model learns: auto (a bool or string label: classes; a float label: "
-        "regression; an int label: classes when it has at most 20 distinct values, all "
-        "0-99, else regression; any label with 2 values: binary), binary, multiclass or "
-        "regression (mean squared error of the standardised label; RMSE, MAE, R2).",
+        help="What the model learns: auto (a label of 2 values: binary; bool or string: "
+        "classes; numbers: classes when at most 20 distinct whole values, all 0-99, else "
+        "regression), binary, multiclass or regression (mean squared error of the "
+        "standardised label; RMSE, MAE, R2).",
         pipeline="task",
     )
     learning_rate: float = option(

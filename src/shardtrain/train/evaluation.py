@@ -58,9 +58,11 @@ HEADLINE_KEYS = {
 
 
 def headline_keys(metrics: Mapping[str, Any]) -> tuple[str, ...]:
-    """The headline metric names of a ``metrics.json`` (one written before regression
-    existed has no ``task``: a classifier's)."""
-    return HEADLINE_KEYS.get(str(metrics.get("task") or "binary"), HEADLINE_KEYS["binary"])
+    """The headline metric names of a ``metrics.json``, or of the scalars the pipeline's
+    metrics table holds (no ``task`` there, nor in a ``metrics.json`` written before
+    regression existed: a regression is then known by its ``rmse``)."""
+    task = metrics.get("task") or ("regression" if "rmse" in metrics else "binary")
+    return HEADLINE_KEYS.get(str(task), HEADLINE_KEYS["binary"])
 
 
 def headline(metrics: Mapping[str, Any]) -> str:

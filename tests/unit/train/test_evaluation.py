@@ -50,3 +50,6 @@ def test_headline_metrics_by_task():
     old = {"auc": 0.9, "accuracy": 0.8, "log_loss": 0.4}
     assert headline_keys(old) == ("auc", "accuracy", "log_loss")
     assert headline(old) == "auc 0.9000, accuracy 0.8000, log_loss 0.4000"
+    # The pipeline's metrics table (what `pipeline run-local` prints) has no task.
+    table = {k: v for k, v in regression.items() if k != "task"} | {"num_examples": 9}
+    assert headline(table) == "rmse 2.5000, mae 2.0000, r2 0.7500"
