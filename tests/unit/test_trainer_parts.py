@@ -59,6 +59,10 @@ def test_label_tasks_float_labels_and_a_single_class(all_types):
     spec = FeatureSpec.from_metadata(DatasetMetadata.from_dict(floats))
     assert (spec.task, spec.classes, spec.output_width) == ("regression", (), 1)
     assert (spec.label_mean, spec.label_std) == (40.0, 8.0)
+    floats["stats"]["label"]["numeric"]["nan"] = 3
+    with pytest.raises(DataError, match="holds 3 NaN or infinite value"):
+        FeatureSpec.from_metadata(DatasetMetadata.from_dict(floats))
+    floats["stats"]["label"]["numeric"]["nan"] = 0
     with pytest.raises(DataError, match=r"^ds: label 'cleared' \(float, more than 1,000"):
         FeatureSpec.from_metadata(DatasetMetadata.from_dict(floats), where="ds", task="binary")
     # An int label trained as a regression: its moments from the counts of an older dataset.

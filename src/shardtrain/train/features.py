@@ -166,6 +166,11 @@ def _label_head(
         classes = metadata.label_info.classes or tuple(counts or ())
         return {"task": choice.task, "classes": tuple(classes)}
     numeric = stats.get("numeric") or {}
+    if numeric.get("nan"):
+        raise DataError(
+            f"{where}: label '{label}' holds {numeric['nan']:,} NaN or infinite value(s); a "
+            "regression needs finite labels (reject or drop those rows)"
+        )
     mean, std = numeric.get("mean"), numeric.get("std")
     if mean is None and counts:
         n = sum(counts.values())
