@@ -263,3 +263,45 @@ def test_a_real_file_seattle_weather(tmp_path):
     assert predictions.shape == (1461,) and np.sqrt(np.mean((predictions - truth) ** 2)) < 4.0
     by_column = _serve_columns(model, header, rows)
     np.testing.assert_allclose(by_column["predictions"].numpy(), predictions, rtol=1e-5)
+
+
+def test_the_pipeline_trains_a_regression_by_its_task_parameter_and_gates_it(
+    linear_csv, tmp_path, monkeypatch
+):
+    """kfp.local, local storage: the pipeline's ``task`` parameter makes an int label (auto:
+    classes) a regression; its metrics reach the UI's table; ``max_rmse`` skips the export."""
+    from shardtrain.errors import ShardtrainError
+    from shardtrain.kubeflow import client
+
+    for name, value in DETERMINISTIC_TF.items():  # the steps' processes only: no TF here
+        monkeypatch.setenv(name, value)
+    arguments = client.parse_arguments([f"sources={linear_csv}"]) | {
+        "dataset_uri": str(tmp_path / "dataset"),
+        "model_dir": str(tmp_path / "model"),
+        "serving_uri": str(tmp_path / "serving"),
+        "label": "stars",
+        "key": "id",
+        "task": "regression",
+        "max_rmse": 0.5,
+        "shard_workers": 1,
+        "shard_cpu": "1",
+        "tfjob_workers": 0,
+        "evaluator": False,
+        "gpus_per_worker": 0,
+        "train_steps": 400,
+        "batch_size": 128,
+        "checkpoint_every": 200,
+        "train_flags": "--exclude y",
+    }
+    run = client.run_local(arguments, pipeline_root=str(tmp_path / "runs"))
+    # The same training as test_task_regression_on_an_int_label: RMSE 0.30.
+    assert {"rmse", "mae", "r2", "mean_error", "label_std"} <= set(run.metrics), run.metrics
+    assert run.metrics["rmse"] < 0.5 and "auc" not in run.metrics
+    assert run.classification == {}
+    assert "| rmse |" in Path(run.report).read_text()
+    assert storage.exists(f"{run.served}/saved_model.pb")
+
+    gated = arguments | {"serving_uri": str(tmp_path / "serving-gated"), "max_rmse": 0.01}
+    with pytest.raises(ShardtrainError, match="'evaluate'"):
+        client.run_local(gated, pipeline_root=str(tmp_path / "runs-gated"))
+    assert not storage.exists(gated["serving_uri"])  # evaluate failed: no export
