@@ -471,7 +471,7 @@ def test_train_flags_become_the_config_fields_over_the_config_file(tmp_path: Pat
 def test_the_pipelines_training_parameters_reach_the_trainer_as_flags(pipeline):
     params = inspect.signature(pipeline.pipeline_func).parameters
     carried = {o.spec.pipeline: o for o in options(TrainConfig) if o.spec.pipeline}
-    assert set(carried) == {"model_dir", "train_steps", "batch_size", "checkpoint_every"}
+    assert set(carried) == {"model_dir", "train_steps", "batch_size", "checkpoint_every", "task"}
     for name, opt in carried.items():
         assert params[name].annotation == opt.user_type, name
         if name in PIPELINE_OWN_DEFAULTS:
@@ -494,6 +494,7 @@ def test_the_pipelines_training_parameters_reach_the_trainer_as_flags(pipeline):
         batch_size=128,
         checkpoint_every=100,
         train_flags="--dropout 0.25 --eval-batch-size 64",
+        task="regression",
     )
     manifest = tfjob.to_manifest(tfjob.build_tfjob(job))
     chief = manifest["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]
@@ -504,6 +505,7 @@ def test_the_pipelines_training_parameters_reach_the_trainer_as_flags(pipeline):
     assert (config.data, config.model_dir) == ("s3://b/ds", "s3://b/m")
     assert (config.train_steps, config.batch_size, config.checkpoint_every) == (300, 128, 100)
     assert (config.model.dropout, config.eval_batch_size) == (0.25, 64)
+    assert config.task == "regression"
 
 
 # --------------------------------------------------------------------------------------------

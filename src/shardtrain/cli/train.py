@@ -30,6 +30,7 @@ def train_cmd(config_file: str | None, options: dict[str, Any]) -> None:
     128+signal (143) after writing a checkpoint on SIGTERM (restart to resume).
     """
     from shardtrain.train.config import resolve_config
+    from shardtrain.train.evaluation import headline
     from shardtrain.train.trainer import train_and_evaluate
 
     result = train_and_evaluate(resolve_config(config_file, options))
@@ -41,10 +42,7 @@ def train_cmd(config_file: str | None, options: dict[str, Any]) -> None:
         click.echo(f"{result.role}: trained to step {result.step} (from {result.start_step})")
     if result.metrics:
         m = result.metrics
-        click.echo(
-            f"eval at step {m['step']}: auc {m['auc']:.4f}, accuracy {m['accuracy']:.4f}, "
-            f"log_loss {m['log_loss']:.4f} ({m['num_examples']:,} examples)"
-        )
+        click.echo(f"eval at step {m['step']}: {headline(m)} ({m['num_examples']:,} examples)")
     if result.export_uri:
         click.echo(f"exported SavedModel: {result.export_uri}")
 

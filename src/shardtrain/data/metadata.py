@@ -92,8 +92,9 @@ class SplitInfo:
 
 @dataclass(frozen=True)
 class LabelInfo:
-    """The label's type, the task it makes (``binary`` or ``multiclass``) and its classes
-    (label values as strings, sorted numerically where they are numbers)."""
+    """The label's type, the task ``--task auto`` makes of it (``binary``, ``multiclass`` or
+    ``regression``: :mod:`shardtrain.data.task`) and its distinct values (as strings, sorted
+    numerically where they are numbers; empty when there are too many to count)."""
 
     type: str
     task: str
@@ -140,7 +141,10 @@ class DatasetStats:
         columns: per feature column, what :mod:`shardtrain.data.statistics` writes: ``kind``
             (``numeric``, ``categorical``, ``image``) and its figures (count, missing, min,
             max, mean, std; top values; image sizes and formats).
-        label: the label's exact distribution: ``{"counts": {value: n}, "missing": n}``.
+        label: the label's distribution (:class:`~shardtrain.data.statistics.LabelStats`):
+            ``{"counts": {value: n}, "missing": n}``, ``"many_values": true`` instead of the
+            counts past 1,000 distinct values, and ``"numeric"`` (count, min, max, mean, std)
+            for a numeric label.
         num_rows: accepted rows.
     """
 

@@ -53,9 +53,10 @@ class DatasetSummary:
         uri: the dataset.
         provenance: format, tool version and creation time.
         counts: rows read / accepted / rejected (by reason), blank lines, compression.
-        label, task, label_type, key: the label column, its task (binary, multiclass) and
-            type, and the split key (None: whole rows were hashed).
-        tables: splits, label classes, then a table per kind of column.
+        label, task, label_type, key: the label column, its task (binary, multiclass,
+            regression) and type, and the split key (None: whole rows were hashed).
+        tables: splits, label classes (a regression label: its range), then a table per kind
+            of column.
         rejects: where the rejected rows are (empty when there are none).
         notes: what planning decided for columns of numbers holding values that are not
             numbers, and the label's rare classes, one line each.
@@ -97,15 +98,7 @@ def summarize(uri: str, meta: DatasetMetadata) -> DatasetSummary:
             ),
         )
     ]
-    label_counts = meta.stats.label.get("counts", {})
-    total = sum(label_counts.values()) or 1
-    tables.append(
-        SummaryTable(
-            "label classes",
-            ("class", "rows", "share"),
-            tuple((k, fmt(v), f"{v / total:.1%}") for k, v in label_counts.items()),
-        )
-    )
+    tables.append(_label_table(meta))
     tables += _column_tables(meta)
     return DatasetSummary(
         uri=uri,
@@ -121,6 +114,26 @@ def summarize(uri: str, meta: DatasetMetadata) -> DatasetSummary:
         tables=tuple(tables),
         rejects=f"rejected rows: {uri.rstrip('/')}/{meta.rejects}" if meta.rows_rejected else "",
         notes=(*meta.type_notes, *([meta.rare_classes] if meta.rare_classes else [])),
+    )
+
+
+def _label_table(meta: DatasetMetadata) -> SummaryTable:
+    """The label's classes with their rows and shares; a regression label's range instead."""
+    label = meta.stats.label
+    numeric = label.get("numeric") or {}
+    if meta.label_info.task == "regression" and numeric:
+        figures = (fmt(numeric.get(k)) for k in ("count", "min", "max", "mean", "std"))
+        return SummaryTable(
+            "label values",
+            ("count", "missing", "min", "max", "mean", "std"),
+            ((next(figures), fmt(label.get("missing")), *figures),),
+        )
+    label_counts = label.get("counts", {})
+    total = sum(label_counts.values()) or 1
+    return SummaryTable(
+        "label classes",
+        ("class", "rows", "share"),
+        tuple((k, fmt(v), f"{v / total:.1%}") for k, v in label_counts.items()),
     )
 
 

@@ -160,7 +160,14 @@ RUN = (
     Param(
         "min_auc",
         "float",
-        "Skip the export when the eval AUC is lower (0 disables the gate).",
+        "Skip the export when a classifier's eval AUC is lower (0 disables the gate).",
+        0.0,
+    ),
+    Param(
+        "max_rmse",
+        "float",
+        "Skip the export when a regression's eval RMSE (in the label's units) is higher "
+        "(0 disables the gate).",
         0.0,
     ),
     Param("image", "str", "The project image of every step and of the TFJob.", DEFAULT_IMAGE),
@@ -264,6 +271,7 @@ TRAIN = (
     passed("train_steps"),
     passed("batch_size"),
     passed("checkpoint_every"),
+    passed("task"),
     passed("train_flags"),
     passed("queue", default=""),
     passed("gang_scheduler", default=""),
@@ -284,6 +292,7 @@ EVALUATE = (
     ),
     Param("report", "Output[Markdown]", "The data's statistics and the evaluation, as Markdown."),
     passed("min_auc"),
+    passed("max_rmse"),
 )
 EXPORT = (
     Param("model", "Input[Model]", "The trained model (train's output)."),

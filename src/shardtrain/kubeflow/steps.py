@@ -24,9 +24,10 @@ export             :func:`export_step`     publish the SavedModel at the serving
   fails when the job fails or times out); in local mode it runs the very same manifest as
   local processes, exactly like ``shardtrain run-local job.yaml``.
 * :func:`evaluate_step` turns ``MODEL_DIR/eval/metrics.json`` and the dataset's metadata into
-  what the Kubeflow Pipelines UI renders: ``dsl.Metrics`` scalars, a
+  what the Kubeflow Pipelines UI renders: ``dsl.Metrics`` scalars, a classifier's
   ``dsl.ClassificationMetrics`` ROC curve and confusion matrix, and a ``dsl.Markdown`` report
-  (:mod:`shardtrain.kubeflow.report`).
+  (:mod:`shardtrain.kubeflow.report`); its gate (``min_auc``, a regression's ``max_rmse``)
+  fails the step and so skips the export.
 * :func:`export_step` copies the newest SavedModel to a serving location, publish-last.
 
 The logic lives here, not in the component bodies, because KFP embeds a body's source in the
@@ -71,6 +72,7 @@ from shardtrain.kubeflow.report import fmt, render_report
 from shardtrain.options import from_params
 from shardtrain.progress import setup_logging
 from shardtrain.train import export
+from shardtrain.train.evaluation import headline_keys
 from shardtrain.train.evaluator import METRICS_NAME
 from shardtrain.train.trainer import finished_step as trained_step
 
@@ -281,6 +283,7 @@ def job_config(
     batch_size: int,
     checkpoint_every: int,
     train_flags: str = "",
+    task: str = "auto",
     queue: str = "",
     gang_scheduler: str = "",
     priority_class: str = "",
@@ -304,6 +307,8 @@ def job_config(
         batch_size: global batch size, rounded to a multiple of the training replicas.
         checkpoint_every: steps between checkpoints.
         train_flags: more ``shardtrain train`` flags, shell-quoted (``--dropout 0.1``).
+        task: ``auto``, ``binary``, ``multiclass`` or ``regression`` (``shardtrain train
+            --task``).
         queue: the queue the job waits in ('' → none): a Kueue LocalQueue, or the Volcano
             queue with ``gang_scheduler='volcano'``.
         gang_scheduler: 'volcano' to gang-schedule the replicas ('' → the default scheduler).
@@ -350,9 +355,26 @@ def job_config(
             str(batch),
             "--checkpoint-every",
             str(int(checkpoint_every)),
+            *_task_args(task, extra),
             *extra,
         ),
     )
+
+
+def _task_args(task: str, extra: list[str]) -> tuple[str, ...]:
+    """``--task TASK`` for the replicas, unless it is ``auto`` (the trainer's default).
+
+    Raises:
+        ConfigError: ``train_flags`` sets ``--task`` too, to something else.
+    """
+    task = task or "auto"
+    if task == "auto":
+        return ()
+    given = [a.partition("=")[2] or "" for a in extra if a.startswith("--task=")]
+    given += [extra[i + 1] for i, a in enumerate(extra[:-1]) if a == "--task"]
+    if any(g != task for g in given):
+        raise ConfigError(f"task '{task}' and train_flags' --task {given[0]} disagree")
+    return ("--task", task)
 
 
 def run_tfjob_locally(manifest: Mapping[str, Any], *, timeout: float | None = None) -> None:
@@ -433,8 +455,11 @@ def train_step(
 # Evaluation
 # --------------------------------------------------------------------------------------------
 
-#: Scalars of ``metrics.json`` shown in the UI's metrics table.
-METRIC_KEYS = ("auc", "accuracy", "log_loss", "num_examples", "step")
+#: Scalars of ``metrics.json`` shown in the UI's metrics table besides the task's headline
+#: metrics (:func:`~shardtrain.train.evaluation.headline_keys`).
+METRIC_KEYS = ("num_examples", "step")
+#: A regression's further scalars in the metrics table.
+REGRESSION_KEYS = ("mean_error", "label_std")
 
 
 def _finite(value: Any) -> bool:
@@ -450,18 +475,24 @@ def evaluate_step(
     classification: Any,
     report: Any,
     min_auc: float = 0.0,
+    max_rmse: float = 0.0,
 ) -> dict[str, Any]:
-    """Show the trained model's evaluation in the pipeline UI; optionally gate on its AUC.
+    """Show the trained model's evaluation in the pipeline UI; optionally gate on it.
 
     Reads ``MODEL_DIR/eval/metrics.json`` (written by the trainer for the final step) and the
     dataset's ``metadata.json``, then logs:
 
-    * ``metrics`` (``dsl.Metrics``): the scalars auc, accuracy, log_loss, num_examples, step
-      (the UI's metrics table; a value that is not finite, e.g. the AUC of a one-class eval
-      split, is left out with a warning);
-    * ``classification`` (``dsl.ClassificationMetrics``): the ROC curve and the confusion
-      matrix (the UI draws both);
+    * ``metrics`` (``dsl.Metrics``): the scalars auc, accuracy, log_loss (a classifier) or
+      rmse, mae, r2, mean_error, label_std (a regression), and num_examples, step (the UI's
+      metrics table; a value that is not finite, e.g. the AUC of a one-class eval split, is
+      left out with a warning);
+    * ``classification`` (``dsl.ClassificationMetrics``): a classifier's ROC curve and
+      confusion matrix (the UI draws both; a regression has neither);
     * ``report`` (``dsl.Markdown``): :func:`render_report`.
+
+    The gates fail the step, so the export that follows does not run: ``min_auc`` on a
+    classifier, ``max_rmse`` on a regression (a gate of the other task is ignored, with a
+    warning, so one pipeline definition serves both).
 
     Args:
         dataset: the ``dsl.Dataset`` input.
@@ -470,13 +501,14 @@ def evaluate_step(
         classification: the ``dsl.ClassificationMetrics`` output.
         report: the ``dsl.Markdown`` output.
         min_auc: fail the step (and so skip the export) below this AUC; 0 disables the gate.
+        max_rmse: fail the step above this RMSE (in the label's units); 0 disables the gate.
 
     Returns:
         The metrics read.
 
     Raises:
         NotCommittedError: the model directory has no metrics.
-        DataError: the AUC is below ``min_auc``.
+        DataError: the AUC is below ``min_auc``, or the RMSE above ``max_rmse``.
     """
     _setup_logging()
     model_pointer = read_pointer(model)
@@ -488,7 +520,9 @@ def evaluate_step(
     values = storage.read_json(target)
     meta = DatasetMetadata.load(dataset_uri)
 
-    for key in METRIC_KEYS:
+    regression = values.get("task") == "regression"
+    shown = (*headline_keys(values), *(REGRESSION_KEYS if regression else ()), *METRIC_KEYS)
+    for key in shown:
         if _finite(values.get(key)):
             metrics.log_metric(key, values[key])
         else:
@@ -510,15 +544,39 @@ def evaluate_step(
     with open(report.path, "w", encoding="utf-8") as f:
         f.write(text)
     log.info(
-        "eval at step %s: auc %s, accuracy %s, log_loss %s (%s examples)",
-        *(fmt(values.get(k)) for k in ("step", "auc", "accuracy", "log_loss", "num_examples")),
+        "eval at step %s: %s (%s examples)",
+        fmt(values.get("step")),
+        ", ".join(f"{k} {fmt(values.get(k))}" for k in headline_keys(values)),
+        fmt(values.get("num_examples")),
     )
-    auc = values.get("auc")
+    _gate(values, model_dir, regression=regression, min_auc=min_auc, max_rmse=max_rmse)
+    return values
+
+
+def _gate(
+    values: Mapping[str, Any], model_dir: str, *, regression: bool, min_auc: float, max_rmse: float
+) -> None:
+    """Raise DataError when the task's gate fails (:func:`evaluate_step`)."""
+    ignored = ("min_auc", min_auc) if regression else ("max_rmse", max_rmse)
+    if ignored[1] > 0:
+        log.warning(
+            "%s %g does not apply to a %s model: ignored",
+            ignored[0],
+            ignored[1],
+            "regression" if regression else "classification",
+        )
+    if regression:
+        rmse: Any = values.get("rmse")
+        if max_rmse > 0 and not (_finite(rmse) and rmse <= max_rmse):
+            raise DataError(
+                f"{model_dir}: eval RMSE {fmt(rmse)} is above max_rmse {max_rmse:g}; not exporting"
+            )
+        return
+    auc: Any = values.get("auc")
     if min_auc > 0 and not (_finite(auc) and auc >= min_auc):
         raise DataError(
             f"{model_dir}: eval AUC {fmt(auc)} is below min_auc {min_auc:g}; not exporting"
         )
-    return values
 
 
 # --------------------------------------------------------------------------------------------

@@ -176,9 +176,9 @@ class TrainConfig:
     Each field (and each field of the ``model`` and ``input`` sections) is declared with
     :func:`shardtrain.options.option`: its help is its documentation, and ``shardtrain train``
     has one flag per field, generated from it (``--train-steps``, ``--dropout`` for
-    ``model.dropout``...). The pipeline passes ``model_dir``, ``train_steps``, ``batch_size``
-    and ``checkpoint_every`` as parameters of their own (:attr:`~shardtrain.options.Spec.pipeline`)
-    and any other flag in ``train_flags``.
+    ``model.dropout``...). The pipeline passes ``model_dir``, ``train_steps``, ``batch_size``,
+    ``checkpoint_every`` and ``task`` as parameters of their own
+    (:attr:`~shardtrain.options.Spec.pipeline`) and any other flag in ``train_flags``.
     """
 
     data: str = option("", help="Sharded dataset URI (holding metadata.json).")
@@ -198,6 +198,15 @@ class TrainConfig:
         min=1,
         help="Global batch size, split evenly over every replica of every worker.",
         pipeline="batch_size",
+    )
+    task: str = option(
+        "auto",
+        choices=("auto", "binary", "multiclass", "regression"),
+        help="What the model learns: auto (a label of 2 values: binary; bool or string: "
+        "classes; numbers: classes when at most 20 distinct whole values, all 0-99, else "
+        "regression), binary, multiclass or regression (mean squared error of the "
+        "standardised label; RMSE, MAE, R2).",
+        pipeline="task",
     )
     learning_rate: float = option(
         1e-3, min=0, min_open=True, help="Adam's (initial) learning rate."

@@ -19,9 +19,12 @@ function also takes a dict keyed by the columns' own names.
 An image model has one signature, ``serving_default(image)``: ``image`` is a string
 ``[batch]`` of encoded JPEG/PNG bytes, decoded and resized inside the model.
 
-All return ``probabilities`` (float32 ``[batch, num_classes]``, columns in the order of
-``classes``), ``class_ids`` (int64 ``[batch]``) and ``classes`` (string ``[batch]``, the
-predicted label value).
+A classifier's signatures return ``probabilities`` (float32 ``[batch, num_classes]``,
+columns in the order of ``classes``), ``class_ids`` (int64 ``[batch]``) and ``classes``
+(string ``[batch]``, the predicted label value). A regression's return ``predictions``
+(float32 ``[batch]``): the predicted label value in the label's own units (the model's
+standardised output times the label's standard deviation plus its mean, as
+``shardtrain_model.json``'s ``feature_spec`` records them).
 
 Layout in the model directory (``export/latest.json`` is written last, so a reader never
 picks up a half-uploaded export)::
@@ -55,10 +58,12 @@ MODEL_INFO = "shardtrain_model.json"
 def _serving_module(model: Any, spec: FeatureSpec):
     import tensorflow as tf
 
-    classes = tf.constant(list(spec.classes))
+    classes = tf.constant(list(spec.classes) or [""])
 
     def outputs(features):
         logits = model(model_inputs(model, features), training=False)
+        if spec.is_regression:
+            return {"predictions": spec.destandardize(logits)}
         if spec.is_binary:
             p1 = tf.sigmoid(tf.reshape(logits, [-1]))
             probs = tf.stack([1.0 - p1, p1], axis=1)

@@ -11,7 +11,9 @@ evaluator and the exported model one shared view of the inputs:
 * **categorical** features (``string`` columns) arrive as ``string`` with ``""`` where the
   value is missing, together with the top-K vocabulary from the statistics;
 * the **label** arrives as a class index ``0..num_classes-1`` (``classes`` lists the label
-  values in that order); a two-class label is a *binary* task, more is *multiclass*.
+  values in that order) for a *binary* or *multiclass* task, or as its value (float64) for a
+  *regression*, with the label's mean and standard deviation (the model learns the
+  standardised value). Which task: :mod:`shardtrain.data.task` (``--task``).
 
 Two parsers produce exactly these tensors, so training and serving cannot drift apart:
 :meth:`FeatureSpec.parse_examples` for a batch of serialized Examples (training, evaluation)
@@ -27,12 +29,14 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from shardtrain.data import column_blocks
+from shardtrain.data.task import choose_task
 from shardtrain.errors import ConfigError, DataError
 from shardtrain.train import dates
 from shardtrain.train.names import input_names
@@ -41,6 +45,8 @@ from shardtrain.train.screening import LeftOut, no_signal
 if TYPE_CHECKING:
     from shardtrain.data.metadata import DatasetMetadata
     from shardtrain.data.report import SummaryTable
+
+log = logging.getLogger(__name__)
 
 #: Column types stored as numbers in the Examples; parsed as float32 for the model.
 NUMERIC_TYPES = ("int", "float", "bool")
@@ -204,6 +210,36 @@ class ImageFeature:
     width: int = 224
 
 
+def _label_head(
+    metadata: DatasetMetadata, label_type: str, task: str, where: str
+) -> dict[str, Any]:
+    """The :class:`FeatureSpec` fields of the label's task: ``task``, ``classes`` and, for a
+    regression, ``label_mean``/``label_std`` from the label's statistics (older datasets
+    have only the counts of its values: the figures come from those)."""
+    label = metadata.label
+    stats = metadata.stats.label
+    counts = None if stats.get("many_values") else dict(stats.get("counts") or {})
+    choice = choose_task(label, label_type, counts, task, where=where)
+    log.info("label '%s': %s (%s)", label, choice.task, choice.reason)
+    if choice.task != "regression":
+        classes = metadata.label_info.classes or tuple(counts or ())
+        return {"task": choice.task, "classes": tuple(classes)}
+    numeric = stats.get("numeric") or {}
+    if numeric.get("nan"):
+        raise DataError(
+            f"{where}: label '{label}' holds {numeric['nan']:,} NaN or infinite value(s); a "
+            "regression needs finite labels (reject or drop those rows)"
+        )
+    mean, std = numeric.get("mean"), numeric.get("std")
+    if mean is None and counts:
+        n = sum(counts.values())
+        mean = sum(float(v) * k for v, k in counts.items()) / n
+        std = math.sqrt(sum(k * (float(v) - mean) ** 2 for v, k in counts.items()) / n)
+    mean = float(mean) if mean is not None and math.isfinite(mean) else 0.0
+    std = float(std) if std is not None and math.isfinite(std) and std > 0 else 1.0
+    return {"task": "regression", "classes": (), "label_mean": mean, "label_std": std}
+
+
 @dataclass(frozen=True)
 class FeatureSpec:
     """The model's inputs and label, derived from a dataset's ``metadata.json``.
@@ -212,8 +248,10 @@ class FeatureSpec:
         numeric: numeric features, in CSV column order.
         categorical: categorical features, in CSV column order.
         label: the label column's name.
-        label_type: the label column's schema type (``int``, ``bool`` or ``string``).
-        classes: label values as strings, index = class id (``["0", "1"]`` for 0/1 labels).
+        label_type: the label column's schema type (``int``, ``float``, ``bool`` or
+            ``string``).
+        classes: label values as strings, index = class id (``["0", "1"]`` for 0/1 labels);
+            empty for a regression.
         csv_columns: every column of the source CSV, in order, as ``(name, type)``: what the
             ``predict_csv`` serving signature parses.
         null_values: CSV field values that mean "missing".
@@ -224,6 +262,11 @@ class FeatureSpec:
         left_out: why each of ``excluded`` is left out (:class:`LeftOut`), in CSV order.
         dates: string columns read as time (:class:`DateFeature`); their parts are in
             ``numeric`` (with ``source`` set), the columns themselves are serving inputs.
+        task: ``binary``, ``multiclass`` or ``regression`` ('': binary for two classes,
+            else multiclass).
+        label_mean: a regression label's mean in the dataset statistics (the model predicts
+            ``(label - label_mean) / label_std``, the exported model the label itself).
+        label_std: its standard deviation (1 when unknown or zero).
     """
 
     numeric: tuple[NumericFeature, ...]
@@ -239,16 +282,34 @@ class FeatureSpec:
     image: ImageFeature | None = None
     left_out: tuple[LeftOut, ...] = ()
     dates: tuple[DateFeature, ...] = ()
+    task: str = ""
+    label_mean: float = 0.0
+    label_std: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.task:
+            object.__setattr__(self, "task", "binary" if len(self.classes) == 2 else "multiclass")
 
     @property
     def num_classes(self) -> int:
-        """Number of label classes (2 for a binary task)."""
+        """Number of label classes (2 for a binary task, 0 for a regression)."""
         return len(self.classes)
 
     @property
     def is_binary(self) -> bool:
         """True for a two-class label: the model has one logit and a sigmoid."""
-        return self.num_classes == 2
+        return self.task == "binary"
+
+    @property
+    def is_regression(self) -> bool:
+        """True when the model predicts the label's (standardised) value."""
+        return self.task == "regression"
+
+    @property
+    def output_width(self) -> int:
+        """The model's outputs per example: 1 (binary logit, regression value) or one logit
+        per class."""
+        return 1 if self.is_binary or self.is_regression else self.num_classes
 
     @property
     def feature_names(self) -> tuple[str, ...]:
@@ -274,6 +335,7 @@ class FeatureSpec:
         include: Sequence[str] = (),
         where: str = "dataset",
         image_size: int | None = None,
+        task: str = "auto",
     ) -> FeatureSpec:
         """Build the spec from a committed dataset's metadata.
 
@@ -294,14 +356,15 @@ class FeatureSpec:
             where: the dataset URI, for error messages.
             image_size: image datasets: the square size images are resized to; None: the
                 size the statistics suggest (:func:`image_size_from_stats`).
+            task: ``auto``, ``binary``, ``multiclass`` or ``regression``
+                (:func:`~shardtrain.data.task.choose_task`).
 
         An image dataset (``data_kind`` ``image``, a column of type ``image``) gives a spec
         with just the image input: its height/width/format/path columns describe the files
         and are not features.
 
         Raises:
-            DataError: the label is a float column (regression is not supported) or has a
-                single class.
+            DataError: the label cannot be trained for ``task`` or has a single value.
             ConfigError: ``exclude`` or ``include`` names a column the dataset does not
                 have, ``include`` names the label or the split key, or a column is in both.
         """
@@ -321,17 +384,7 @@ class FeatureSpec:
                 f"{where}: --include {clash[0]!r}: it is the label, the split key or excluded"
             )
         label_type = schema.column(label).type
-        if label_type == "float":
-            raise DataError(
-                f"{where}: label '{label}' is a float column; shardtrain trains classifiers "
-                "(give the label as int, bool or string classes)"
-            )
-        classes = metadata.label_info.classes
-        if len(classes) < 2:
-            raise DataError(
-                f"{where}: label '{label}' has {len(classes)} class(es) in the data; "
-                "a classifier needs at least 2"
-            )
+        head = _label_head(metadata, label_type, task, where)
         image_cols = [c.name for c in columns if c.type == "image"]
         if image_cols:
             if image_size is None:
@@ -342,11 +395,11 @@ class FeatureSpec:
                 categorical=(),
                 label=label,
                 label_type=label_type,
-                classes=classes,
                 excluded=tuple(others),
                 key=key,
                 image=ImageFeature(name=image_cols[0], height=image_size, width=image_size),
                 left_out=tuple(LeftOut(n, "not an image input") for n in others),
+                **head,
             )
         as_time = {
             c.name: found
@@ -415,7 +468,6 @@ class FeatureSpec:
             categorical=tuple(categorical),
             label=label,
             label_type=label_type,
-            classes=classes,
             csv_columns=tuple((c.name, c.type) for c in columns),
             null_values=tuple(schema.null_values),
             excluded=tuple(o.column for o in left_out),
@@ -423,6 +475,7 @@ class FeatureSpec:
             key_type=schema.column(key).type if key else "string",
             left_out=tuple(left_out),
             dates=tuple(date_features),
+            **head,
         )
 
     # ----------------------------------------------------------------------------------------
@@ -450,9 +503,8 @@ class FeatureSpec:
                 spec[f.name] = tf.io.FixedLenFeature([], tf.int64, default_value=INT_MISSING)
         for name in [c.name for c in self.categorical] + [d.name for d in self.dates]:
             spec[name] = tf.io.FixedLenFeature([], tf.string, default_value="")
-        spec[self.label] = tf.io.FixedLenFeature(
-            [], tf.string if self.label_type == "string" else tf.int64
-        )
+        kind = {"string": tf.string, "float": tf.float32}.get(self.label_type, tf.int64)
+        spec[self.label] = tf.io.FixedLenFeature([], kind)
         return spec
 
     def parse_examples(self, serialized, *, with_key: bool = False):
@@ -468,8 +520,9 @@ class FeatureSpec:
 
         Returns:
             ``features``: ``{name: float32 [batch] (NaN = missing) or string [batch] ("" =
-            missing)}``; ``label_index``: int64 ``[batch]``, the index into :attr:`classes`;
-            with ``with_key``, a third element: the key strings.
+            missing)}``; ``label_index``: int64 ``[batch]``, the index into :attr:`classes`
+            (a regression: the label's value, float64 ``[batch]``); with ``with_key``, a
+            third element: the key strings.
         """
         import tensorflow as tf
 
@@ -529,7 +582,7 @@ class FeatureSpec:
         features.update(self.date_parts(parsed))
         if self.image is not None:
             features[self.image.name] = self.decode_images(parsed[self.image.name])
-        labels = self.label_index(parsed[self.label])
+        labels = self.label_targets(parsed[self.label])
         if not with_key:
             return features, labels
         if self.key:
@@ -569,23 +622,63 @@ class FeatureSpec:
         img = tf.clip_by_value(tf.image.random_contrast(img, 0.9, 1.1), 0.0, 1.0)
         return {**features, self.image.name: img}, labels
 
-    def label_index(self, values):
-        """Map label values (as parsed: int64, or string) to class indices (int64)."""
+    def label_targets(self, values):
+        """What the model learns from parsed label values: class indices (:meth:`label_index`),
+        or for a regression the values as float64."""
         import tensorflow as tf
 
-        keys = values if values.dtype == tf.string else tf.strings.as_string(values)
-        table = tf.lookup.StaticHashTable(
-            tf.lookup.KeyValueTensorInitializer(
-                tf.constant(self.classes), tf.range(self.num_classes, dtype=tf.int64)
-            ),
-            default_value=-1,
-        )
-        index = table.lookup(keys)
+        if self.is_regression:
+            return tf.cast(values, tf.float64)
+        return self.label_index(values)
+
+    def standardize(self, labels):
+        """A regression's label values (float64) → the float32 target the model learns."""
+        import tensorflow as tf
+
+        return tf.cast((labels - self.label_mean) / self.label_std, tf.float32)
+
+    def destandardize(self, outputs, dtype=None):
+        """The model's regression outputs (``[batch, 1]`` or ``[batch]``) → values in the
+        label's units, ``[batch]`` of ``dtype`` (default float32), computed in float64 (a
+        label far from zero, e.g. a timestamp, keeps its digits)."""
+        import tensorflow as tf
+
+        z = tf.cast(tf.reshape(outputs, [-1]), tf.float64)
+        return tf.cast(z * self.label_std + self.label_mean, dtype or tf.float32)
+
+    def label_index(self, values):
+        """Map label values (as parsed: int64, float32 or string) to class indices (int64)."""
+        import tensorflow as tf
+
+        if values.dtype.is_floating:
+            index = self._float_label_index(values)
+        else:
+            keys = values if values.dtype == tf.string else tf.strings.as_string(values)
+            table = tf.lookup.StaticHashTable(
+                tf.lookup.KeyValueTensorInitializer(
+                    tf.constant(self.classes), tf.range(self.num_classes, dtype=tf.int64)
+                ),
+                default_value=-1,
+            )
+            index = table.lookup(keys)
         check = tf.debugging.assert_non_negative(
             index, message=f"label '{self.label}' holds a value that is not one of its classes"
         )
         with tf.control_dependencies([check]):
             return tf.identity(index)
+
+    def _float_label_index(self, values):
+        """Class indices of float label values (a float column trained as classes): found
+        by value among the sorted classes ("1.0" and the parsed 1.0 are not equal as text);
+        -1 for a value that is no class."""
+        import tensorflow as tf
+
+        numbers = sorted((float(c), i) for i, c in enumerate(self.classes))
+        keys = tf.constant([v for v, _ in numbers], tf.float32)
+        ids = tf.constant([i for _, i in numbers], tf.int64)
+        pos = tf.minimum(tf.searchsorted(keys, values), len(numbers) - 1)
+        found = tf.equal(tf.gather(keys, pos), values)
+        return tf.where(found, tf.gather(ids, pos), tf.constant(-1, tf.int64))
 
     def parse_csv(self, lines):
         """Parse a batch of raw CSV lines (no header, the source's column order) into features.

@@ -2,7 +2,10 @@
 
 Every model is a Keras 3 model that takes the feature dict of :mod:`shardtrain.train.features`
 (``{name: float32 [batch] with NaN for missing, or string [batch] with "" for missing}``) and
-returns **logits**: ``[batch, 1]`` for a binary label, ``[batch, num_classes]`` otherwise.
+returns **logits**: ``[batch, 1]`` for a binary label, ``[batch, num_classes]`` for a
+multi-class one; for a regression ``[batch, 1]``, the *standardised* label value (the trainer
+standardises the target with the label's mean and standard deviation, and the export turns
+the output back into the label's units).
 Preprocessing lives *inside* the model, so the exported SavedModel takes raw feature values
 and training and serving cannot disagree.
 
@@ -107,7 +110,7 @@ def tabular_model(spec: FeatureSpec, hparams: dict[str, Any]) -> keras.Model:
     * categorical columns: ``StringLookup`` over the top-K vocabulary (anything else, and
       missing, is one out-of-vocabulary bucket), then an ``Embedding``;
     * ``hidden_units`` ReLU layers with optional dropout, then one logit (binary) or one per
-      class.
+      class, or one linear output (regression).
 
     Args:
         spec: the dataset's features and label.
@@ -148,8 +151,7 @@ def tabular_model(spec: FeatureSpec, hparams: dict[str, Any]) -> keras.Model:
         x = keras.layers.Dense(int(units), activation="relu", name=hidden)(x)
         if dropout > 0:
             x = keras.layers.Dropout(dropout, name=unique_layer_name(f"dropout_{i}", taken))(x)
-    outputs = 1 if spec.is_binary else spec.num_classes
-    logits = keras.layers.Dense(outputs, name=unique_layer_name("logits", taken))(x)
+    logits = keras.layers.Dense(spec.output_width, name=unique_layer_name("logits", taken))(x)
     with warnings.catch_warnings():
         # Keras warns when a dict key differs from its Input's name; here that is by design
         # (keys are the columns' own names), and calls map the dict by key.
@@ -213,8 +215,7 @@ def image_model(spec: FeatureSpec, hparams: dict[str, Any]) -> keras.Model:
     dropout = float(hparams.get("dropout", 0.0))
     if dropout > 0:
         x = keras.layers.Dropout(dropout, name="dropout")(x)
-    outputs = 1 if spec.is_binary else spec.num_classes
-    logits = keras.layers.Dense(outputs, name="logits", dtype="float32")(x)
+    logits = keras.layers.Dense(spec.output_width, name="logits", dtype="float32")(x)
     return keras.Model(inputs, logits, name=f"image_{backbone}")
 
 
@@ -260,7 +261,8 @@ def build_model(name: str, spec: FeatureSpec, hparams: dict[str, Any]) -> keras.
 
     Raises:
         ConfigError: the function does not return a Keras model, or its output has the wrong
-            shape for the label (1 logit for binary, one per class otherwise).
+            shape for the label (1 logit for binary, one per class for multiclass, 1 value
+            for regression).
     """
     import keras
 
@@ -271,12 +273,13 @@ def build_model(name: str, spec: FeatureSpec, hparams: dict[str, Any]) -> keras.
     model = resolve_model_fn(name)(spec, dict(hparams))
     if not isinstance(model, keras.Model):
         raise ConfigError(f"model '{name}' returned {type(model).__name__}, not a keras.Model")
-    expected = 1 if spec.is_binary else spec.num_classes
+    expected = spec.output_width
     width = model.outputs[0].shape[-1] if getattr(model, "outputs", None) else None
     if width is not None and width != expected:
+        task = "is a regression" if spec.is_regression else f"has {spec.num_classes} classes"
         raise ConfigError(
-            f"model '{name}' outputs {width} logit(s) per example; the label '{spec.label}' "
-            f"has {spec.num_classes} classes, so it must output {expected}"
+            f"model '{name}' outputs {width} value(s) per example; the label '{spec.label}' "
+            f"{task}, so it must output {expected}"
         )
     return model
 

@@ -32,7 +32,8 @@ What a TF Estimator user relied on, and where it lives here:
   the collective: it evaluates every new checkpoint on the eval split and exits after the
   final one. Without an evaluator the chief evaluates every ``eval_every`` steps itself.
 * **Outputs** in the model directory: ``train_config.yaml``; ``logs/train`` and ``logs/eval``
-  TensorBoard summaries (loss, accuracy, AUC, examples/s, learning rate);
+  TensorBoard summaries (loss, accuracy and AUC, or a regression's RMSE, MAE and R²;
+  examples/s, learning rate);
   ``export/<version>/`` SavedModel taking raw features (:mod:`shardtrain.train.export`);
   ``eval/metrics.json`` (:mod:`shardtrain.train.evaluation`) and ``eval/sample_predictions.jsonl``.
 
@@ -191,7 +192,7 @@ def _train(
         evaluator.evaluate(step, sample=final)
 
     controller = Controller(
-        loop.DistributedSteps(train_loop, iterator, state),
+        loop.DistributedSteps(train_loop, iterator, state, spec),
         train_steps=config.train_steps,
         steps_per_loop=config.loop_steps,
         checkpoint_every=config.checkpoint_every,
@@ -437,6 +438,7 @@ def train_and_evaluate(config: TrainConfig, environ: dict[str, str] | None = Non
         include=config.input.include_columns,
         where=config.data,
         image_size=config.model.image_size,
+        task=config.task,
     )
     log_features(spec)
     for split in (config.input.train_split, config.input.eval_split):

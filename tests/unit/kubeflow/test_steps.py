@@ -7,6 +7,7 @@ replicas only, the storage Secret by name.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import subprocess
@@ -91,6 +92,14 @@ def test_job_config_names_each_run_and_maps_the_parameters(monkeypatch, tmp_path
         steps.job_config(run_id="r", **{**kwargs, "train_flags": "--x 'unclosed"})
     with pytest.raises(ConfigError, match="--data"):
         steps.job_config(run_id="r", **{**kwargs, "train_flags": "--data s3://other"})
+    # The task parameter: passed on unless auto (the trainer's default).
+    assert steps.job_config(run_id="r", task="auto", **kwargs).train_args == a.train_args
+    task = steps.job_config(run_id="r", task="regression", **kwargs).train_args
+    assert task[6:8] == ("--task", "regression")
+    with pytest.raises(ConfigError, match="task 'regression' and train_flags' --task binary"):
+        steps.job_config(
+            run_id="r", task="regression", **{**kwargs, "train_flags": "--task binary"}
+        )
 
 
 def test_job_config_maps_the_queue_parameters():
@@ -193,7 +202,8 @@ def test_evaluate_step_logs_ui_metrics_and_writes_the_report(tmp_path, tiny_data
     steps.evaluate_step(
         dataset=dataset, model=model, metrics=metrics, classification=classification, report=report
     )
-    assert metrics.metadata == {k: METRICS[k] for k in steps.METRIC_KEYS}
+    shown = ("auc", "accuracy", "log_loss", "num_examples", "step")
+    assert metrics.metadata == {k: METRICS[k] for k in shown}
     roc = classification.metadata["confidenceMetrics"]
     assert [(p["falsePositiveRate"], p["recall"], p["confidenceThreshold"]) for p in roc] == [
         (0.0, 0.0, 1.0),
@@ -275,6 +285,56 @@ def test_evaluate_step_leaves_out_non_finite_metrics_and_gates_on_auc(tmp_path, 
             min_auc=0.8,
         )
     assert Path(report.path).is_file()  # the UI still shows why
+
+
+REGRESSION_METRICS = {
+    "task": "regression",
+    "rmse": 2.75,
+    "mae": 2.2,
+    "r2": 0.83,
+    "mse": 7.5625,
+    "mean_error": 0.36,
+    "label_mean": 15.7,
+    "label_std": 6.6,
+    "num_examples": 139,
+    "step": 600,
+}
+
+
+def test_evaluate_step_shows_a_regression_and_gates_on_max_rmse(tmp_path, tiny_dataset, caplog):
+    """A regression's metrics table and report; no ROC or confusion matrix; max_rmse fails
+    the step with one line (so the export does not run), min_auc is ignored with a warning."""
+    model_dir = _model_dir(tmp_path, REGRESSION_METRICS)
+    dataset, model = _inputs(tmp_path, tiny_dataset, model_dir)
+    outputs = dict(zip(("metrics", "classification", "report"), _outputs(tmp_path), strict=True))
+    steps.evaluate_step(dataset=dataset, model=model, **outputs, min_auc=0.9, max_rmse=3.0)
+    shown = ("rmse", "mae", "r2", "mean_error", "label_std", "num_examples", "step")
+    assert outputs["metrics"].metadata == {k: REGRESSION_METRICS[k] for k in shown}
+    assert outputs["classification"].metadata == {}  # no ROC / confusion matrix cards
+    assert "min_auc 0.9 does not apply to a regression model" in caplog.text
+    text = Path(outputs["report"].path).read_text()
+    assert "| rmse | 2.75 |" in text and "| r2 | 0.83 |" in text and "| auc |" not in text
+    assert "| label_std | 6.6 |" in text and "Confusion matrix" not in text
+    with pytest.raises(DataError, match=r"^\S+: eval RMSE 2.75 is above max_rmse 2.5; not export"):
+        steps.evaluate_step(dataset=dataset, model=model, **outputs, max_rmse=2.5)
+
+
+def test_the_data_summary_of_a_regression_label_shows_its_range(tiny_dataset):
+    meta = copy.deepcopy(DatasetMetadata.load(tiny_dataset).to_dict())
+    meta["label_info"] = {"type": "float", "task": "regression", "classes": []}
+    meta["stats"]["label"] = {
+        "missing": 0,
+        "counts": {},
+        "many_values": True,
+        "numeric": {"count": 396, "min": 0.5, "max": 99.25, "mean": 41.5, "std": 12.25},
+    }
+    model = {"uri": "gs://b/m", "export": "gs://b/m/export/1", "step": 9}
+    text = render_report(
+        REGRESSION_METRICS, DatasetMetadata.from_dict(meta), dataset_uri=tiny_dataset, model=model
+    )
+    assert "Label `cleared` (regression, float)" in text
+    assert "| count | missing | min | max | mean | std |" in text
+    assert "| 396 | 0 | 0.5 | 99.25 | 41.5 | 12.25 |" in text and "Label classes" not in text
 
 
 def test_evaluate_step_without_metrics_fails_with_one_line(tmp_path, tiny_dataset):

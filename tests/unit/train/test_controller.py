@@ -80,6 +80,18 @@ def test_calls_end_on_checkpoint_steps_and_evaluations_follow_eval_every():
     assert first["learning_rate"] == 1e-3 and first["examples_per_second"] > 0
 
 
+def test_a_regression_reports_its_training_rmse_instead_of_accuracy():
+    def steps(n: int) -> LoopOutput:
+        # Squared errors of 4.0 per example in the label's units: RMSE 2.
+        return LoopOutput(n, 0.5 * n * BATCH, None, 1e-3, squared_error=4.0 * n * BATCH)
+
+    rec = Recorder()
+    make(steps, rec, train_steps=30, checkpoint_every=30).run(0)
+    values = rec.scalars_at[0][1]
+    assert values["rmse"] == pytest.approx(2.0) and "accuracy" not in values
+    assert values["loss"] == pytest.approx(0.5)
+
+
 def test_resuming_between_checkpoints_keeps_the_cadence():
     """A restart from step 150 (checkpoint_every 100): the next call ends at 200, and the
     evaluation interval counts from the resumed step."""

@@ -124,7 +124,7 @@ def _graph(p: Mapping[str, Any]) -> Outputs:
 
     published = export(**arguments(EXPORT, p), model=trained.outputs["model"])
     _small(_step(published, image, secret, "export"))
-    published.after(evaluation)  # the AUC gate: no export when evaluate fails
+    published.after(evaluation)  # the AUC / RMSE gate: no export when evaluate fails
 
     return Outputs(
         model=trained.outputs["model"],
