@@ -69,6 +69,7 @@ from shardtrain.kernels.csv_fields import (
     PARSED,
     TOO_CLOSE,
     lower_is,
+    plain_number,
     skip_blanks,
 )
 from shardtrain.kernels.native import f32_bits, f64_bits, load_f64, load_u8
@@ -171,41 +172,13 @@ def _decimal_digits(m):
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def parse_float_loop(buf, p, end, pow10, delim):
-    """The common case of :func:`parse_float`, or ``code == -1``: ``-``? digits, at most
-    one ``.``, at most 18 digits in all, ending at the delimiter or the line end.
-
-    A plain byte loop: it mispredicts once per field, where the field ends, and on such
-    numerals it beats converting eight digits a word at a time (fast_float's multiply
-    trick), which needs two dependent scans and more branches per field. Anything else goes
-    to the general parser.
-    """
-    q = p
-    negative = 0
-    if q < end and load_u8(buf, q) == _MINUS:
-        negative = 1
-        q += 1
-    m = 0
-    digits = 0
-    e10 = 0
-    dot = False
-    while q < end:
-        c = load_u8(buf, q)
-        d = c - _ZERO
-        if 0 <= d <= 9:
-            m = m * 10 + d
-            digits += 1
-            if dot:
-                e10 -= 1
-        elif c == _DOT and not dot:
-            dot = True
-        elif c == delim:
-            break
-        else:
-            return p, 0, -1
-        q += 1
-    if digits == 0 or digits > MAX_DIGITS:
+    """The common case of :func:`parse_float` (:func:`~.csv_fields.plain_number`: ``-``?
+    digits, at most one ``.``, at most 18 digits in all, ending at the delimiter or the line
+    end), or ``code == -1``: anything else goes to the general parser."""
+    q, negative, m, e10 = plain_number(buf, p, end, delim, _DOT)
+    if q < 0:
         return p, 0, -1
-    sign = negative << 31
+    sign = _F32_SIGN if negative else 0
     if m == 0:
         return q, sign, PARSED
     # The digit count matters only outside case 1 of _float_bits (exact operands).
