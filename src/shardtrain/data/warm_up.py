@@ -19,7 +19,13 @@ every signature a job meets is compiled and saved:
 * the quest CSV again in columnar records (an Example per block of rows), and as Parquet
   (several row groups) and JSON lines, each cut into pieces;
 * a tree of JPEG and PNG images, sharded as is and re-encoded to another size;
-* the CRC-32C check the trainer runs over a downloaded shard.
+* the CRC-32C check the trainer runs over a downloaded shard;
+* the pruning of the categorical statistics' value counts
+  (:mod:`shardtrain.kernels.value_counts`), which only a column with more distinct values
+  than the statistics track reaches: called directly, with tiny limits.
+
+Every compiled kernel of :mod:`shardtrain.kernels` is thereby compiled, except the software
+CRC-32C, which runs only on CPUs without SSE4.2 (below the x86-64-v2 baseline).
 
 Run it with the same ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` as the jobs (the image sets
 them), or the jobs will not find what it compiled.
@@ -54,7 +60,9 @@ def warm_up() -> WarmUpReport:
     """
     from shardtrain.data import datagen, sharding
     from shardtrain.data.shard_config import ShardConfig
+    from shardtrain.kernels import arrow
     from shardtrain.kernels.crc32c import crc32c
+    from shardtrain.kernels.value_counts import ValueCounts
 
     with tempfile.TemporaryDirectory(prefix="shardtrain-warm-up-") as tmp:
         csv = os.path.join(tmp, "quest.csv")
@@ -100,6 +108,8 @@ def warm_up() -> WarmUpReport:
             sharding.shard(config)
         # The trainer's check of a downloaded shard (shardtrain.train.dataset.verify_shard).
         crc32c(b"warm-up", 0)
+        # The statistics of a column with more distinct values than they track: pruning.
+        ValueCounts(max_values=2, max_bytes=1 << 10).add(arrow.strings(["a", "b", "c"]))
     return WarmUpReport(target=cache.target(), stats=cache.compile_stats())
 
 

@@ -1,7 +1,10 @@
 """Compiled (numba) kernels: the byte-level hot paths of sharding.
 
-CSV parsing (:mod:`.csv_parse`), ``tf.train.Example`` encoding (:mod:`.example_encode`),
+CSV record bounds (:mod:`.csv_records`), parsing (:mod:`.csv_parse`, with the field pieces of
+:mod:`.csv_fields` and the float32 conversion of :mod:`.csv_float`) and typing
+(:mod:`.csv_types`), ``tf.train.Example`` encoding (:mod:`.example_encode`),
 TFRecord framing (:mod:`.tfrecord`), CRC-32C (:mod:`.crc32c`) and xxHash64 (:mod:`.xxh64`),
+the column statistics' summaries (:mod:`.moments`) and value counts (:mod:`.value_counts`),
 Arrow buffers read and built in place (:mod:`.arrow`), and the intrinsics they share
 (:mod:`.native`). Nothing here knows about files, schemas' meaning or storage: callers pass
 flat NumPy/Arrow buffers and get buffers back.

@@ -128,6 +128,22 @@ def valid_mask(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return _unpack(validity, offset, n)
 
 
+def validity_bits(array: pa.Array) -> np.ndarray:
+    """The validity bitmap of ``array`` as read-only uint8, for kernels that read it in place
+    (value ``i`` is valid when bit ``array.offset + i`` is set, least significant bit
+    first); an empty array when no value is null."""
+    validity = array.buffers()[0]
+    if not array.null_count or validity is None:
+        return _ALL_VALID
+    bits = np.frombuffer(validity, dtype=np.uint8)
+    bits.flags.writeable = False
+    return bits
+
+
+_ALL_VALID = np.zeros(0, dtype=np.uint8)
+_ALL_VALID.flags.writeable = False
+
+
 def _unpack(bitmap: pa.Buffer, offset: int, n: int) -> np.ndarray:
     """Bits ``offset:offset + n`` of an Arrow bitmap (least significant bit first) as bools."""
     bits = np.frombuffer(bitmap, dtype=np.uint8)

@@ -1,9 +1,9 @@
 """Where the compiled kernels are cached, and for which CPU they are compiled.
 
 numba compiles a ``cache=True`` kernel once per argument types and stores the machine code
-on disk; every later process loads it (~10 ms) instead of compiling it again (the kernels
-take ~20 s of CPU together, see benchmarks/RESULTS.md). Two things decide whether a cached
-kernel is used:
+on disk; every later process loads it instead of compiling it again, which for all the
+kernels together would cost seconds of CPU in every process (figures in
+benchmarks/RESULTS.md). Two things decide whether a cached kernel is used:
 
 * **Where numba looks.** numba tries, in order, ``NUMBA_CACHE_DIR`` (when set), the
   ``__pycache__`` folder beside the source file (only when it is *writable*) and a per-user
@@ -25,6 +25,14 @@ kernel is used:
 
 :func:`install_locator` is called by ``shardtrain.kernels`` before any kernel module is
 imported (numba picks a kernel's cache folder when the kernel is defined).
+
+When editing kernels: numba checks only the file that defines a cached kernel (its time
+stamp and size, and the kernel's own bytecode), not the files of the helpers compiled into
+it. A kernel of ``csv_parse.py`` inlines helpers of ``csv_fields.py``, ``csv_float.py``
+and ``native.py``; after changing one of those, delete the ``*.nbi`` index files in
+``src/shardtrain/kernels/__pycache__`` (or touch the calling module), or the old machine
+code keeps running. An installed package is not affected: its cache is built from the
+installed sources.
 """
 
 from __future__ import annotations
@@ -78,8 +86,8 @@ class ShippedCacheLocator(_UserWideCacheLocator):  # type: ignore[misc,valid-typ
     per-user cache (``$XDG_CACHE_HOME/numba`` or ``~/.cache/numba``), or, when that cannot
     be written either (a read-only root file system with no writable HOME), a folder in the
     temporary directory. Before numba reads the index, the kernel's index and machine-code
-    files are copied there from the install's ``__pycache__`` unless they already are: a copy
-    of ~100 KB per kernel, once per user. The copy is written under a temporary name and
+    files are copied there from the install's ``__pycache__`` unless they already are: a few
+    files per kernel, once per user. The copy is written under a temporary name and
     renamed into place, so processes starting together do not see half a file. An index
     there already (e.g. from an older install in a persistent HOME) is left alone: numba sees
     that the source changed, compiles once and saves over it.

@@ -47,7 +47,7 @@ import functools
 import numba
 import numpy as np
 
-from shardtrain.kernels.csv_parse import _utf8_valid
+from shardtrain.kernels.csv_fields import is_null, null_addresses, null_tokens, utf8_valid
 from shardtrain.kernels.native import as_bytes_array, load_i64, load_u8, store_u8
 
 __all__ = [
@@ -186,19 +186,6 @@ def _automaton(decimal: int) -> tuple[np.ndarray, np.ndarray]:
     return table, final
 
 
-@functools.lru_cache(maxsize=16)
-def _null_words(nulls: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, bool]:
-    """The null words packed for the kernel: ``(bytes, offsets, first_byte, longest, empty)``."""
-    words = [w for w in nulls if w]
-    data = np.frombuffer(b"".join(words) or b"\0", dtype=np.uint8).copy()
-    offsets = np.zeros(len(words) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(w) for w in words])
-    first = np.zeros(256, dtype=np.uint8)
-    for w in words:
-        first[w[0]] = 1
-    return data, offsets, first, max((len(w) for w in words), default=0), b"" in nulls
-
-
 def new_tally(width: int) -> np.ndarray:
     """An empty tally for ``width`` columns: ``tally[column, code]`` counts fields."""
     return np.zeros((width, N_CODES), dtype=np.int64)
@@ -224,28 +211,6 @@ def describe(code: int) -> str:
 @numba.njit(cache=True, nogil=True)
 def _is_digit(c):
     return 48 <= c <= 57
-
-
-@numba.njit(cache=True, nogil=True)
-def _is_null(buf, a, b, nbuf, noffs, n_words, first, longest, empty_null):
-    """Whether ``buf[a:b]`` is a null word."""
-    n = b - a
-    if n == 0:
-        return empty_null
-    if n > longest or load_u8(first, load_u8(buf, a)) == 0:
-        return False
-    for w in range(n_words):
-        s = load_i64(noffs, w)
-        if load_i64(noffs, w + 1) - s != n:
-            continue
-        same = True
-        for i in range(n):
-            if load_u8(buf, a + i) != load_u8(nbuf, s + i):
-                same = False
-                break
-        if same:
-            return True
-    return False
 
 
 @numba.njit(cache=True, nogil=True)
@@ -342,9 +307,10 @@ def _number_flags(buf, a, b, cls, decimal):
 
 
 @numba.njit(cache=True, nogil=True)
-def _code(buf, a, b, state_class, nbuf, noffs, n_words, first, longest, empty_null, decimal):
-    """The code of the value ``buf[a:b]`` whose automaton class is ``state_class``."""
-    if _is_null(buf, a, b, nbuf, noffs, n_words, first, longest, empty_null):
+def _code(buf, a, b, state_class, tokens, decimal):
+    """The code of the value ``buf[a:b]`` whose automaton class is ``state_class``
+    (``tokens``: the null words, from :func:`~.csv_fields.null_addresses`)."""
+    if is_null(buf, a, b, tokens):
         return MISSING
     if state_class == _C_TEXT:
         return TEXT
@@ -438,6 +404,19 @@ def _run(quoted, fin, buf, a, b):
     return load_u8(fin, s)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _line_end(buf, p, n):
+    """Where the carriage returns from ``p`` on end, if they end the line (a line feed or
+    the block's end follows them), else -1: a bare carriage return, where the reader ends
+    a row."""
+    q = p
+    while q < n and load_u8(buf, q) == _CR:
+        q += 1
+    if q == n or load_u8(buf, q) == _LF:
+        return q
+    return -1
+
+
 @numba.njit(cache=True, nogil=True)
 def _classify(
     block,
@@ -451,11 +430,7 @@ def _classify(
     decimal,
     width,
     label,
-    nbuf,
-    noffs,
-    longest,
-    first,
-    empty_null,
+    nulls,
     check_utf8,
     scratch,
     row,
@@ -466,11 +441,10 @@ def _classify(
     qtab = quoted.ctypes.data
     ts = text_start.ctypes.data
     fn = fin.ctypes.data
-    nb = nbuf.ctypes.data
-    fb = first.ctypes.data
+    tokens = null_addresses(nulls)
+    fb = nulls.first.ctypes.data
+    longest = nulls.longest
     sc = scratch.ctypes.data
-    n_words = noffs.shape[0] - 1
-    no = noffs.ctypes.data
     n = block.shape[0]
     rows = 0
     rejected = 0
@@ -524,10 +498,8 @@ def _classify(
                             if c == delim or c == _LF:  # noqa: SIM109 - two compares in compiled code
                                 break
                             if c == _CR:
-                                q = p
-                                while q < n and load_u8(buf, q) == _CR:
-                                    q += 1
-                                if q == n or load_u8(buf, q) == _LF:
+                                q = _line_end(buf, p, n)
+                                if q >= 0:
                                     p = q
                                     break
                                 bad = True
@@ -545,10 +517,7 @@ def _classify(
                 if p > n:
                     p = n
                 if not bad:
-                    code = _code(
-                        sc, 0, m, _run(qtab, fn, sc, 0, m), nb, no, n_words, fb, longest,
-                        empty_null, decimal,
-                    )  # fmt: skip
+                    code = _code(sc, 0, m, _run(qtab, fn, sc, 0, m), tokens, decimal)
             else:
                 # An unquoted field: count its bytes by class up to a stop byte.
                 a = p
@@ -567,10 +536,7 @@ def _classify(
                     if c == delim or c == _LF:  # noqa: SIM109 - two compares in compiled code
                         break
                     if c == _CR:
-                        q = p
-                        while q < n and load_u8(buf, q) == _CR:
-                            q += 1
-                        if q == n or load_u8(buf, q) == _LF:
+                        if _line_end(buf, p, n) >= 0:
                             break  # the carriage return(s) of the line end
                         bad = True  # the reader ends a row there: this record is rejected
                         p += 1
@@ -586,13 +552,10 @@ def _classify(
                         if e - a <= longest and (
                             e == a or load_u8(fb, load_u8(buf, a)) != 0
                         ):  # maybe a null word
-                            if _is_null(buf, a, e, nb, no, n_words, fb, longest, empty_null):
+                            if is_null(buf, a, e, tokens):
                                 code = MISSING
                             else:
-                                code = _code(
-                                    buf, a, e, _run(qtab, fn, buf, a, e), nb, no, n_words,
-                                    fb, longest, empty_null, decimal,
-                                )  # fmt: skip
+                                code = _code(buf, a, e, _run(qtab, fn, buf, a, e), tokens, decimal)
                         else:
                             # The common cases without branches (they would be mispredicted
                             # from column to column): '-'? digits (an int64), [+-]? digits with
@@ -632,10 +595,7 @@ def _classify(
                             store_u8(sc, m, c)
                             m += 1
                             i += 1
-                        code = _code(
-                            sc, 0, m, _run(qtab, fn, sc, 0, m), nb, no, n_words, fb,
-                            longest, empty_null, decimal,
-                        )  # fmt: skip
+                        code = _code(sc, 0, m, _run(qtab, fn, sc, 0, m), tokens, decimal)
                 # Skip the carriage return(s) before the line feed.
                 while p < n and load_u8(buf, p) == _CR:
                     p += 1
@@ -650,7 +610,7 @@ def _classify(
         end = p  # at the line feed or the end
         if p < n:
             p += 1
-        if check_utf8 and not bad and not _utf8_valid(buf, rs, end):
+        if check_utf8 and not bad and not utf8_valid(buf, rs, end):
             bad = True
         if bad or fields != width or row[label] == MISSING:
             # Not a row the reader accepts: take its fields back out of the counts.
@@ -694,7 +654,7 @@ def classify_block(
     width = tally.shape[0]
     quoted, final = _automaton(decimal)
     classes = _byte_classes(delim, escape, decimal)
-    nbuf, noffs, first, longest, empty_null = _null_words(tuple(nulls))
+    null_words = null_tokens(tuple(nulls))
     check_utf8 = not (buf.tobytes().isascii() if isinstance(block, np.ndarray) else block.isascii())
     scratch = np.empty(max(len(buf), 1) + 8, dtype=np.uint8)
     counts = tally.reshape(-1)  # a view: the kernel adds to tally[column * N_CODES + code]
@@ -703,6 +663,6 @@ def classify_block(
     row = np.zeros(max(width, 1), dtype=np.int64)
     rows, rejected = _classify(
         buf, classes, _text_start(decimal), quoted, final, delim, quote, escape, decimal,
-        width, label, nbuf, noffs, longest, first, empty_null, check_utf8, scratch, row, counts,
+        width, label, null_words, check_utf8, scratch, row, counts,
     )  # fmt: skip
     return int(rows), int(rejected)

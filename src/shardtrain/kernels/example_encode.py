@@ -57,6 +57,7 @@ import numpy as np
 
 from shardtrain.kernels.crc32c import crc32c_tables
 from shardtrain.kernels.native import (
+    check_indices,
     check_offsets,
     copy_exact,
     copy_over,
@@ -567,14 +568,9 @@ def _encode(
     sizes = np.empty(num_rows, dtype=np.int64)
     _measure_examples(plan, addresses, features_sizes, sizes)
     if order is None:
-        order = np.arange(num_rows, dtype=np.int64)
+        order = kernel_input(np.arange(num_rows, dtype=np.int64), np.int64)
     else:
-        order = np.asarray(order)
-        if order.ndim != 1 or (len(order) and order.dtype.kind not in "iu"):
-            raise ValueError("order must be a 1-D integer array")
-        if len(order) and (order.min() < 0 or order.max() >= num_rows):
-            raise ValueError(f"order has indices outside [0, {num_rows})")
-    order = kernel_input(order, np.int64)
+        order = check_indices(order, num_rows, "order")
     if framed:
         sizes += FRAME_OVERHEAD
     out_offsets = np.zeros(len(order) + 1, dtype=np.int64)

@@ -36,7 +36,9 @@ from numba.extending import intrinsic
 
 __all__ = [
     "as_bytes_array",
+    "check_indices",
     "check_offsets",
+    "check_ranges",
     "check_uint",
     "copy_exact",
     "copy_over",
@@ -100,6 +102,31 @@ def check_offsets(offsets: np.ndarray, data_size: int, what: str) -> None:
         )
     if len(offsets) > 1 and bool(np.any(offsets[1:] < offsets[:-1])):
         raise ValueError(f"{what}: offsets must be non-decreasing")
+
+
+def check_ranges(
+    starts: np.ndarray, ends: np.ndarray, size: int, what: str, within: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """``starts`` and ``ends`` as int64 kernel inputs, if every ``[starts[i], ends[i])`` lies
+    in ``[0, size)`` (else ValueError: "every <what> must satisfy ... <= len(<within>)")."""
+    starts = kernel_input(starts, np.int64)
+    ends = kernel_input(ends, np.int64)
+    if starts.ndim != 1 or starts.shape != ends.shape:
+        raise ValueError("starts and ends must be 1-D arrays of the same length")
+    if len(starts) and (starts.min() < 0 or ends.max() > size or bool(np.any(ends < starts))):
+        raise ValueError(f"every {what} must satisfy 0 <= start <= end <= len({within})")
+    return starts, ends
+
+
+def check_indices(indices: np.ndarray, n: int, what: str) -> np.ndarray:
+    """``indices`` as an int64 kernel input, if it is a 1-D integer array of positions in
+    ``[0, n)`` (else ValueError naming ``what``)."""
+    indices = np.asarray(indices)
+    if indices.ndim != 1 or (len(indices) and indices.dtype.kind not in "iu"):
+        raise ValueError(f"{what} must be a 1-D integer array")
+    if len(indices) and (indices.min() < 0 or indices.max() >= n):
+        raise ValueError(f"{what} has indices outside [0, {n})")
+    return kernel_input(indices, np.int64)
 
 
 def check_uint(value: int, bits: int, what: str) -> int:

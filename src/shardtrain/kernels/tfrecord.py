@@ -29,6 +29,7 @@ import numpy as np
 from shardtrain.kernels.crc32c import crc32c, crc32c_at, crc32c_tables, mask_crc, masked_crc32c
 from shardtrain.kernels.native import (
     as_bytes_array,
+    check_indices,
     check_offsets,
     copy_exact,
     kernel_input,
@@ -110,14 +111,9 @@ def frame_records(
     check_offsets(offsets, len(buf), "frame_records")
     num_records = len(offsets) - 1
     if order is None:
-        order = np.arange(num_records, dtype=np.int64)
+        order = kernel_input(np.arange(num_records, dtype=np.int64), np.int64)
     else:
-        order = np.asarray(order)
-        if order.ndim != 1 or (len(order) and order.dtype.kind not in "iu"):
-            raise ValueError("order must be a 1-D integer array")
-        if len(order) and (order.min() < 0 or order.max() >= num_records):
-            raise ValueError(f"order has indices outside [0, {num_records})")
-    order = kernel_input(order, np.int64)
+        order = check_indices(order, num_records, "order")
     lengths = offsets[order + 1] - offsets[order]
     framed_offsets = np.zeros(len(order) + 1, dtype=np.int64)
     np.cumsum(lengths + FRAME_OVERHEAD, out=framed_offsets[1:])

@@ -15,6 +15,7 @@ import numpy as np
 from shardtrain.kernels.native import (
     as_bytes_array,
     check_offsets,
+    check_ranges,
     check_uint,
     kernel_input,
     load_u8,
@@ -144,12 +145,7 @@ def hash_slices(
         ValueError: shapes differ or a slice lies outside ``data``.
     """
     buf = as_bytes_array(data)
-    starts = kernel_input(starts, np.int64)
-    ends = kernel_input(ends, np.int64)
-    if starts.ndim != 1 or starts.shape != ends.shape:
-        raise ValueError("starts and ends must be 1-D arrays of the same length")
-    if len(starts) and (starts.min() < 0 or ends.max() > len(buf) or bool(np.any(ends < starts))):
-        raise ValueError("every slice must satisfy 0 <= start <= end <= len(data)")
+    starts, ends = check_ranges(starts, ends, len(buf), "slice", "data")
     return _hash(buf, starts, ends, seed)
 
 

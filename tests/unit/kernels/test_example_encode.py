@@ -28,7 +28,7 @@ from kernel_inputs import (
 from shardtrain.kernels import example_encode, tfrecord
 from shardtrain.kernels.example_encode import FeatureColumn
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_examples_parse_and_equal_protobuf_built_examples():
