@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
 import math
 import random
@@ -9,7 +10,9 @@ import random
 import numpy as np
 import pytest
 
+from helpers import ALL_TYPES
 from shardtrain.train.dates import time_parts
+from shardtrain.train.features import FeatureSpec
 
 FORMS = [
     "%Y-%m-%d",
@@ -59,3 +62,35 @@ def test_what_is_not_a_date_is_missing():
     assert len(parts) == 3
     seconds = parts[0].numpy()
     assert np.isnan(seconds[:5]).all() and np.isfinite(seconds[5])
+
+
+def test_examples_and_csv_lines_parse_to_the_same_features(all_types):
+    """The training parser (Examples) and the serving parser (raw CSV) must agree exactly."""
+    import tensorflow as tf
+
+    uri, meta = all_types
+    spec = FeatureSpec.from_metadata(meta)
+    shard = meta.shard_uris(uri, "train") + meta.shard_uris(uri, "eval")
+    serialized = tf.stack(list(tf.data.TFRecordDataset(shard)))
+    from_examples, labels, keys = spec.parse_examples(serialized, with_key=True)
+
+    with open(ALL_TYPES, newline="") as f:
+        rows = {r[0]: r for r in csv.reader(f) if r[0] != "id"}
+    lines = []
+    for k in keys.numpy():
+        row = rows[k.decode()]
+        lines.append(",".join(f'"{v}"' if "," in v else v for v in row))
+    from_csv = spec.parse_csv(tf.constant(lines))
+    assert len(lines) >= 4
+    for name in spec.feature_names:
+        a, b = from_examples[name].numpy(), from_csv[name].numpy()
+        if a.dtype.kind == "f":
+            np.testing.assert_array_equal(np.isnan(a), np.isnan(b), err_msg=name)
+            np.testing.assert_array_equal(a[~np.isnan(a)], b[~np.isnan(b)], err_msg=name)
+        else:
+            assert list(a) == list(b), name
+    by_key = dict(zip([k.decode() for k in keys.numpy()], labels.numpy(), strict=True))
+    assert by_key["r1"] == 1 and by_key["r2"] == 0
+    r3 = [k.decode() for k in keys.numpy()].index("r3")
+    assert np.isnan(from_examples["level"].numpy()[r3])  # missing int → NaN
+    assert from_examples["cls"].numpy()[r3] == b""  # missing string → ""

@@ -4,12 +4,14 @@ plain names (so checkpoints written before input names existed still restore).""
 from __future__ import annotations
 
 import re
+import sys
 
 import numpy as np
 import pytest
 
+from shardtrain.errors import ConfigError
 from shardtrain.train.features import CategoricalFeature, FeatureSpec, NumericFeature
-from shardtrain.train.models import build_model
+from shardtrain.train.models import build_model, resolve_model_fn
 
 #: A Keras 3 layer name is a TF name scope: no '/', ASCII of TensorFlow's scope rule.
 LAYER_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -75,3 +77,30 @@ def test_input_layers_take_the_input_name(name):
     by_column = {f.name: f.input_name for f in spec.numeric}
     names = {layer.name for layer in model.layers}
     assert by_column[name] in names and by_column["ab"] in names
+
+
+def test_model_functions(all_types, tmp_path, monkeypatch):
+    _, meta = all_types
+    spec = FeatureSpec.from_metadata(meta)
+    model = build_model("tabular", spec, {"hidden_units": [8], "embedding_dim": 4})
+    assert model.outputs[0].shape[-1] == 1
+    with pytest.raises(ConfigError, match="MODULE:FUNCTION"):
+        resolve_model_fn("resnet")
+    with pytest.raises(ConfigError, match="cannot import module"):
+        resolve_model_fn("no_such_module_xyz:fn")
+    (tmp_path / "bad_models.py").write_text(
+        "import keras\n"
+        "def three(spec, hparams):\n"
+        "    i = keras.Input((), name='level')\n"
+        "    return keras.Model(i, keras.layers.Dense(3)(keras.layers.Reshape((1,))(i)))\n"
+        "def not_a_model(spec, hparams):\n"
+        "    return 42\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("bad_models", None)
+    with pytest.raises(ConfigError, match="must output 1"):
+        build_model("bad_models:three", spec, {})
+    with pytest.raises(ConfigError, match=r"not a keras\.Model"):
+        build_model("bad_models:not_a_model", spec, {})
+    with pytest.raises(ConfigError, match="has no function 'missing'"):
+        resolve_model_fn("bad_models:missing")

@@ -7,7 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from shardtrain.train.evaluation import RegressionAccumulator, headline, headline_keys
+from shardtrain.train.evaluation import (
+    MetricsAccumulator,
+    RegressionAccumulator,
+    headline,
+    headline_keys,
+)
 
 
 def test_regression_metrics_are_exact_whatever_the_batches():
@@ -53,3 +58,41 @@ def test_headline_metrics_by_task():
     # The pipeline's metrics table (what `pipeline run-local` prints) has no task.
     table = {k: v for k, v in regression.items() if k != "task"} | {"num_examples": 9}
     assert headline(table) == "rmse 2.5000, mae 2.0000, r2 0.7500"
+
+
+def _exact_auc(p, y):
+    pos, neg = p[y == 1], p[y == 0]
+    wins = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
+    return wins / (len(pos) * len(neg))
+
+
+def test_binary_metrics_match_exact_computations():
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 5000)
+    p = np.clip(rng.normal(0.35 + 0.3 * y, 0.2), 0, 1)
+    acc = MetricsAccumulator(["0", "1"])
+    for start in range(0, 5000, 777):  # uneven batches
+        acc.update(p[start : start + 777], y[start : start + 777])
+    m = acc.result()
+    assert m["num_examples"] == 5000
+    assert m["auc"] == pytest.approx(_exact_auc(p, y), abs=2e-4)
+    assert m["accuracy"] == pytest.approx(((p >= 0.5) == y).mean())
+    true_p = np.clip(np.where(y == 1, p, 1 - p), 1e-7, 1)
+    assert m["log_loss"] == pytest.approx(-np.log(true_p).mean(), rel=1e-9)
+    cm = np.array(m["confusion_matrix"]["matrix"])
+    assert cm.sum() == 5000 and cm[1, 1] == ((p >= 0.5) & (y == 1)).sum()
+    roc = m["roc"]
+    assert roc["fpr"][0] == 0 and roc["tpr"][-1] == 1 and roc["fpr"][-1] == 1
+    assert all(a <= b for a, b in zip(roc["tpr"], roc["tpr"][1:], strict=False))
+
+
+def test_multiclass_metrics():
+    acc = MetricsAccumulator(["a", "b", "c"])
+    probs = np.array([[0.8, 0.1, 0.1], [0.1, 0.7, 0.2], [0.2, 0.2, 0.6], [0.5, 0.4, 0.1]])
+    acc.update(probs, np.array([0, 1, 2, 1]))
+    m = acc.result()
+    assert m["accuracy"] == 0.75
+    assert m["confusion_matrix"]["matrix"] == [[1, 0, 0], [1, 1, 0], [0, 0, 1]]
+    assert m["auc"] == pytest.approx(1.0)  # every class ranks its own examples first
+    with pytest.raises(ValueError, match="out of range"):
+        acc.update(probs[:1], np.array([3]))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import csv
 import random
 
+import numpy as np
 import pytest
 
 from shardtrain.data import sharding
@@ -113,3 +115,59 @@ def test_features_keep_their_names_and_get_input_names(awkward):
     rows = {r[0]: r for r in table.rows}
     assert rows["Delta 15 N (o/oo)"][2] == inputs["Delta 15 N (o/oo)"]
     assert rows["定数"][1].startswith("left out: constant") and rows["label"][1] == "label"
+
+
+def test_feature_spec_from_metadata(all_types):
+    _, meta = all_types
+    spec = FeatureSpec.from_metadata(meta)
+    assert spec.label == "cleared" and spec.classes == ("0", "1") and spec.is_binary
+    assert [f.name for f in spec.numeric] == ["level", "score", "weekend"]
+    assert [f.name for f in spec.categorical] == ["cls", "note"]
+    assert spec.excluded == ("id",)  # the split key identifies rows: never a feature
+    level = spec.numeric[0]
+    assert level.has_missing and level.std > 0
+    assert "mage" in spec.categorical[0].vocabulary
+    without = FeatureSpec.from_metadata(meta, exclude=["note"])
+    assert [f.name for f in without.categorical] == ["cls"]
+    with pytest.raises(ConfigError, match="cannot exclude unknown column"):
+        FeatureSpec.from_metadata(meta, exclude=["nope"])
+    with pytest.raises(DataError, match="not a shardtrain dataset"):
+        DatasetMetadata.from_dict({"schema": {}})
+
+
+def test_label_tasks_float_labels_and_a_single_class(all_types):
+    _, meta = all_types
+    bad = copy.deepcopy(meta.to_dict())  # to_dict shares the fixture's dicts
+    bad["label_info"]["classes"] = ["1"]
+    bad["stats"]["label"]["counts"] = {"1": 5}
+    with pytest.raises(DataError, match="at least 2"):
+        FeatureSpec.from_metadata(DatasetMetadata.from_dict(bad), where="ds")
+    floats = copy.deepcopy(meta.to_dict())
+    for col in floats["schema"]["columns"]:
+        if col["name"] == "cleared":
+            col["type"] = "float"
+    # 0.0/1.0: still a binary label (a float column of two values).
+    spec = FeatureSpec.from_metadata(DatasetMetadata.from_dict(floats))
+    assert spec.is_binary and spec.output_width == 1 and spec.label_type == "float"
+    # Many values: a regression on the standardised label, with the statistics' moments.
+    floats["stats"]["label"] = {
+        "missing": 0,
+        "counts": {},
+        "many_values": True,
+        "numeric": {"kind": "numeric", "count": 9, "missing": 0, "mean": 40.0, "std": 8.0},
+    }
+    spec = FeatureSpec.from_metadata(DatasetMetadata.from_dict(floats))
+    assert (spec.task, spec.classes, spec.output_width) == ("regression", (), 1)
+    assert (spec.label_mean, spec.label_std) == (40.0, 8.0)
+    floats["stats"]["label"]["numeric"]["nan"] = 3
+    with pytest.raises(DataError, match="holds 3 NaN or infinite value"):
+        FeatureSpec.from_metadata(DatasetMetadata.from_dict(floats))
+    floats["stats"]["label"]["numeric"]["nan"] = 0
+    with pytest.raises(DataError, match=r"^ds: label 'cleared' \(float, more than 1,000"):
+        FeatureSpec.from_metadata(DatasetMetadata.from_dict(floats), where="ds", task="binary")
+    # An int label trained as a regression: its moments from the counts of an older dataset.
+    ints = copy.deepcopy(meta.to_dict())
+    ints["stats"]["label"] = {"missing": 0, "counts": {"0": 1, "1": 3}}
+    spec = FeatureSpec.from_metadata(DatasetMetadata.from_dict(ints), task="regression")
+    assert spec.is_regression and spec.label_mean == 0.75
+    assert spec.label_std == pytest.approx(np.std([0, 1, 1, 1]))

@@ -1,81 +1,17 @@
-"""The trainer's TensorFlow parts on tiny data: Example and CSV parsing agree, the built-in and
-user models, and the real step function under the controller (train, checkpoint, restore).
-"""
+"""The distributed step under the controller on tiny data: train, checkpoint, restore; one CPU
+replica reads the same batches without the distributed iterator; small sparse gradients go
+dense."""
 
 from __future__ import annotations
 
-import csv
 import math
-import sys
 
 import numpy as np
 import pytest
 
-from helpers import ALL_TYPES
-from shardtrain.errors import ConfigError
 from shardtrain.train.controller import Controller, StopFlag
 from shardtrain.train.features import FeatureSpec
-from shardtrain.train.models import build_model, resolve_model_fn
 from training_fakes import Recorder
-
-
-def test_examples_and_csv_lines_parse_to_the_same_features(all_types):
-    """The training parser (Examples) and the serving parser (raw CSV) must agree exactly."""
-    import tensorflow as tf
-
-    uri, meta = all_types
-    spec = FeatureSpec.from_metadata(meta)
-    shard = meta.shard_uris(uri, "train") + meta.shard_uris(uri, "eval")
-    serialized = tf.stack(list(tf.data.TFRecordDataset(shard)))
-    from_examples, labels, keys = spec.parse_examples(serialized, with_key=True)
-
-    with open(ALL_TYPES, newline="") as f:
-        rows = {r[0]: r for r in csv.reader(f) if r[0] != "id"}
-    lines = []
-    for k in keys.numpy():
-        row = rows[k.decode()]
-        lines.append(",".join(f'"{v}"' if "," in v else v for v in row))
-    from_csv = spec.parse_csv(tf.constant(lines))
-    assert len(lines) >= 4
-    for name in spec.feature_names:
-        a, b = from_examples[name].numpy(), from_csv[name].numpy()
-        if a.dtype.kind == "f":
-            np.testing.assert_array_equal(np.isnan(a), np.isnan(b), err_msg=name)
-            np.testing.assert_array_equal(a[~np.isnan(a)], b[~np.isnan(b)], err_msg=name)
-        else:
-            assert list(a) == list(b), name
-    by_key = dict(zip([k.decode() for k in keys.numpy()], labels.numpy(), strict=True))
-    assert by_key["r1"] == 1 and by_key["r2"] == 0
-    r3 = [k.decode() for k in keys.numpy()].index("r3")
-    assert np.isnan(from_examples["level"].numpy()[r3])  # missing int → NaN
-    assert from_examples["cls"].numpy()[r3] == b""  # missing string → ""
-
-
-def test_model_functions(all_types, tmp_path, monkeypatch):
-    _, meta = all_types
-    spec = FeatureSpec.from_metadata(meta)
-    model = build_model("tabular", spec, {"hidden_units": [8], "embedding_dim": 4})
-    assert model.outputs[0].shape[-1] == 1
-    with pytest.raises(ConfigError, match="MODULE:FUNCTION"):
-        resolve_model_fn("resnet")
-    with pytest.raises(ConfigError, match="cannot import module"):
-        resolve_model_fn("no_such_module_xyz:fn")
-    (tmp_path / "bad_models.py").write_text(
-        "import keras\n"
-        "def three(spec, hparams):\n"
-        "    i = keras.Input((), name='level')\n"
-        "    return keras.Model(i, keras.layers.Dense(3)(keras.layers.Reshape((1,))(i)))\n"
-        "def not_a_model(spec, hparams):\n"
-        "    return 42\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    sys.modules.pop("bad_models", None)
-    with pytest.raises(ConfigError, match="must output 1"):
-        build_model("bad_models:three", spec, {})
-    with pytest.raises(ConfigError, match=r"not a keras\.Model"):
-        build_model("bad_models:not_a_model", spec, {})
-    with pytest.raises(ConfigError, match="has no function 'missing'"):
-        resolve_model_fn("bad_models:missing")
 
 
 @pytest.fixture(scope="module")
