@@ -2,8 +2,8 @@
 
 The default shards hold one ``tf.train.Example`` per row (``record_format: example``): every
 TensorFlow tool reads them, and a missing value is an absent feature. Parsing them costs per
-row, and on a CPU that is the ceiling of the training input (~300-450 k rows/s on 2 cores,
-figures in benchmarks/RESULTS.md). With ``shardtrain shard --record-format columnar`` each
+row, and on a CPU that is the ceiling of the training input (figures in
+benchmarks/RESULTS.md). With ``shardtrain shard --record-format columnar`` each
 record is still a ``tf.train.Example``, but of up to :data:`BLOCK_ROWS` rows of one shard
 (in hash order, :data:`ROW_ORDER`): every column is one feature holding the block's values
 in row order, e.g.::
@@ -38,9 +38,9 @@ EXAMPLE = "example"
 COLUMNAR = "columnar"
 RECORD_FORMATS = (EXAMPLE, COLUMNAR)
 
-#: Rows in one record at most. The reader's per-record cost is ~5 us of tf.data bookkeeping
-#: plus ~2 us of parsing per record and feature, so 256 rows make it negligible; smaller
-#: blocks mix better when batches are drawn from them.
+#: Rows in one record at most. The reader pays tf.data's bookkeeping per record and parsing
+#: per record and feature, so 256 rows make that negligible; smaller blocks mix better when
+#: batches are drawn from them.
 BLOCK_ROWS = 256
 
 #: ``options.row_order`` of columnar datasets whose blocks hold rows in hash order: within a

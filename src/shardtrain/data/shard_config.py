@@ -218,12 +218,13 @@ class ShardConfig:
     compression: str = option(
         "auto",
         choices=("auto", "gzip", "none"),
-        help="Shard compression. auto: gzip for per-row Examples (~4x smaller), none for "
-        "columnar blocks (uncompressed they are already smaller than gzip per-row shards, "
-        "and the training input reads them ~1.8x faster than gzip ones).",
+        help="Shard compression. auto: gzip for per-row Examples (several times smaller), none "
+        "for columnar blocks (uncompressed they are already smaller than gzip per-row "
+        "shards, and the training input reads them faster than gzip ones).",
         pipeline="compression",
     )
-    # Level 1 is ISA-L's deflate, ~4.7x zlib's level 1 (see the writer's _gzip_compressor).
+    # Level 1 is ISA-L's deflate, several times faster than zlib's level 1 (see the writer's
+    # _gzip_compressor; figures in benchmarks/RESULTS.md).
     compression_level: int = option(
         1,
         min=1,
@@ -255,8 +256,7 @@ class ShardConfig:
     )
     min_shards: int = option(8, min=1, help="Never fewer shards per split.", pipeline="min_shards")
     # A task keeps its shards open until it ends, each with an upload buffer on object
-    # storage: 128 MiB tasks hold half the buffers of 256 MiB ones (~25 MB less per process
-    # when sharding 1 GB into S3) at the same speed.
+    # storage: 128 MiB tasks hold half the buffers of 256 MiB ones at the same speed.
     task_bytes: int = option(
         128 * MIB,
         flags=("--task-mb",),
@@ -265,7 +265,7 @@ class ShardConfig:
         help="Input MB per task (the unit of parallelism and resume).",
         pipeline="task_mb",
     )
-    # Small blocks keep the working set in the CPU caches: 4 MiB is ~1.5x faster than 16 MiB.
+    # Small blocks keep the working set in the CPU caches: 4 MiB is faster than 16 MiB.
     block_bytes: int = option(
         4 * MIB,
         flags=("--block-mb",),

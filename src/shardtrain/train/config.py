@@ -153,8 +153,8 @@ class InputConfig:
         choices=("auto", "always"),
         help="Columnar shards: permute each group of blocks' rows before batches are cut "
         "(always), or only when a step or the shuffle buffer spans fewer than 4 blocks (1024 "
-        "rows) or the dataset predates hash-ordered blocks (auto; ~30% less input CPU a "
-        "row). Consider always when the source is sorted by something tied to the label.",
+        "rows) or the dataset predates hash-ordered blocks (auto; less input CPU a row). "
+        "Consider always when the source is sorted by something tied to the label.",
     )
     cache_dir: str = option(
         "",
