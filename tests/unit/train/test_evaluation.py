@@ -1,4 +1,5 @@
-"""Streaming regression metrics, and the headline metrics of a metrics.json by task."""
+"""Streaming metrics (regression; AUC of a split of one class), and the headline metrics of
+a metrics.json by task."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from shardtrain.train.evaluation import RegressionAccumulator, headline, headline_keys
+from shardtrain.train.evaluation import (
+    MetricsAccumulator,
+    RegressionAccumulator,
+    headline,
+    headline_keys,
+)
 
 
 def test_regression_metrics_are_exact_whatever_the_batches():
@@ -53,3 +59,15 @@ def test_headline_metrics_by_task():
     # The pipeline's metrics table (what `pipeline run-local` prints) has no task.
     table = {k: v for k, v in regression.items() if k != "task"} | {"num_examples": 9}
     assert headline(table) == "rmse 2.5000, mae 2.0000, r2 0.7500"
+
+
+def test_an_eval_split_of_one_class_has_no_auc_but_the_other_metrics():
+    """A tiny file's eval split (la-riots: 63 rows, 4 eval rows, all 'Male') holds one class:
+    AUC is undefined (NaN), accuracy and log loss are not."""
+    acc = MetricsAccumulator(["Female", "Male"])
+    acc.update(np.array([0.9, 0.7, 0.4, 0.8]), np.array([1, 1, 1, 1]))
+    m = acc.result()
+    assert math.isnan(m["auc"]) and m["accuracy"] == 0.75 and math.isfinite(m["log_loss"])
+    three = MetricsAccumulator(["a", "b", "c"])
+    three.update(np.array([[0.5, 0.3, 0.2], [0.2, 0.5, 0.3]]), np.array([0, 0]))
+    assert math.isnan(three.result()["auc"])
