@@ -217,7 +217,10 @@ class DatasetMetadata:
 
     @property
     def rare_classes(self) -> str | None:
-        """One line naming the label's rare classes (:func:`rare_classes_note`), if any."""
+        """One line naming the label's rare classes (:func:`rare_classes_note`), if any; a
+        regression label has values, not classes, so never any."""
+        if self.label_info.task == "regression":
+            return None
         return rare_classes_note(self.label, self.stats.label.get("counts", {}))
 
     def split(self, name: str, uri: str = "dataset") -> SplitInfo:

@@ -11,8 +11,9 @@ value,
 * its day of the week as a point on a circle (sine and cosine of ``2π·day/7``, Monday 0),
 * for timestamps (a top value with a time of day), its hour the same way (``2π·hour/24``).
 
-Accepted forms: ``YYYY-MM-DD``, then optionally ``T`` or a space and ``hh:mm``, ``:ss``,
-a fraction of a second and a zone (``Z`` or ``±hh:mm``, ``±hhmm``). The time of day is
+Accepted forms: ``YYYY-MM-DD`` (or ``YYYY/MM/DD``: year first is unambiguous, unlike
+``MM/DD/YYYY``, which is not read as a date), then optionally ``T`` or a space and ``hh:mm``,
+``:ss``, a fraction of a second and a zone (``Z`` or ``±hh:mm``, ``±hhmm``). The time of day is
 read as written: a zone offset is ignored (a log's timestamps are usually in one zone).
 A value that is not such a date (at serving, or beyond the top values) counts as missing;
 a day past its month's end (``02-30``) rolls over into the next month.
@@ -29,9 +30,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-#: An ISO-8601 date or timestamp (groups: the date; the time of day, if any).
+#: An ISO-8601 date or timestamp, or one with ``/`` between year, month and day (groups: the
+#: date; the time of day, if any).
 ISO_DATE = (
-    r"(\d{4}-\d{2}-\d{2})"
+    r"(\d{4}-\d{2}-\d{2}|\d{4}/\d{2}/\d{2})"
     r"(?:[T ](\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)(?:Z|[+-]\d{2}:?\d{2})?)?"
 )
 _ISO = re.compile(ISO_DATE)
@@ -53,7 +55,7 @@ def _seconds(text: str) -> float | None:
     if not match:
         return None
     try:
-        day = dt.date.fromisoformat(match.group(1))
+        day = dt.date.fromisoformat(match.group(1).replace("/", "-"))
     except ValueError:
         return None
     clock = (match.group(2) or "00:00").split(":")

@@ -8,7 +8,9 @@ the Kubeflow Pipelines UI:
 
 ``auc``
     area under the ROC curve. Binary: of the positive class (``classes[1]``). Multi-class:
-    the macro average of the one-vs-rest AUCs.
+    the macro average of the one-vs-rest AUCs (of the classes the eval split holds with
+    other classes). NaN when the eval split holds one class only, as a tiny file's few
+    eval rows can.
 ``accuracy``
     fraction of examples whose most probable class is the true one (threshold 0.5 for binary).
 ``log_loss``

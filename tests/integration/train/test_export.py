@@ -16,7 +16,6 @@ import csv
 import importlib.resources
 import io
 import json
-import math
 import random
 import time
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from exports import latest_export, score
 from helpers import run_cli
 
 pytestmark = [pytest.mark.slow]
@@ -161,13 +161,8 @@ def _source_rows(case: Case) -> tuple[list[str], list[list[str | None]], list[st
 
 
 def _score(model_dir: str, case: Case):
-    import tensorflow as tf
-
-    pointer = json.loads((Path(model_dir) / "export" / "latest.json").read_text())
-    export = Path(model_dir) / pointer["path"]
-    info = json.loads((export / "shardtrain_model.json").read_text())
+    export, info = latest_export(model_dir)
     spec = info["feature_spec"]
-    nulls = set(spec["null_values"])
     header, rows, lines = _source_rows(case)
     if lines is None:  # Parquet / JSON lines: CSV lines in the dataset's column order
         order = [name for name, _ in spec["csv_columns"]]
@@ -177,24 +172,7 @@ def _score(model_dir: str, case: Case):
             by_name = dict(zip(header, row, strict=True))
             writer.writerow(["" if by_name[c] is None else by_name[c] for c in order])
         lines = buf.getvalue().splitlines()
-    loaded = tf.saved_model.load(str(export))
-    from_csv = loaded.signatures["predict_csv"](lines=tf.constant(lines))
-    kwargs = {}
-    for item in info["inputs"]:
-        texts = [r[header.index(item["column"])] for r in rows]
-        missing = [t is None or t in nulls for t in texts]
-        if item["dtype"] == "float32":
-            values = [math.nan if m else float(t) for t, m in zip(texts, missing, strict=True)]
-            kwargs[item["input"]] = tf.constant(values, tf.float32)
-        else:
-            kwargs[item["input"]] = tf.constant(
-                ["" if m else t for t, m in zip(texts, missing, strict=True)]
-            )
-    served = loaded.signatures["serving_default"](**kwargs)
-    # The restored module also takes the features keyed by the columns' own names.
-    by_column = {i["column"]: kwargs[i["input"]] for i in info["inputs"]}
-    direct = loaded.serve(by_column)
-    return info, from_csv, served, direct
+    return (info, *score(export, info, header, rows, lines))
 
 
 CASES = ["penguins-raw", "quest-utf-8", "quest-cp932", "odd-csv", "odd-parquet", "odd-jsonl"]

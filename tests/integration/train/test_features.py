@@ -20,6 +20,8 @@ FORMS = [
     "%Y-%m-%d %H:%M",
     "%Y-%m-%dT%H:%M:%SZ",
     "%Y-%m-%dT%H:%M:%S.250+09:00",
+    "%Y/%m/%d",
+    "%Y/%m/%d %H:%M",
 ]
 
 
@@ -37,7 +39,8 @@ def test_time_parts_match_python_datetime():
     seconds, dow_sin, dow_cos, hour_sin, hour_cos = (
         t.numpy() for t in time_parts(tf.constant(texts), mean=mean, std=std, with_time=True)
     )
-    for i, text in enumerate(texts):
+    for i, slashed in enumerate(texts):
+        text = slashed.replace("/", "-")
         written = dt.datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S") if len(text) >= 19 else None
         if len(text) == 10:
             written = dt.datetime.strptime(text, "%Y-%m-%d")

@@ -67,3 +67,14 @@ def test_an_unknown_split_names_the_dataset_and_its_splits():
     meta = DatasetMetadata.from_dict(_v1())
     with pytest.raises(Exception, match=r"s3://b/ds: no split 'test' \(splits: train, eval\)"):
         meta.shard_uris("s3://b/ds", "test")
+
+
+def test_a_regression_label_has_no_rare_classes():
+    """A float label repeats few of its values (seattle-temps' ``temp``): its counts are not
+    classes and must not be warned about as rare ones."""
+    raw = _v1()
+    counts = {"0": 99_950, "1": 50}
+    raw["stats"]["label"]["counts"] = counts
+    assert DatasetMetadata.from_dict(raw).rare_classes is not None
+    raw["label_info"]["task"] = "regression"
+    assert DatasetMetadata.from_dict(raw).rare_classes is None

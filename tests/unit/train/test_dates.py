@@ -23,6 +23,8 @@ def top(*values, count=1):
         (("2007-11-11", "2008-11-09", "2009-11-18"), False),
         (("2026-11-26T13:05:00Z", "2026-11-27T01:00:00+09:00"), True),
         (("2026-11-26 13:05", "2026-11-26 14:05:30.5"), True),
+        (("2012/01/01", "2012/01/02"), False),  # year first with slashes (seattle-weather)
+        (("2010/01/01 00:00", "2010/01/01 01:00"), True),
     ],
 )
 def test_iso_dates_and_timestamps(values, with_time):
@@ -47,7 +49,8 @@ def test_mean_and_spread_weighted_by_counts():
         ("2007-11-11",),  # one date: nothing to learn from (and constant)
         ("2007-11-11", "N1A1"),  # not all dates
         ("2007-13-11", "2007-11-11"),  # no month 13
-        ("11/11/2007", "12/11/2007"),  # not ISO-8601
+        ("11/11/2007", "12/11/2007"),  # month or day first: ambiguous
+        ("2007-11/11", "2007/11-12"),  # mixed separators
         ("20071111", "20071112"),  # basic format: read as what it is
     ],
 )

@@ -1,4 +1,5 @@
-"""Streaming regression metrics, and the headline metrics of a metrics.json by task."""
+"""Streaming metrics (regression; AUC of a split of one class), and the headline metrics of
+a metrics.json by task."""
 
 from __future__ import annotations
 
@@ -96,3 +97,15 @@ def test_multiclass_metrics():
     assert m["auc"] == pytest.approx(1.0)  # every class ranks its own examples first
     with pytest.raises(ValueError, match="out of range"):
         acc.update(probs[:1], np.array([3]))
+
+
+def test_an_eval_split_of_one_class_has_no_auc_but_the_other_metrics():
+    """A tiny file's eval split (la-riots: 63 rows, 4 eval rows, all 'Male') holds one class:
+    AUC is undefined (NaN), accuracy and log loss are not."""
+    acc = MetricsAccumulator(["Female", "Male"])
+    acc.update(np.array([0.9, 0.7, 0.4, 0.8]), np.array([1, 1, 1, 1]))
+    m = acc.result()
+    assert math.isnan(m["auc"]) and m["accuracy"] == 0.75 and math.isfinite(m["log_loss"])
+    three = MetricsAccumulator(["a", "b", "c"])
+    three.update(np.array([[0.5, 0.3, 0.2], [0.2, 0.5, 0.3]]), np.array([0, 0]))
+    assert math.isnan(three.result()["auc"])
