@@ -86,6 +86,20 @@ def quoted_text_csv(n: int, seed: int = 0) -> str:
     return "\n".join(lines) + "\n"
 
 
+def random_quoted_csv(rng, rows: int) -> bytes:
+    """``rows`` CSV records (``id,text,flag``, CRLF line ends) whose text fields hold commas,
+    quotes and line breaks at random, as Python's csv module quotes them."""
+    import csv
+    import io
+
+    out = io.StringIO(newline="")
+    writer = csv.writer(out, lineterminator="\r\n")  # quotes every field with \r or \n
+    for i in range(rows):
+        text = "".join(rng.choice('ab ,"\n\r') for _ in range(rng.randint(0, 12)))
+        writer.writerow([i, text, rng.choice(["", "x", '"'])])
+    return out.getvalue().encode()
+
+
 def european_export_csv(path, rows: int, seed: int = 7, encoding: str = "cp1252"):
     """What pandas writes for European Excel: ``to_csv(sep=";", quoting=csv.QUOTE_ALL,
     encoding="cp1252", decimal=",")`` -- quoted multi-line notes (LF and CRLF), zip codes

@@ -18,6 +18,7 @@ from shardtrain import storage
 from shardtrain.data import datagen, sharding
 from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.data.sources import csv as csv_source
+from shardtrain.data.sources.csv import readers
 from shardtrain.errors import ConfigError, DataError, StorageError
 from shardtrain.storage import direct
 
@@ -391,8 +392,8 @@ def test_csv_fast_path_gives_the_same_dataset_as_arrow(tmp_path, monkeypatch, co
     csv_path.write_bytes(b"".join(lines).replace(b"\n", b"\r\n", 50))  # some CRLF lines too
 
     fallbacks = []
-    read_arrow = csv_source._read_arrow
-    monkeypatch.setattr(csv_source, "_read_arrow", lambda *a: fallbacks.append(1) or read_arrow(*a))
+    read_arrow = readers.read_arrow
+    monkeypatch.setattr(readers, "read_arrow", lambda *a: fallbacks.append(1) or read_arrow(*a))
     datasets = {}
     for flag in ("1", "0"):
         monkeypatch.setenv(csv_source.FAST_PATH_ENV, flag)

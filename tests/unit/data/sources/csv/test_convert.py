@@ -16,7 +16,9 @@ from shardtrain.data.csv_dialect import CsvDialect, detect_delimiter
 from shardtrain.data.schema import Column, Schema, TypeTally, _infer_type, infer_schema
 from shardtrain.data.shard_config import ShardConfig
 from shardtrain.data.sources import csv as csv_source
+from shardtrain.data.sources.csv import readers
 from shardtrain.errors import ConfigError
+from shardtrain.kernels import csv_parse
 
 COMMA = CsvDialect(delimiter=";", decimal=",")
 
@@ -103,19 +105,19 @@ def test_blocks_are_read_typed_with_the_decimal_comma_and_exactly_rounded():
     block_comma = block_dot.replace(b".", b",")
     dot_dialect = CsvDialect(delimiter=";")
     nonblank = np.arange(len(texts))
-    starts, ends = csv_source.csv_parse.line_bounds(np.frombuffer(block_comma, np.uint8))
+    starts, ends = csv_parse.line_bounds(np.frombuffer(block_comma, np.uint8))
     types = {"c0": pa.float32(), "label": pa.string()}
-    table, invalid, converted = csv_source._read_arrow(
+    parsed = readers.read_arrow(
         block_comma, starts, ends, nonblank, schema, types, "b.csv", 0, COMMA, quoted=False
     )
-    assert not converted and not invalid
+    assert not parsed.as_text and not parsed.invalid
     comma = csv_source.parse_block(block_comma, schema, lines_before=0, dialect=COMMA)
     dot = csv_source.parse_block(block_dot, schema, lines_before=0, dialect=dot_dialect)
     assert not comma.rejects and not dot.rejects
     a = comma.table.column("c0").to_numpy()
     b = dot.table.column("c0").to_numpy()
     assert a.dtype == np.float32 and np.array_equal(a.view(np.uint32), b.view(np.uint32))
-    assert np.array_equal(table.column("c0").to_numpy().view(np.uint32), a.view(np.uint32))
+    assert np.array_equal(parsed.table.column("c0").to_numpy().view(np.uint32), a.view(np.uint32))
 
 
 def test_a_point_in_a_decimal_comma_float_column_is_a_bad_value():
