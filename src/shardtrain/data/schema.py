@@ -97,17 +97,6 @@ class Column:
             self.type
         ]
 
-    @property
-    def tf_dtype(self) -> str:
-        """The TensorFlow dtype name to parse this feature with."""
-        return {
-            "int": "int64",
-            "bool": "int64",
-            "float": "float32",
-            "string": "string",
-            "image": "string",
-        }[self.type]
-
 
 @dataclass(frozen=True)
 class Schema:
