@@ -211,3 +211,42 @@ def kill_then_resume(src: str, out: str, csv_path, kill_when: int) -> dict:
             sharding.Plan.from_dict(out, storage.read_json(storage.join(out, "_plan.json"))).tasks
         ),
     }
+
+
+def shard_config(sources, output, **kw) -> sharding.ShardConfig:
+    """A run over ``sources`` with the label ``cleared`` in one process, unless ``kw`` says."""
+    kw.setdefault("label", "cleared")
+    kw.setdefault("processes", 1)
+    return sharding.ShardConfig(sources=tuple(map(str, sources)), output=str(output), **kw)
+
+
+def shard(sources, output, **kw) -> dict:
+    """Shard ``sources`` (see :func:`shard_config`) and return the metadata as a dict."""
+    return sharding.shard(shard_config(sources, output, **kw)).metadata.to_dict()
+
+
+def read_rejects(out) -> list[dict]:
+    """The rejects a dataset at ``out`` recorded."""
+    import json
+
+    path = out / "rejects" / "rejects.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def dataset_files(root) -> dict[str, bytes | dict]:
+    """Every file of a dataset; JSON files parsed, without timings and the creation time."""
+    import json
+
+    files: dict[str, bytes | dict] = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            rel = str(path.relative_to(root))
+            data = path.read_bytes()
+            if rel.endswith(".json"):
+                doc = json.loads(data)
+                for volatile in ("created", "seconds"):
+                    doc.pop(volatile, None)
+                files[rel] = doc
+            else:
+                files[rel] = data
+    return files

@@ -1,9 +1,8 @@
-"""What the Parquet and JSON-lines tests share: sharding a few files, reading the rejects, and
-the value an Example holds for a pandas value."""
+"""What the Parquet and JSON-lines tests share: the value an Example holds for a pandas value,
+a quest-log Parquet file, the shards' CRCs."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -11,25 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardtrain.data import datagen, sharding
-
-
-def config(sources, output, **kw) -> sharding.ShardConfig:
-    """A run over ``sources`` with the label ``cleared`` in one process, unless ``kw`` says."""
-    kw.setdefault("label", "cleared")
-    kw.setdefault("processes", 1)
-    return sharding.ShardConfig(sources=tuple(map(str, sources)), output=str(output), **kw)
-
-
-def shard(sources, output, **kw) -> dict:
-    """Shard ``sources`` (see :func:`config`) and return the metadata as a dict."""
-    return sharding.shard(config(sources, output, **kw)).metadata.to_dict()
-
-
-def read_rejects(out) -> list[dict]:
-    """The rejects a dataset at ``out`` recorded."""
-    path = out / "rejects" / "rejects.jsonl"
-    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+from shardtrain.data import datagen
 
 
 def as_example_value(value, column_type: str):

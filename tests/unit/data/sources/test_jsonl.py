@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import read_examples, run_cli
+from helpers import read_examples, read_rejects, run_cli, shard, shard_config
 from shardtrain.data import sharding
 from shardtrain.data.sharding.plan import build_plan
 from shardtrain.errors import DataError
-from typed_sources import as_example_value, config, crc_lists, read_rejects, shard
+from typed_sources import as_example_value, crc_lists
 
 
 def test_jsonl_types_are_decided_by_all_the_data_not_the_first_block(tmp_path):
@@ -134,7 +134,7 @@ def test_jsonl_gzip_glob_and_the_same_dataset_in_one_or_three_workers(tmp_path):
     gz = shard([tmp_path / "z" / "*.jsonl.gz"], tmp_path / "gz", **common)
     for w in range(3):
         sharding.shard(
-            config(
+            shard_config(
                 [path],
                 tmp_path / "three",
                 num_workers=3,
@@ -179,7 +179,7 @@ def test_jsonl_a_line_longer_than_the_limit_is_one_error_naming_file_and_byte(
     at = len(short) * 3
     message = rf"^{path}: the line starting at byte {at:,} is longer than 1,000 bytes"
     with pytest.raises(DataError, match=message):
-        build_plan(config([path], tmp_path / "ds"))
+        build_plan(shard_config([path], tmp_path / "ds"))
     size = path.stat().st_size
     with pytest.raises(DataError, match=message):  # the reader, in blocks smaller than a line
         list(jsonl.read_piece(Piece(str(path), 0, size), _jsonl_schema(), block_bytes=256))
@@ -216,10 +216,10 @@ def test_jsonl_without_the_label_or_any_object_is_one_line(tmp_path):
     with pytest.raises(
         DataError, match=rf"^{path}: label column 'cleared' not found \(columns: x\)$"
     ):
-        build_plan(config([path], tmp_path / "ds"))
+        build_plan(shard_config([path], tmp_path / "ds"))
     path.write_text("not json\n[1]\n")
     with pytest.raises(DataError, match=rf"^{path}: no JSON object in the file"):
-        build_plan(config([path], tmp_path / "ds"))
+        build_plan(shard_config([path], tmp_path / "ds"))
 
 
 def test_format_flag_reads_a_jsonl_file_with_another_name_and_resumes(tmp_path):
@@ -289,16 +289,16 @@ def test_jsonl_type_pass_is_taken_from_the_stored_plan_for_the_same_files(tmp_pa
     )
     common = {"key": "k", "task_bytes": 11_000, "min_shards": 2}
     whole = shard([path], tmp_path / "whole", **common)
-    sharding.shard(config([path], tmp_path / "two", num_workers=2, worker_index=0, **common))
+    sharding.shard(shard_config([path], tmp_path / "two", num_workers=2, worker_index=0, **common))
     scans = []
     real_scan = jsonl.scan_types
     monkeypatch.setattr(jsonl, "scan_types", lambda s: scans.append(s) or real_scan(s))
-    sharding.shard(config([path], tmp_path / "two", num_workers=2, worker_index=1, **common))
+    sharding.shard(shard_config([path], tmp_path / "two", num_workers=2, worker_index=1, **common))
     assert scans == []  # worker 1 read the types from worker 0's plan
     two = sharding.finalize(str(tmp_path / "two")).to_dict()
     assert crc_lists(two) == crc_lists(whole)
     # Other content at the same path: the stored types do not apply, and the run says so.
     path.write_text(path.read_text() + json.dumps({"k": "new", "cleared": "yes"}) + "\n")
     with pytest.raises(DataError, match="holds a dataset sharded from other inputs"):
-        sharding.shard(config([path], tmp_path / "two", **common))
+        sharding.shard(shard_config([path], tmp_path / "two", **common))
     assert len(scans) == 1

@@ -14,11 +14,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import read_examples, run_cli
+from helpers import read_examples, read_rejects, run_cli, shard, shard_config
 from shardtrain.data import sharding
 from shardtrain.data.sharding.plan import build_plan
 from shardtrain.errors import ConfigError, DataError
-from typed_sources import as_example_value, config, quest_parquet, read_rejects, shard
+from typed_sources import as_example_value, quest_parquet
 
 
 def _every_type_table() -> pa.Table:
@@ -113,12 +113,12 @@ def test_parquet_every_type_value_by_value_against_pandas(tmp_path):
 def test_parquet_row_groups_split_over_tasks_and_workers_deterministically(tmp_path):
     csv_path, path = quest_parquet(tmp_path, 12_000, seed=5, row_group_size=1000)
     common = {"key": "attempt_id", "task_bytes": 60_000}
-    plan = build_plan(config([path], tmp_path / "plan", **common))
+    plan = build_plan(shard_config([path], tmp_path / "plan", **common))
     assert len(plan.tasks) > 3 and all(p.uri == str(path) for t in plan.tasks for p in t.pieces)
     one = shard([path], tmp_path / "one", **common)
     for w in range(3):
         outcome = sharding.shard(
-            config([path], tmp_path / "three", num_workers=3, worker_index=w, **common)
+            shard_config([path], tmp_path / "three", num_workers=3, worker_index=w, **common)
         )
         assert outcome.status == "worker-done"
     three = sharding.finalize(str(tmp_path / "three")).to_dict()
@@ -179,7 +179,7 @@ def test_parquet_reject_rows_count_the_row_groups_before_the_piece(tmp_path):
     path = tmp_path / "groups.parquet"
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=1000)
     common = {"task_bytes": 40_000, "max_bad_fraction": 0.01}
-    plan = build_plan(config([path], tmp_path / "plan", **common))
+    plan = build_plan(shard_config([path], tmp_path / "plan", **common))
     assert len([p for t in plan.tasks for p in t.pieces]) >= 3
     out = tmp_path / "ds"
     meta = shard([path], out, **common)
@@ -210,7 +210,7 @@ def test_parquet_files_with_compatible_and_incompatible_schemas(tmp_path):
     c = tmp_path / "c.parquet"
     pq.write_table(pa.table({"x": ["one"], "s": ["p"], "cleared": [0]}), c)
     with pytest.raises(DataError) as info:
-        build_plan(config([a, c], tmp_path / "bad"))
+        build_plan(shard_config([a, c], tmp_path / "bad"))
     assert str(info.value) == (
         f"{c}: column 'x' is string here but int in {a}; make the files' types agree, or "
         "force one with a --schema file"
@@ -218,7 +218,7 @@ def test_parquet_files_with_compatible_and_incompatible_schemas(tmp_path):
     d = tmp_path / "d.parquet"
     pq.write_table(pa.table({"x": [1], "cleared": [0]}), d)
     with pytest.raises(DataError, match=rf"^{d}: its columns differ from {a}'s: it lacks s$"):
-        build_plan(config([a, d], tmp_path / "bad"))
+        build_plan(shard_config([a, d], tmp_path / "bad"))
 
 
 def test_parquet_unsupported_types_name_the_file_and_column_and_can_be_dropped(tmp_path):
@@ -248,11 +248,11 @@ def test_parquet_schema_file_forces_string_and_float(tmp_path):
     assert sorted(r["zip"] for r in read_examples(str(out))) == [b"7919", b"98115"]
     schema.write_text("columns: {zip: bool}\n")
     with pytest.raises(ConfigError, match="it can be forced to string"):
-        build_plan(config([path], tmp_path / "bad", schema_file=str(schema)))
+        build_plan(shard_config([path], tmp_path / "bad", schema_file=str(schema)))
 
 
 def test_not_a_parquet_file_is_one_line(tmp_path):
     path = tmp_path / "fake.parquet"
     path.write_text("id,cleared\n1,0\n")
     with pytest.raises(DataError, match=rf"^{path}: not a readable Parquet file \("):
-        build_plan(config([path], tmp_path / "ds"))
+        build_plan(shard_config([path], tmp_path / "ds"))

@@ -7,9 +7,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import read_examples
+from helpers import read_examples, shard
 from shardtrain.data.sources import jsonl, typed
-from typed_sources import shard
 
 MAPPED = [
     (pa.int8(), "int"),
