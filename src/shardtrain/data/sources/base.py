@@ -33,7 +33,7 @@ import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from gzip import BadGzipFile
-from typing import IO, Any, ClassVar
+from typing import IO, Any, ClassVar, Required, TypedDict
 
 import numpy as np
 import pyarrow as pa
@@ -224,6 +224,14 @@ class Source(abc.ABC):
     def warm_up(self) -> None:  # noqa: B027 - optional hook: nothing to load by default
         """Load what the first task would otherwise load (compiled kernels): a head start for
         the sharder's pool processes."""
+
+
+class TabularSettings(TypedDict, total=False):
+    """The keyword arguments of :class:`TabularSource` (for sources that add their own)."""
+
+    label: Required[str]
+    key: str | None
+    schema_file: str | None
 
 
 class TabularSource(Source):

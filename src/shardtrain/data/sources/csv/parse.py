@@ -18,7 +18,7 @@ from shardtrain.data.sources.csv import readers
 from shardtrain.data.sources.csv.align import RecordBounds, iter_record_blocks
 from shardtrain.data.sources.csv.convert import POINT_IN_DECIMAL_COMMA, safe_convert
 from shardtrain.data.sources.csv.plan_options import DEFAULT_DIALECT
-from shardtrain.data.sources.csv.ranges import warn_float32_overflow
+from shardtrain.data.sources.csv.ranges import BlockRows, warn_float32_overflow
 from shardtrain.data.sources.typed import hash_strings
 from shardtrain.kernels import arrow, csv_parse, csv_records, xxh64
 
@@ -135,30 +135,17 @@ def _read_records(
         and dialect.decimal == "."
         and not dialect.skip_initial_space
     )
-    starts, ends, nonblank = records.starts, records.ends, records.nonblank
+    inp = readers.BlockInput(
+        block, records.starts, records.ends, records.nonblank, schema, types, dialect, source,
+        lines_before,
+    )  # fmt: skip
     parsed = None
     if fast and not records.quoted:
-        parsed = readers.read_fast(
-            records.data, starts[nonblank], ends[nonblank], schema, types, dialect
-        )
+        parsed = readers.read_fast(inp)
     elif fast:
-        parsed = readers.read_mixed(
-            block,
-            records.data,
-            starts,
-            ends,
-            nonblank,
-            schema,
-            types,
-            source,
-            lines_before,
-            dialect,
-        )
+        parsed = readers.read_mixed(inp)
     if parsed is None:
-        parsed = readers.read_arrow(
-            block, starts, ends, nonblank, schema, types, source, lines_before, dialect,
-            records.quoted,
-        )  # fmt: skip
+        parsed = readers.read_arrow(inp, records.quoted)
     return parsed
 
 
@@ -305,10 +292,11 @@ def parse_block(
         floats = [
             (i, c.name, columns[i]) for i, c in enumerate(schema.columns) if c.type == "float"
         ]
-        warn_float32_overflow(
-            floats, block, records.starts, records.ends, row_records, dialect, source,
-            lines_before, records.line_of, rows=out_of_range, scan=arrow_rows,
+        where = BlockRows(
+            block, records.starts, records.ends, row_records, records.line_of, lines_before,
+            source, dialect,
         )  # fmt: skip
+        warn_float32_overflow(floats, where, rows=out_of_range, scan=arrow_rows)
 
     label = columns[schema.names.index(schema.label)]
     missing_label = arrow.to_bools(label.is_null()) & ~bad

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 import numpy as np
@@ -24,16 +25,43 @@ _INF_WORDS = {"inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
 MAX_ZERO_CHECKS = 1000
 
 
+@dataclass(frozen=True)
+class BlockRows:
+    """Where the rows of a parsed block are written: to look at a value's text again and to
+    name its line.
+
+    Attributes:
+        block: the block's bytes.
+        starts, ends: each record's bounds.
+        row_records: the record of each row.
+        line_of: the line of the block (0-based) a record starts on.
+        lines_before: lines of the piece before the block.
+        source: names the file.
+        dialect: how the block is written.
+    """
+
+    block: bytes
+    starts: np.ndarray
+    ends: np.ndarray
+    row_records: np.ndarray
+    line_of: Callable[[int], int]
+    lines_before: int
+    source: str
+    dialect: CsvDialect
+
+    def line(self, row: int) -> int:
+        """The line of the piece (1-based) a row starts on."""
+        return self.lines_before + self.line_of(int(self.row_records[row])) + 1
+
+    def text(self, row: int) -> str:
+        """A row's raw text (invalid UTF-8 replaced)."""
+        record = self.row_records[row]
+        return bytes(self.block[self.starts[record] : self.ends[record]]).decode("utf-8", "replace")
+
+
 def warn_float32_overflow(
     floats: list[tuple[int, str, pa.Array]],
-    block: bytes,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    row_lines: np.ndarray,
-    dialect: CsvDialect,
-    source: str,
-    lines_before: int,
-    line_of: Callable[[int], int],
+    where: BlockRows,
     rows: np.ndarray | None = None,
     scan: np.ndarray | None = None,
 ) -> None:
@@ -56,26 +84,16 @@ def warn_float32_overflow(
     data = [arrow.to_numpy(values) for _, _, values in floats]  # views
     n = len(data[0])
     if rows is None:
-        candidates = _range_candidates(data, np.arange(n), block, starts, ends, row_lines)
+        candidates = _range_candidates(data, np.arange(n), where)
     else:
         candidates = np.zeros(n, dtype=bool)
         candidates[rows] = True
         if scan is not None and scan.size:
-            candidates |= _range_candidates(data, scan, block, starts, ends, row_lines)
-    _report_float32_overflow(
-        floats, data, candidates, block, starts, ends, row_lines, dialect, source, lines_before,
-        line_of,
-    )  # fmt: skip
+            candidates |= _range_candidates(data, scan, where)
+    _report_float32_overflow(floats, data, candidates, where)
 
 
-def _range_candidates(
-    data: list[np.ndarray],
-    subset: np.ndarray,
-    block: bytes,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    row_lines: np.ndarray,
-) -> np.ndarray:
+def _range_candidates(data: list[np.ndarray], subset: np.ndarray, where: BlockRows) -> np.ndarray:
     """The rows among ``subset`` (row indices) that may hold a float beyond float32's range:
     an infinity, or a zero whose record holds ``e-`` (the first :data:`MAX_ZERO_CHECKS`)."""
     out = np.zeros(len(data[0]), dtype=bool)
@@ -89,7 +107,9 @@ def _range_candidates(
     zero_rows = subset[any_zero]
     if zero_rows.size:
         zero_rows = zero_rows[
-            csv_records.has_negative_exponent(block, starts, ends, row_lines[zero_rows])
+            csv_records.has_negative_exponent(
+                where.block, where.starts, where.ends, where.row_records[zero_rows]
+            )
         ][:MAX_ZERO_CHECKS]
         out[zero_rows] = True
     return out
@@ -99,28 +119,20 @@ def _report_float32_overflow(
     floats: list[tuple[int, str, pa.Array]],
     data: list[np.ndarray],
     rows: np.ndarray,
-    block: bytes,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    row_lines: np.ndarray,
-    dialect: CsvDialect,
-    source: str,
-    lines_before: int,
-    line_of: Callable[[int], int],
+    where: BlockRows,
 ) -> None:
     """Log, per float column, its ±inf or zero values in the candidate ``rows`` (a bool mask)
     whose text is neither an ``inf`` spelling nor zero."""
     if not rows.any():
         return
+    dialect = where.dialect
     for (index, name, values), d in zip(floats, data, strict=True):
         candidates = rows & (np.isinf(d) | (d == 0))
         if not candidates.any():
             continue
         found = []
         for i in np.flatnonzero(candidates & arrow.valid_mask(values)).tolist():
-            record = row_lines[i]
-            text = bytes(block[starts[record] : ends[record]]).decode("utf-8", "replace")
-            fields = next(iter(dialect.python_reader(text)), [])
+            fields = next(iter(dialect.python_reader(where.text(i))), [])
             field = fields[index].strip() if index < len(fields) else ""
             if field.lower() in _INF_WORDS:
                 continue
@@ -129,13 +141,13 @@ def _report_float32_overflow(
                     continue
             except (InvalidOperation, ValueError):
                 continue
-            found.append((lines_before + line_of(int(record)) + 1, field))
+            found.append((where.line(i), field))
         if found:
             line, field = found[0]
             log.warning(
                 "%s: %d value(s) of column '%s' beyond the float32 range stored as ±inf or 0 "
                 "(first: line %d, %s); make the column a string in --schema to keep them exact",
-                source,
+                where.source,
                 len(found),
                 name,
                 line,

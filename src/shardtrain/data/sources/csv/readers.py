@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import dataclasses
 import os
 import sys
 from collections.abc import Iterator
@@ -51,6 +52,37 @@ class InvalidRecord(NamedTuple):
     number: int  #: its position among the block's non-blank records, from 1
     fields: int  #: the fields it has; -1 when it cannot be read (not UTF-8, a bare CR)
     text: str
+
+
+@dataclass(frozen=True)
+class BlockInput:
+    """A block of whole records and what every reader path reads it with.
+
+    Attributes:
+        block: the records' bytes (no header).
+        starts, ends: each record's bounds (a blank line is an empty record).
+        nonblank: the indices of the non-blank records: the rows.
+        schema: the columns.
+        types: the Arrow type each column is read as (the split key: text).
+        dialect: how the block is written.
+        source: names the file in error messages.
+        lines_before: lines of the piece before the block (for error messages).
+    """
+
+    block: bytes
+    starts: np.ndarray
+    ends: np.ndarray
+    nonblank: np.ndarray
+    schema: Schema
+    types: dict[str, pa.DataType]
+    dialect: CsvDialect
+    source: str = "CSV"
+    lines_before: int = 0
+
+    @property
+    def data(self) -> np.ndarray:
+        """The block's bytes as ``uint8`` (no copy)."""
+        return np.frombuffer(self.block, dtype=np.uint8)
 
 
 @dataclass(frozen=True)
@@ -98,7 +130,7 @@ def _undecodable_rows_unreported(handler: Any) -> Iterator[None]:
     """Keep quiet the one error pyarrow reports itself: a bad row whose text is not UTF-8
     cannot be decoded for ``handler``; pyarrow prints "Exception ignored in ..." with a
     traceback (``sys.unraisablehook``) and then raises the row error, which
-    :func:`_read_arrow` handles (the block is read record by record, that record rejected)."""
+    :func:`read_arrow` handles (the block is read record by record, that record rejected)."""
     previous = sys.unraisablehook
 
     def hook(info: Any) -> None:
@@ -113,13 +145,11 @@ def _undecodable_rows_unreported(handler: Any) -> Iterator[None]:
 
 
 def _read(
-    block: bytes,
-    schema: Schema,
-    types: dict[str, pa.DataType],
-    invalid: list[InvalidRecord],
-    dialect: CsvDialect,
-    quoted: bool,
+    inp: BlockInput, types: dict[str, pa.DataType], invalid: list[InvalidRecord], quoted: bool
 ) -> pa.Table:
+    """Arrow's typed read of the block, the invalid rows appended to ``invalid``."""
+    block, schema, dialect = inp.block, inp.schema, inp.dialect
+
     def on_invalid(row: pacsv.InvalidRow) -> str:
         invalid.append(InvalidRecord(row.number, row.actual_columns, row.text))
         return "skip"
@@ -141,22 +171,17 @@ def _read(
         )
 
 
-def read_linewise(
-    block: bytes,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    nonblank: np.ndarray,
-    schema: Schema,
-    dialect: CsvDialect,
-) -> ParsedBlock:
+def read_linewise(inp: BlockInput) -> ParsedBlock:
     """Slow path: each record read by Python's csv module; string columns and invalid rows."""
     import csv
+
+    block, starts, ends, schema, dialect = inp.block, inp.starts, inp.ends, inp.schema, inp.dialect
 
     width = len(schema.names)
     rows: list[list[str]] = []
     invalid: list[InvalidRecord] = []
     csv.field_size_limit(1 << 30)
-    for number, li in enumerate(nonblank, start=1):
+    for number, li in enumerate(inp.nonblank, start=1):
         raw = block[starts[li] : ends[li]]
         try:
             text = bytes(raw).decode("utf-8")
@@ -183,20 +208,15 @@ def fast_path_enabled() -> bool:
     return os.environ.get(FAST_PATH_ENV, "1").strip() != "0"
 
 
-def read_fast(
-    arr: np.ndarray,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    schema: Schema,
-    types: dict[str, pa.DataType],
-    dialect: CsvDialect,
-) -> ParsedBlock | None:
+def read_fast(inp: BlockInput) -> ParsedBlock | None:
     """The fast path: the table, invalid records and ``as_text`` as :func:`read_arrow` finds
     them, with the rows the kernel flagged for a float beyond float32's range.
 
-    ``starts``/``ends`` bound the block's non-blank lines. Returns None when the block must go
-    to Arrow (see :func:`csv_parse.parse_block_fast`).
+    The block holds no quote or escape character. Returns None when it must go to Arrow (see
+    :func:`csv_parse.parse_block_fast`).
     """
+    schema, types, dialect, arr = inp.schema, inp.types, inp.dialect, inp.data
+    starts, ends = inp.starts[inp.nonblank], inp.ends[inp.nonblank]  # the rows' lines
     names = schema.names
     kinds = np.array([_FAST_KINDS[types[n]] for n in names], dtype=np.int8)
     nulls = tuple(v.encode() for v in schema.null_values)
@@ -250,18 +270,7 @@ def _kernel_invalid(
 MAX_DEFERRED_SHARE = 0.5
 
 
-def read_mixed(
-    block: bytes,
-    arr: np.ndarray,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    nonblank: np.ndarray,
-    schema: Schema,
-    types: dict[str, pa.DataType],
-    source: str,
-    lines_before: int,
-    dialect: CsvDialect,
-) -> ParsedBlock | None:
+def read_mixed(inp: BlockInput) -> ParsedBlock | None:
     """A block with quotes: its records without a quote by the kernel, the others by Arrow.
 
     Gives the table, invalid records and ``as_text`` that :func:`read_arrow` gives for the
@@ -275,11 +284,12 @@ def read_mixed(
     for unquoted records). Returns None when the block is better (or must be) read whole:
     most records are quoted, invalid UTF-8, an escape character.
     """
+    block, schema, types, dialect, arr = inp.block, inp.schema, inp.types, inp.dialect, inp.data
     if dialect.escape_char is not None:
         return None  # the kernel does not stop at escapes
     names = schema.names
     nulls = tuple(v.encode() for v in schema.null_values)
-    rec_starts, rec_ends = starts[nonblank], ends[nonblank]
+    rec_starts, rec_ends = inp.starts[inp.nonblank], inp.ends[inp.nonblank]
 
     def kernel(kinds: np.ndarray) -> csv_parse.FastColumns | None:
         return csv_parse.parse_block_fast(
@@ -304,15 +314,15 @@ def read_mixed(
     lengths = rec_ends[deferred] - rec_starts[deferred]
     if len(sub_starts) != deferred.size or not np.array_equal(sub_ends - sub_starts, lengths):
         return None  # the records do not come back as they were: read the block whole
-    sub_all = np.arange(deferred.size)
+    quoted_input = dataclasses.replace(
+        inp, block=sub, starts=sub_starts, ends=sub_ends, nonblank=np.arange(deferred.size)
+    )
 
     def empty(column_types: dict[str, pa.DataType]) -> pa.Table:
         return pa.table({n: pa.array([], column_types[n]) for n in names})
 
     if deferred.size:
-        quoted_part = read_arrow(
-            sub, sub_starts, sub_ends, sub_all, schema, types, source, lines_before, dialect, True
-        )
+        quoted_part = read_arrow(quoted_input, True)
         table_q, invalid_q, converted_q = (
             quoted_part.table,
             quoted_part.invalid,
@@ -327,7 +337,7 @@ def read_mixed(
         if not deferred.size:
             table_q = empty({n: pa.string() for n in names})
         elif not invalid_q:  # (with invalid records, read_arrow read them one by one already)
-            linewise = read_linewise(sub, sub_starts, sub_ends, sub_all, schema, dialect)
+            linewise = read_linewise(quoted_input)
             table_q, invalid_q = linewise.table, linewise.invalid
         converted = True
     elif kernel_bad or converted_q:
@@ -338,9 +348,9 @@ def read_mixed(
             invalid_q = []
             try:
                 text_types = {n: pa.string() for n in names}
-                table_q = _read(sub, schema, text_types, invalid_q, dialect, True)
+                table_q = _read(quoted_input, text_types, invalid_q, quoted=True)
             except pa.ArrowInvalid:
-                linewise = read_linewise(sub, sub_starts, sub_ends, sub_all, schema, dialect)
+                linewise = read_linewise(quoted_input)
                 table_q, invalid_q = linewise.table, linewise.invalid
         converted = True
     else:
@@ -395,53 +405,40 @@ def _is_utf8(block: bytes | memoryview) -> bool:
     return True
 
 
-def read_arrow(
-    block: bytes,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    nonblank: np.ndarray,
-    schema: Schema,
-    types: dict[str, pa.DataType],
-    source: str,
-    lines_before: int,
-    dialect: CsvDialect,
-    quoted: bool,
-) -> ParsedBlock:
-    """Arrow's reading of a block (``starts``/``ends``: its records' bounds, ``nonblank``:
-    the non-blank ones; ``quoted``: line breaks may occur inside values).
+def read_arrow(inp: BlockInput, quoted: bool) -> ParsedBlock:
+    """Arrow's reading of a block (``quoted``: line breaks may occur inside values).
 
     Raises:
         DataError: the block is not CSV Arrow can parse.
     """
     invalid: list[InvalidRecord] = []
-    if dialect.skip_initial_space:  # Arrow has no such option: Python's csv module has
-        return read_linewise(block, starts, ends, nonblank, schema, dialect)
+    if inp.dialect.skip_initial_space:  # Arrow has no such option: Python's csv module has
+        return read_linewise(inp)
     try:
-        table = _read(block, schema, types, invalid, dialect, quoted)
+        table = _read(inp, inp.types, invalid, quoted)
         converted = False
     except pa.ArrowInvalid as exc:
         text = str(exc).lower()
-        if "utf8" in text or "utf-8" in text or not _is_utf8(block):
+        if "utf8" in text or "utf-8" in text or not _is_utf8(inp.block):
             # Invalid UTF-8 (Arrow also raises its row error when the row it would hand to
             # the invalid-row handler is not UTF-8): record by record, that row rejected.
-            return read_linewise(block, starts, ends, nonblank, schema, dialect)
+            return read_linewise(inp)
         elif "conversion error" not in text and "invalid value" not in text:
             raise DataError(
-                f"{source}: cannot parse the CSV near line {lines_before + 1} of this part "
+                f"{inp.source}: cannot parse the CSV near line {inp.lines_before + 1} of this part "
                 f"({str(exc).splitlines()[0]})"
             ) from exc
         else:
             invalid = []
             try:
-                table = _read(
-                    block, schema, {n: pa.string() for n in schema.names}, invalid, dialect, quoted
-                )
+                text_types = {n: pa.string() for n in inp.schema.names}
+                table = _read(inp, text_types, invalid, quoted)
             except pa.ArrowInvalid:  # a bad value *and* invalid UTF-8 in one block
-                return read_linewise(block, starts, ends, nonblank, schema, dialect)
+                return read_linewise(inp)
             converted = True
 
-    if table.num_rows + len(invalid) != nonblank.size or (quoted and invalid):
+    if table.num_rows + len(invalid) != inp.nonblank.size or (quoted and invalid):
         # The parser's rows do not map to our records (or, with line breaks in values, Arrow
         # does not number its invalid rows): read this block record by record instead.
-        return read_linewise(block, starts, ends, nonblank, schema, dialect)
+        return read_linewise(inp)
     return ParsedBlock(table, invalid, converted)

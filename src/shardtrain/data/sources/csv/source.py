@@ -8,7 +8,7 @@ import dataclasses
 import logging
 from collections.abc import Iterator, Mapping
 from functools import cached_property
-from typing import Any
+from typing import Any, Unpack
 
 from shardtrain.data.csv_dialect import CsvDialect, detect_delimiter
 from shardtrain.data.schema import SAMPLE_BYTES, SchemaOverrides, infer_schema
@@ -20,6 +20,7 @@ from shardtrain.data.sources.base import (
     PlanInputs,
     SourceFile,
     SourceLayout,
+    TabularSettings,
     TabularSource,
 )
 from shardtrain.data.sources.csv.align import align_pieces
@@ -55,14 +56,12 @@ class CsvSource(TabularSource):
         self,
         patterns: tuple[str, ...] | list[str],
         *,
-        label: str,
-        key: str | None = None,
-        schema_file: str | None = None,
         dialect: CsvDialect | None = None,
         infer_types: str = "all",
         processes: int | None = None,
+        **settings: Unpack[TabularSettings],
     ):
-        super().__init__(patterns, label=label, key=key, schema_file=schema_file)
+        super().__init__(patterns, **settings)
         self.dialect = dialect or CsvDialect()
         self.infer_types = infer_types
         self.processes = processes

@@ -3,7 +3,7 @@
 
 The dialect's validation, the type inference (sample and all rows), the block parser's two
 Arrow paths (typed, and text converted after a bad value) and the delimiter detection. The
-whole-file comparisons with pandas are in ``test_csv_corpus.py``.
+whole-file comparisons with pandas are in ``test_corpus.py``.
 """
 
 from __future__ import annotations
@@ -107,9 +107,8 @@ def test_blocks_are_read_typed_with_the_decimal_comma_and_exactly_rounded():
     nonblank = np.arange(len(texts))
     starts, ends = csv_parse.line_bounds(np.frombuffer(block_comma, np.uint8))
     types = {"c0": pa.float32(), "label": pa.string()}
-    parsed = readers.read_arrow(
-        block_comma, starts, ends, nonblank, schema, types, "b.csv", 0, COMMA, quoted=False
-    )
+    inp = readers.BlockInput(block_comma, starts, ends, nonblank, schema, types, COMMA, "b.csv")
+    parsed = readers.read_arrow(inp, quoted=False)
     assert not parsed.as_text and not parsed.invalid
     comma = csv_source.parse_block(block_comma, schema, lines_before=0, dialect=COMMA)
     dot = csv_source.parse_block(block_dot, schema, lines_before=0, dialect=dot_dialect)
