@@ -136,9 +136,16 @@ def _read_records(
         and not dialect.skip_initial_space
     )
     inp = readers.BlockInput(
-        block, records.starts, records.ends, records.nonblank, schema, types, dialect, source,
-        lines_before,
-    )  # fmt: skip
+        block=block,
+        starts=records.starts,
+        ends=records.ends,
+        nonblank=records.nonblank,
+        schema=schema,
+        types=types,
+        dialect=dialect,
+        source=source,
+        lines_before=lines_before,
+    )
     parsed = None
     if fast and not records.quoted:
         parsed = readers.read_fast(inp)
@@ -293,9 +300,15 @@ def parse_block(
             (i, c.name, columns[i]) for i, c in enumerate(schema.columns) if c.type == "float"
         ]
         where = BlockRows(
-            block, records.starts, records.ends, row_records, records.line_of, lines_before,
-            source, dialect,
-        )  # fmt: skip
+            block=block,
+            starts=records.starts,
+            ends=records.ends,
+            row_records=row_records,
+            line_of=records.line_of,
+            lines_before=lines_before,
+            source=source,
+            dialect=dialect,
+        )
         warn_float32_overflow(floats, where, rows=out_of_range, scan=arrow_rows)
 
     label = columns[schema.names.index(schema.label)]
