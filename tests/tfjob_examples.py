@@ -1,17 +1,40 @@
-"""TFJob manifests of every kind the generator writes, for tests that check them against the
-real training operator: its CRD's openAPI schema (``tests/integration/test_tfjob_crd.py``) and,
-on a real control plane, ``kubectl apply`` / the operator's webhook.
+"""TFJob settings and manifests for tests: the small builders the TFJob tests share
+(:func:`make_config`, :func:`make_manifest`, :func:`container_of`), and manifests of every kind
+the generator writes, for tests that check them against the real training operator: its CRD's
+openAPI schema (``tests/integration/kubeflow/jobs/test_tfjob_crd.py``) and, on a real control
+plane, ``kubectl apply`` / the operator's webhook.
 
-Add a case here when the generator learns a new shape; every checker picks it up.
+Add a case to :data:`EXAMPLES` when the generator learns a new shape; every checker picks it up.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from shardtrain.kubeflow import tfjob
+from shardtrain.kubeflow.jobs import tfjob
 
-_DATA, _MODEL = "s3://shardtrain/quest", "s3://shardtrain/models/quest"
+DATA, MODEL_DIR = "s3://shardtrain/quest", "s3://shardtrain/models/quest"
+
+
+def make_config(**overrides) -> tfjob.JobConfig:
+    """The job's settings for :data:`DATA` and :data:`MODEL_DIR`, with ``overrides``."""
+    return tfjob.JobConfig(data=DATA, model_dir=MODEL_DIR, **overrides)
+
+
+def make_manifest(**overrides) -> dict:
+    """The manifest the generator writes for :func:`make_config` ``(**overrides)``."""
+    return tfjob.to_manifest(tfjob.build_tfjob(make_config(**overrides)))
+
+
+def replica_specs(m: dict) -> dict:
+    return m["spec"]["tfReplicaSpecs"]
+
+
+def container_of(m: dict, rtype: str) -> dict:
+    """The one container of replica type ``rtype`` (``Chief``, ``Worker`` …) of manifest ``m``."""
+    (only,) = replica_specs(m)[rtype]["template"]["spec"]["containers"]
+    return only
+
 
 #: name → the JobConfig overrides of one rendering (``shardtrain tfjob render`` flags).
 EXAMPLES: dict[str, dict[str, Any]] = {
@@ -39,7 +62,7 @@ def example_manifests(namespace: str = "shardtrain") -> dict[str, dict[str, Any]
     """name → the TFJob manifest the generator writes for that example (job name = name)."""
     out = {}
     for name, overrides in EXAMPLES.items():
-        settings = {"data": _DATA, "model_dir": _MODEL, **overrides}
+        settings = {"data": DATA, "model_dir": MODEL_DIR, **overrides}
         config = tfjob.JobConfig(name=name, namespace=namespace, **settings)
         out[name] = tfjob.to_manifest(tfjob.build_tfjob(config))
     return out

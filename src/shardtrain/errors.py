@@ -23,10 +23,16 @@ code  meaning
 
 Codes 128-255 are what ``restartPolicy: ExitCode`` treats as retryable (the operator recreates
 the pods); 1-127 fail the job for good. 200 lies outside ``128 + signal`` (129-192) so that a
-replica that lost a peer is not mistaken for one that was killed.
+replica that lost a peer is not mistaken for one that was killed. :func:`peer_lost` decides
+which errors of a collective mean a lost peer (200); :func:`one_line` turns another library's
+error into the one line a message quotes.
 """
 
 from __future__ import annotations
+
+import contextlib
+import json
+import re
 
 
 class ShardtrainError(Exception):
@@ -84,3 +90,84 @@ class PeerLostError(ShardtrainError):
 
 #: The exit code of :class:`PeerLostError`.
 PEER_LOST_EXIT_CODE = PeerLostError.exit_code
+
+
+#: TensorFlow error classes by which a collective reports that a peer went away.
+_PEER_LOSS_ERRORS = ("UnavailableError", "AbortedError", "DeadlineExceededError", "CancelledError")
+#: Message fragments of a peer's loss reported under another class (e.g. UnknownError).
+_PEER_LOSS_MESSAGES = (
+    "collective ops is aborted",
+    "connection reset by peer",
+    "socket closed",
+    "failed to connect to all addresses",
+    "stopped sending heartbeats",
+    "heartbeat",
+)
+_QUOTE_LIMIT = 160
+
+
+def peer_lost(exc: BaseException, replica: str) -> PeerLostError | None:
+    """The retryable error (exit 200) for ``exc`` when it means a peer of the collective went
+    away; ``replica`` describes the replica that saw it (e.g. ``"worker 1 of 3"``).
+
+    Only a chief or worker of a multi-worker job has peers: ask this only for them. TensorFlow
+    reports a lost peer as ``UnavailableError: Collective ops is aborted by: ... Connection
+    reset by peer`` (the dead task's socket), or, when the peer vanished without a reset, once
+    the coordination service misses its heartbeats, which aborts every pending collective
+    (``Aborted``/``Unavailable``/``Cancelled``), or as ``DeadlineExceeded``. Data errors
+    (``DataLossError``, ``InvalidArgumentError``, ``NotFoundError``) are not peer losses and
+    are left alone: they fail the job for good. Classes are matched by name, so this needs no
+    TensorFlow.
+
+    Returns:
+        A :class:`PeerLostError` to raise from ``exc``, or None.
+    """
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    text = str(exc)
+    lowered = text.lower()
+    if not names & set(_PEER_LOSS_ERRORS) and not any(m in lowered for m in _PEER_LOSS_MESSAGES):
+        return None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    # TF's first line is often "Graph execution error:"; the cause is further down.
+    telling = [ln for ln in lines if any(m in ln.lower() for m in _PEER_LOSS_MESSAGES)]
+    first = (telling or lines or [type(exc).__name__])[0]
+    if len(first) > _QUOTE_LIMIT:
+        first = first[: _QUOTE_LIMIT - 3] + "..."
+    return PeerLostError(
+        f"train: {replica} lost a peer of the collective ({type(exc).__name__}: "
+        f"{first}); every replica must restart and resume from the last checkpoint"
+    )
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: Messages of other libraries' errors are cut to this many characters.
+ONE_LINE_LIMIT = 400
+
+
+def one_line(exc: BaseException) -> str:
+    """Another library's error as one readable line, for a :class:`ShardtrainError` message.
+
+    An HTTP API error anywhere in ``exc``'s chain (the Kubernetes client's ``ApiException``:
+    status, reason and a JSON body) becomes ``HTTP <status>: <the API's message>``; anything
+    else is its text with colour codes and line breaks taken out (or its class name when it
+    has none). At most :data:`ONE_LINE_LIMIT` characters.
+    """
+    cause: BaseException | None = exc
+    while cause is not None and not _is_api_error(cause):
+        cause = cause.__cause__ or cause.__context__
+    if cause is not None:
+        detail = getattr(cause, "reason", None) or ""
+        with contextlib.suppress(TypeError, ValueError, AttributeError):
+            detail = json.loads(getattr(cause, "body", "")).get("message") or detail
+        status = getattr(cause, "status", None)
+        return f"HTTP {status}: {' '.join(str(detail).split())}"[:ONE_LINE_LIMIT]
+    text = " ".join(_ANSI.sub("", str(exc)).split()) or type(exc).__name__
+    return text[:ONE_LINE_LIMIT]
+
+
+def _is_api_error(exc: BaseException) -> bool:
+    """The Kubernetes client's ``ApiException`` (matched by name: this module imports no
+    client library)."""
+    return any(cls.__name__ == "ApiException" for cls in type(exc).__mro__) and isinstance(
+        getattr(exc, "status", None), int
+    )

@@ -11,8 +11,9 @@ metadata: its help, and how a user writes it. From that
 * the Kubeflow steps turn pipeline parameters into field values (:func:`from_params`), the
   same conversion as the flags' (:meth:`Option.value`);
 * the configuration checks its ranges and choices (:func:`check`), the same as the flags';
-* unit tests check the literal signatures of the pipeline and its components against it (KFP
-  needs real Python signatures: it embeds the components' source).
+* the pipeline's and its components' parameters, signatures and descriptions are generated
+  from it (:mod:`shardtrain.kubeflow.parameters`; a parameter's description is its option's
+  help, :func:`pipeline_help`).
 
 A flag or a pipeline parameter holds an option in its *user form*, as a person writes it:
 megabytes for a size kept in bytes (``unit``), text for a value with a parser (``--split
@@ -27,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import operator
+import re
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
@@ -269,3 +271,11 @@ def from_params(cls: type, params: Mapping[str, Any]) -> dict[str, Any]:
     if unknown:
         raise ConfigError(f"{cls.__name__} has no option for parameter(s) {', '.join(unknown)}")
     return {by_param[name].path: by_param[name].value(value) for name, value in params.items()}
+
+
+def pipeline_help(cls: type, opt: Option) -> str:
+    """``opt``'s help as a pipeline parameter's description: each flag of an option of
+    ``cls`` that has a pipeline parameter is written as that parameter (``--no-header`` →
+    ``no_header``), since a pipeline's user sets parameters, not flags."""
+    names = {flag: o.spec.pipeline for o in options(cls) if o.spec.pipeline for flag in o.flags}
+    return re.sub(r"--[a-z][a-z0-9-]*", lambda m: names.get(m.group(), m.group()), opt.spec.help)

@@ -6,7 +6,7 @@ sees a ``gs://`` URI: its GCS file system has no endpoint override and would go 
 storage.googleapis.com (unreachable here, so any slip fails these tests). Shards are staged
 through the trainer's shard cache, summaries and checkpoints through the storage layer, as for
 ``s3://``. The runs are kept short: what is tested is the storage path, not model quality
-(``test_trainer.py`` and ``test_pipeline_local.py`` hold the quality bars).
+(``test_trainer.py`` and ``kubeflow/pipelines/test_csv_to_model.py`` hold the quality bars).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from kubernetes_validate.utils import ValidationError as SchemaError
 from yamllint import linter
 from yamllint.config import YamlLintConfig
 
-from shardtrain.kubeflow import tfjob
+from shardtrain.kubeflow.jobs import tfjob
 
 K8S = Path(__file__).resolve().parents[2] / "k8s"
 KUSTOMIZATIONS = (

@@ -1,12 +1,12 @@
 """One definition of the options: ShardConfig and TrainConfig, and what is derived from them.
 
 The ``shard`` and ``train`` flags are generated from the configuration dataclasses' fields
-(:mod:`shardtrain.options`, :mod:`shardtrain.cli.options`). The pipeline and its components
-cannot be generated (KFP reads their literal signatures and embeds the components' source), so
-they are checked here against the same definition: every sharding option reaches the
-pipeline under the name, type and default its spec gives, through ``plan_shards`` and every
-``shard`` worker alike, and ``_shard_config`` turns each one into the field; the pipeline's
-training parameters are fields of TrainConfig whose flags the TFJob's replicas receive.
+(:mod:`shardtrain.options`, :mod:`shardtrain.cli.options`), and so are the signatures of the
+pipeline and its components (:mod:`shardtrain.kubeflow.parameters`). Checked here on what KFP
+reads: every sharding option reaches the pipeline under the name, type and default its spec
+gives, through ``plan_shards`` and every ``shard`` worker alike, and ``_shard_config`` turns
+each one into the field; the pipeline's training parameters are fields of TrainConfig whose
+flags the TFJob's replicas receive. (Their descriptions: ``kubeflow/test_parameters.py``.)
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from shardtrain.cli.train import train_cmd
 from shardtrain.data import sharding
 from shardtrain.data.sharding import MIB, ShardConfig
 from shardtrain.errors import ConfigError
-from shardtrain.kubeflow import client, steps, tfjob
-from shardtrain.options import METADATA_KEY, check, options
+from shardtrain.kubeflow import client, steps
+from shardtrain.kubeflow.jobs import tfjob
+from shardtrain.options import METADATA_KEY, check, options, pipeline_help
 from shardtrain.train.config import TrainConfig
 
 #: The flags `shard` had before they were generated: none may disappear.
@@ -234,6 +235,18 @@ def test_shard_flags_that_do_not_parse_fail_with_one_line(args, message):
     assert message in str(result.exception)
 
 
+def test_pipeline_help_writes_flags_as_the_pipeline_parameters_that_carry_them():
+    by_name = {o.name: o for o in SHARD_OPTIONS}
+    no_header, overwrite = by_name["no_header"], by_name["overwrite"]
+    assert pipeline_help(ShardConfig, no_header) == (
+        "The CSV files have no header line; name the columns with columns."
+    )
+    # --output is the pipeline's dataset_uri; --overwrite-foreign has no parameter: it stays.
+    text = pipeline_help(ShardConfig, overwrite)
+    assert "dataset at dataset_uri made from" in text and "(see --overwrite-foreign)" in text
+    assert "--output" not in text
+
+
 def test_shard_flags_outside_their_range_are_usage_errors():
     result, _ = _shard("a.csv", "-o", "out", "--label", "y", "--compression-level", "0")
     assert result.exit_code == 2
@@ -299,19 +312,6 @@ def test_plan_and_every_shard_worker_get_every_sharding_option(pipeline, tmp_pat
     assert root["plan-shards"]["inputs"]["parameters"]["num_workers"] == {
         "componentInputParameter": "shard_workers"
     }
-
-
-@pytest.mark.parametrize(
-    ("module", "step"), [("plan_shards", "plan_step"), ("shard", "shard_step")]
-)
-def test_component_bodies_pass_every_parameter_to_their_step(pipeline, module, step):
-    component_module = __import__(f"shardtrain.kubeflow.components.{module}", fromlist=[module])
-    component = getattr(component_module, module)
-    names = list(inspect.signature(component.python_func).parameters)
-    values = {name: f"<{name}>" for name in names}
-    with mock.patch.object(steps, step) as called:
-        component.python_func(**values)
-    called.assert_called_once_with(**values)
 
 
 #: Pipeline arguments, none at its default: a CSV run and an image run (some options exclude
@@ -471,7 +471,7 @@ def test_train_flags_become_the_config_fields_over_the_config_file(tmp_path: Pat
 def test_the_pipelines_training_parameters_reach_the_trainer_as_flags(pipeline):
     params = inspect.signature(pipeline.pipeline_func).parameters
     carried = {o.spec.pipeline: o for o in options(TrainConfig) if o.spec.pipeline}
-    assert set(carried) == {"model_dir", "train_steps", "batch_size", "checkpoint_every"}
+    assert set(carried) == {"model_dir", "train_steps", "batch_size", "checkpoint_every", "task"}
     for name, opt in carried.items():
         assert params[name].annotation == opt.user_type, name
         if name in PIPELINE_OWN_DEFAULTS:
@@ -494,6 +494,7 @@ def test_the_pipelines_training_parameters_reach_the_trainer_as_flags(pipeline):
         batch_size=128,
         checkpoint_every=100,
         train_flags="--dropout 0.25 --eval-batch-size 64",
+        task="regression",
     )
     manifest = tfjob.to_manifest(tfjob.build_tfjob(job))
     chief = manifest["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]
@@ -504,6 +505,7 @@ def test_the_pipelines_training_parameters_reach_the_trainer_as_flags(pipeline):
     assert (config.data, config.model_dir) == ("s3://b/ds", "s3://b/m")
     assert (config.train_steps, config.batch_size, config.checkpoint_every) == (300, 128, 100)
     assert (config.model.dropout, config.eval_batch_size) == (0.25, 64)
+    assert config.task == "regression"
 
 
 # --------------------------------------------------------------------------------------------

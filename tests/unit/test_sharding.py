@@ -294,44 +294,6 @@ def test_schema_file_overrides_types_and_drops(tmp_path):
         sharding.shard(_config([ALL_TYPES], tmp_path / "y", schema_file=str(typo)))
 
 
-def test_multi_worker_cli_and_finalize(tmp_path):
-    csv_path = tmp_path / "quest.csv"
-    datagen.generate_quest_logs(str(csv_path), 6_000, seed=8)
-    out = tmp_path / "ds"
-    for w in range(2):
-        proc = run_cli(
-            "shard",
-            str(csv_path),
-            "-o",
-            str(out),
-            "--label",
-            "cleared",
-            "--num-workers",
-            "2",
-            "--worker-index",
-            str(w),
-            "--task-mb",
-            "0.25",
-            check=True,
-        )
-        assert "run `shardtrain finalize" in proc.stdout
-    early = run_cli("inspect", str(out))
-    assert early.returncode == 1 and "not committed" in early.stderr
-    run_cli("finalize", str(out), check=True)
-    shown = run_cli("inspect", str(out), check=True).stdout
-    assert "train" in shown and "player_level" in shown and "6,000" in shown
-
-
-def test_finalize_reports_missing_workers(tmp_path):
-    csv_path = tmp_path / "quest.csv"
-    datagen.generate_quest_logs(str(csv_path), 4_000, seed=8)
-    out = tmp_path / "ds"
-    sharding.shard(_config([csv_path], out, num_workers=2, worker_index=0, task_bytes=100_000))
-    with pytest.raises(DataError, match=r"task\(s\) have not finished"):
-        sharding.finalize(str(out))
-    shutil.rmtree(out)
-
-
 def test_in_place_direct_writes_give_the_same_dataset_as_page_cache_writes(tmp_path, monkeypatch):
     """Uncompressed shards go to the disk straight from the encoder's buffer (O_DIRECT, each
     shard's records at its file's page phase): the dataset is byte for byte the one written

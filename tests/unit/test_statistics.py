@@ -462,3 +462,39 @@ def test_label_stats_count_every_class_exactly(values, type):
             want[str(int(v)) if isinstance(v, bool) else str(v)] += 1
     assert stats.counts == dict(want)
     assert stats.missing == 2 * values.count(None) - (values[0] is None)
+
+
+def test_a_regression_label_keeps_its_moments_and_stops_counting_values():
+    """A float label with more distinct values than any classifier has classes: the counts
+    are dropped (a task's memory must not grow with its rows), the mean and standard
+    deviation are exact and merge across tasks; a few values are still counted exactly."""
+    rng = np.random.default_rng(5)
+    values = rng.normal(40.0, 7.0, 5000)
+    parts = []
+    for chunk in np.array_split(values, 3):
+        s = statistics.LabelStats()
+        s.update(pa.chunked_array([pa.array(chunk[:100]), pa.array(chunk[100:])]))
+        parts.append(statistics.LabelStats.from_dict(s.to_dict()))
+    merged = statistics.LabelStats()
+    for p in parts:
+        merged.merge(p)
+    d = merged.to_dict()
+    assert d["counts"] == {} and d["many_values"] is True
+    assert d["numeric"]["count"] == 5000
+    assert d["numeric"]["mean"] == pytest.approx(values.mean(), rel=1e-12)
+    assert d["numeric"]["std"] == pytest.approx(values.std(), rel=1e-9)
+    assert (d["numeric"]["min"], d["numeric"]["max"]) == (values.min(), values.max())
+
+    few = statistics.LabelStats()
+    few.update(pa.array([1.5, 2.5, 2.5, None]))
+    assert few.to_dict()["counts"] == {"1.5": 1, "2.5": 2} and not few.many_values
+    assert few.to_dict()["numeric"]["mean"] == pytest.approx(6.5 / 3)
+    few.merge(merged)  # one task saw many values: the merge has too many to count
+    assert few.many_values and few.counts == {} and few.numeric.count == 5003
+    growing = statistics.LabelStats()  # many values arriving a few per batch
+    for start in range(0, 1500, 100):
+        growing.update(pa.array(np.arange(start, start + 100, dtype=np.int64)))
+    assert growing.many_values and growing.numeric.count == 1500
+    names = statistics.LabelStats()
+    names.update(pa.array(["a", "b"]))
+    assert "numeric" not in names.to_dict()  # a string label has no moments

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import textwrap
 
@@ -34,18 +35,42 @@ def test_feature_spec_from_metadata(all_types):
         DatasetMetadata.from_dict({"schema": {}})
 
 
-def test_float_label_and_single_class_are_refused(all_types):
+def test_label_tasks_float_labels_and_a_single_class(all_types):
     _, meta = all_types
-    bad = meta.to_dict()
+    bad = copy.deepcopy(meta.to_dict())  # to_dict shares the fixture's dicts
     bad["label_info"]["classes"] = ["1"]
+    bad["stats"]["label"]["counts"] = {"1": 5}
     with pytest.raises(DataError, match="at least 2"):
         FeatureSpec.from_metadata(DatasetMetadata.from_dict(bad), where="ds")
-    bad = meta.to_dict()
-    for col in bad["schema"]["columns"]:
+    floats = copy.deepcopy(meta.to_dict())
+    for col in floats["schema"]["columns"]:
         if col["name"] == "cleared":
             col["type"] = "float"
-    with pytest.raises(DataError, match="float column"):
-        FeatureSpec.from_metadata(DatasetMetadata.from_dict(bad))
+    # 0.0/1.0: still a binary label (a float column of two values).
+    spec = FeatureSpec.from_metadata(DatasetMetadata.from_dict(floats))
+    assert spec.is_binary and spec.output_width == 1 and spec.label_type == "float"
+    # Many values: a regression on the standardised label, with the statistics' moments.
+    floats["stats"]["label"] = {
+        "missing": 0,
+        "counts": {},
+        "many_values": True,
+        "numeric": {"kind": "numeric", "count": 9, "missing": 0, "mean": 40.0, "std": 8.0},
+    }
+    spec = FeatureSpec.from_metadata(DatasetMetadata.from_dict(floats))
+    assert (spec.task, spec.classes, spec.output_width) == ("regression", (), 1)
+    assert (spec.label_mean, spec.label_std) == (40.0, 8.0)
+    floats["stats"]["label"]["numeric"]["nan"] = 3
+    with pytest.raises(DataError, match="holds 3 NaN or infinite value"):
+        FeatureSpec.from_metadata(DatasetMetadata.from_dict(floats))
+    floats["stats"]["label"]["numeric"]["nan"] = 0
+    with pytest.raises(DataError, match=r"^ds: label 'cleared' \(float, more than 1,000"):
+        FeatureSpec.from_metadata(DatasetMetadata.from_dict(floats), where="ds", task="binary")
+    # An int label trained as a regression: its moments from the counts of an older dataset.
+    ints = copy.deepcopy(meta.to_dict())
+    ints["stats"]["label"] = {"missing": 0, "counts": {"0": 1, "1": 3}}
+    spec = FeatureSpec.from_metadata(DatasetMetadata.from_dict(ints), task="regression")
+    assert spec.is_regression and spec.label_mean == 0.75
+    assert spec.label_std == pytest.approx(np.std([0, 1, 1, 1]))
 
 
 def _exact_auc(p, y):

@@ -201,7 +201,20 @@ def inspect_cmd(uri: str, show_rejects: int, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(meta.to_dict(), indent=2))
         return
-    render_dataset(uri, meta, meta.iter_rejects(uri, limit=show_rejects))
+    render_dataset(uri, meta, meta.iter_rejects(uri, limit=show_rejects), extra=_inputs(uri, meta))
+
+
+def _inputs(uri: str, meta: Any) -> list[Any]:
+    """The "model inputs" table of ``inspect`` (none when the dataset cannot be trained on
+    as it is, e.g. a one-class label: ``train`` says why)."""
+    from shardtrain.errors import ShardtrainError
+    from shardtrain.train.features import FeatureSpec, inputs_table
+
+    try:
+        spec = FeatureSpec.from_metadata(meta, where=uri)
+    except ShardtrainError:
+        return []
+    return [inputs_table(spec)] if spec.image is None else []
 
 
 @click.command("warm-up")

@@ -2,9 +2,9 @@
 it on a cluster.
 
 Both commands take the same settings (:func:`_tfjob_options`), those of
-:class:`shardtrain.kubeflow.tfjob.JobConfig`. A setting left out keeps the base manifest's value,
-which the option's help shows; it is read only when help is shown (:class:`_TFJobOption`), so
-that importing the CLI reads no manifest.
+:class:`shardtrain.kubeflow.jobs.tfjob.JobConfig`. A setting left out keeps the base manifest's
+value, which the option's help shows; it is read only when help is shown (:class:`_TFJobOption`),
+so that importing the CLI reads no manifest.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ class _TFJobOption(click.Option):
     """An option whose help ends with its JobConfig default (the base manifest's value).
 
     The default is looked up when help is shown, not when the CLI is defined: that reads
-    the base manifest with PyYAML, ~30 ms added to every command's start-up otherwise.
+    the base manifest with PyYAML, which every command's start-up would pay otherwise.
     """
 
     def __init__(self, *args: Any, default_of: str, **kwargs: Any):
@@ -27,7 +27,7 @@ class _TFJobOption(click.Option):
 
     def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
         if self.default_of:
-            from shardtrain.kubeflow.tfjob import JobConfig
+            from shardtrain.kubeflow.jobs.tfjob import JobConfig
 
             value = JobConfig.default(self.default_of)
             if isinstance(value, bool) or value is None:
@@ -160,7 +160,7 @@ def tfjob_render_cmd(train_args: tuple[str, ...], **settings) -> None:
 
     Example: shardtrain tfjob render --data s3://b/quest --model-dir s3://b/m -- --train-steps 5000
     """
-    from shardtrain.kubeflow import tfjob
+    from shardtrain.kubeflow.jobs import tfjob
 
     config = tfjob.JobConfig.from_overrides(train_args=train_args, **settings)
     click.echo(tfjob.to_yaml(tfjob.build_tfjob(config)), nl=False)
@@ -211,7 +211,7 @@ def tfjob_submit_cmd(
 
     Example: shardtrain tfjob submit --data s3://b/quest --model-dir s3://b/m --delete
     """
-    from shardtrain.kubeflow import tfjob
+    from shardtrain.kubeflow.jobs import tfjob
 
     if manifest_file is not None:
         if train_args or any(v is not None for v in settings.values()):

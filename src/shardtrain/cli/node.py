@@ -1,5 +1,5 @@
 """``shardtrain node run``: run the pods of a local control plane (``scripts/k8s-up``) on this
-machine, as local processes (see :mod:`shardtrain.kubeflow.node`)."""
+machine, as local processes (see :mod:`shardtrain.kubeflow.local.node_agent`)."""
 
 from __future__ import annotations
 
@@ -47,11 +47,11 @@ def node_run_cmd(
     Secrets referenced by the pod are read from the API server. Start the control plane with
     `eval "$(scripts/k8s-up)"`, then this, then `shardtrain tfjob submit` or `kubectl apply`.
     """
-    from shardtrain.kubeflow import node
+    from shardtrain.kubeflow.local import node_agent
 
     extended = {"nvidia.com/gpu": str(gpus)} if gpus else {}
-    node.run(
-        node.NodeConfig(
+    node_agent.run(
+        node_agent.NodeConfig(
             name=name,
             kubeconfig=kubeconfig,
             log_dir=log_dir,

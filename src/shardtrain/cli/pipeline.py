@@ -113,8 +113,9 @@ def pipeline_submit_cmd(
 
 
 def _echo_local_run(run) -> None:
-    m = run.metrics
-    metrics = ", ".join(f"{k} {m[k]:.4f}" for k in ("auc", "accuracy", "log_loss") if k in m)
+    from shardtrain.train.evaluation import headline
+
+    metrics = headline(run.metrics)
     click.echo(
         f"\nmodel dir:    {run.model_dir}\nSavedModel:   {run.export}\npublished:    {run.served}"
         f"\nmetrics:      {metrics or 'n/a'} (eval/metrics.json in the model dir)"

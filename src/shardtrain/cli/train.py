@@ -4,7 +4,7 @@ TFJob-shaped cluster of such processes on this machine.
 ``train`` is the command every replica of the TFJob runs (:mod:`shardtrain.train.trainer`; the
 replica's role comes from ``TF_CONFIG``). ``run-local`` starts a chief, workers and an
 evaluator as local processes with the ``TF_CONFIG`` the training operator would give their pods
-(:mod:`shardtrain.kubeflow.launcher`), or runs the replicas of a rendered TFJob manifest.
+(:mod:`shardtrain.kubeflow.local.processes`), or runs the replicas of a rendered TFJob manifest.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ def train_cmd(config_file: str | None, options: dict[str, Any]) -> None:
     128+signal (143) after writing a checkpoint on SIGTERM (restart to resume).
     """
     from shardtrain.train.config import resolve_config
+    from shardtrain.train.evaluation import headline
     from shardtrain.train.trainer import train_and_evaluate
 
     result = train_and_evaluate(resolve_config(config_file, options))
@@ -41,10 +42,7 @@ def train_cmd(config_file: str | None, options: dict[str, Any]) -> None:
         click.echo(f"{result.role}: trained to step {result.step} (from {result.start_step})")
     if result.metrics:
         m = result.metrics
-        click.echo(
-            f"eval at step {m['step']}: auc {m['auc']:.4f}, accuracy {m['accuracy']:.4f}, "
-            f"log_loss {m['log_loss']:.4f} ({m['num_examples']:,} examples)"
-        )
+        click.echo(f"eval at step {m['step']}: {headline(m)} ({m['num_examples']:,} examples)")
     if result.export_uri:
         click.echo(f"exported SavedModel: {result.export_uri}")
 
@@ -89,7 +87,8 @@ def run_local_cmd(
     """
     import sys
 
-    from shardtrain.kubeflow import launcher, tfjob
+    from shardtrain.kubeflow.jobs import tfjob
+    from shardtrain.kubeflow.local import processes
 
     if tfjob.is_manifest_path(command):
         ctx = click.get_current_context()
@@ -101,12 +100,12 @@ def run_local_cmd(
         replicas = tfjob.local_replicas(tfjob.load_manifest(command[0]))
     else:
         args = (sys.executable, "-m", "shardtrain.cli", *command)
-        replicas = [launcher.Replica("chief", 1, args)]
+        replicas = [processes.Replica("chief", 1, args)]
         if workers:
-            replicas.append(launcher.Replica("worker", workers, args))
+            replicas.append(processes.Replica("worker", workers, args))
         if evaluator:
-            replicas.append(launcher.Replica("evaluator", 1, args))
-    result = launcher.run_local(replicas, timeout=timeout, grace=grace)
+            replicas.append(processes.Replica("evaluator", 1, args))
+    result = processes.run_local(replicas, timeout=timeout, grace=grace)
     click.echo(
         "replica exit codes: "
         + ", ".join(

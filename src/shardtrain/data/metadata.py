@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shardtrain import storage
-from shardtrain.data.schema import Schema
+from shardtrain.data.schema import TYPE_NOTES_OPTION, Schema
 from shardtrain.data.sources.base import SourceFile
 from shardtrain.errors import DataError, ShardtrainError
 
@@ -92,8 +92,9 @@ class SplitInfo:
 
 @dataclass(frozen=True)
 class LabelInfo:
-    """The label's type, the task it makes (``binary`` or ``multiclass``) and its classes
-    (label values as strings, sorted numerically where they are numbers)."""
+    """The label's type, the task ``--task auto`` makes of it (``binary``, ``multiclass`` or
+    ``regression``: :mod:`shardtrain.data.task`) and its distinct values (as strings, sorted
+    numerically where they are numbers; empty when there are too many to count)."""
 
     type: str
     task: str
@@ -101,6 +102,35 @@ class LabelInfo:
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.type, "task": self.task, "classes": list(self.classes)}
+
+
+#: A label class is rare -- warned about at finalize and shown by ``inspect`` -- when it holds
+#: less than :data:`RARE_CLASS_SHARE` of the rows, or fewer than :data:`RARE_CLASS_ROWS` of a
+#: label with at least :data:`RARE_CLASS_MIN_TOTAL` rows (in a smaller file every class is
+#: small): too few to learn, and often a stray value (a typo, a corrupt field), not a class.
+RARE_CLASS_SHARE = 0.001
+RARE_CLASS_ROWS = 10
+RARE_CLASS_MIN_TOTAL = 1000
+
+
+def rare_classes_note(label: str, counts: Mapping[str, int]) -> str | None:
+    """One line naming the label's rare classes, e.g. ``label 'cleared': 1 rare class: '12abc'
+    (1 of 49,978 rows, 0.002%); too few to learn; a stray value?``; None when it has none
+    (or one class)."""
+    total = sum(counts.values())
+    if len(counts) < 2 or not total:
+        return None
+    rows = RARE_CLASS_ROWS if total >= RARE_CLASS_MIN_TOTAL else 0
+    rare = [(k, n) for k, n in counts.items() if n < max(rows, RARE_CLASS_SHARE * total)]
+    if not rare:
+        return None
+    shown = ", ".join(f"'{k}' ({n:,} of {total:,} rows, {n / total:.3%})" for k, n in rare[:5])
+    more = f" and {len(rare) - 5} more" if len(rare) > 5 else ""
+    return (
+        f"label '{label}': {len(rare)} rare class{'es' if len(rare) > 1 else ''} "
+        f"(under {RARE_CLASS_SHARE:.1%} of the rows or {RARE_CLASS_ROWS} rows): {shown}{more}; "
+        "too few to learn; a stray value?"
+    )
 
 
 @dataclass(frozen=True)
@@ -111,7 +141,10 @@ class DatasetStats:
         columns: per feature column, what :mod:`shardtrain.data.statistics` writes: ``kind``
             (``numeric``, ``categorical``, ``image``) and its figures (count, missing, min,
             max, mean, std; top values; image sizes and formats).
-        label: the label's exact distribution: ``{"counts": {value: n}, "missing": n}``.
+        label: the label's distribution (:class:`~shardtrain.data.statistics.LabelStats`):
+            ``{"counts": {value: n}, "missing": n}``, ``"many_values": true`` instead of the
+            counts past 1,000 distinct values, and ``"numeric"`` (count, min, max, mean, std)
+            for a numeric label.
         num_rows: accepted rows.
     """
 
@@ -175,6 +208,17 @@ class DatasetMetadata:
     @property
     def is_image(self) -> bool:
         return self.data_kind == "image"
+
+    @property
+    def type_notes(self) -> tuple[str, ...]:
+        """What planning decided for columns of numbers holding values that are not numbers,
+        one line per column (see :meth:`~shardtrain.data.schema.TypeTally.note`)."""
+        return tuple(str(n) for n in self.options.get(TYPE_NOTES_OPTION, ()))
+
+    @property
+    def rare_classes(self) -> str | None:
+        """One line naming the label's rare classes (:func:`rare_classes_note`), if any."""
+        return rare_classes_note(self.label, self.stats.label.get("counts", {}))
 
     def split(self, name: str, uri: str = "dataset") -> SplitInfo:
         """The split called ``name``.

@@ -13,7 +13,7 @@ import math
 import re
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -53,10 +53,13 @@ class DatasetSummary:
         uri: the dataset.
         provenance: format, tool version and creation time.
         counts: rows read / accepted / rejected (by reason), blank lines, compression.
-        label, task, label_type, key: the label column, its task (binary, multiclass) and
-            type, and the split key (None: whole rows were hashed).
-        tables: splits, label classes, then a table per kind of column.
+        label, task, label_type, key: the label column, its task (binary, multiclass,
+            regression) and type, and the split key (None: whole rows were hashed).
+        tables: splits, label classes (a regression label: its range), then a table per kind
+            of column.
         rejects: where the rejected rows are (empty when there are none).
+        notes: what planning decided for columns of numbers holding values that are not
+            numbers, and the label's rare classes, one line each.
     """
 
     uri: str
@@ -68,6 +71,7 @@ class DatasetSummary:
     key: str | None
     tables: tuple[SummaryTable, ...]
     rejects: str
+    notes: tuple[str, ...] = ()
 
 
 def summarize(uri: str, meta: DatasetMetadata) -> DatasetSummary:
@@ -94,15 +98,7 @@ def summarize(uri: str, meta: DatasetMetadata) -> DatasetSummary:
             ),
         )
     ]
-    label_counts = meta.stats.label.get("counts", {})
-    total = sum(label_counts.values()) or 1
-    tables.append(
-        SummaryTable(
-            "label classes",
-            ("class", "rows", "share"),
-            tuple((k, fmt(v), f"{v / total:.1%}") for k, v in label_counts.items()),
-        )
-    )
+    tables.append(_label_table(meta))
     tables += _column_tables(meta)
     return DatasetSummary(
         uri=uri,
@@ -117,6 +113,27 @@ def summarize(uri: str, meta: DatasetMetadata) -> DatasetSummary:
         key=meta.key,
         tables=tuple(tables),
         rejects=f"rejected rows: {uri.rstrip('/')}/{meta.rejects}" if meta.rows_rejected else "",
+        notes=(*meta.type_notes, *([meta.rare_classes] if meta.rare_classes else [])),
+    )
+
+
+def _label_table(meta: DatasetMetadata) -> SummaryTable:
+    """The label's classes with their rows and shares; a regression label's range instead."""
+    label = meta.stats.label
+    numeric = label.get("numeric") or {}
+    if meta.label_info.task == "regression" and numeric:
+        figures = (fmt(numeric.get(k)) for k in ("count", "min", "max", "mean", "std"))
+        return SummaryTable(
+            "label values",
+            ("count", "missing", "min", "max", "mean", "std"),
+            ((next(figures), fmt(label.get("missing")), *figures),),
+        )
+    label_counts = label.get("counts", {})
+    total = sum(label_counts.values()) or 1
+    return SummaryTable(
+        "label classes",
+        ("class", "rows", "share"),
+        tuple((k, fmt(v), f"{v / total:.1%}") for k, v in label_counts.items()),
     )
 
 
@@ -200,6 +217,8 @@ def render_terminal(
         for row in t.rows:
             table.add_row(*row)
         console.print(table)
+    for note in summary.notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
     if summary.rejects:
         console.print(summary.rejects, markup=False, highlight=False)
         for r in rejects:
@@ -243,6 +262,8 @@ def to_markdown(summary: DatasetSummary, heading: str = "###") -> list[str]:
     for t in summary.tables:
         out += [f"{heading} {t.title[0].upper()}{t.title[1:]}", ""]
         out += markdown_table(t.header, t.rows)
+    if summary.notes:
+        out += [f"{heading} Notes", "", *(f"- {note}" for note in summary.notes), ""]
     if summary.rejects:
         out += [f"{summary.rejects}", ""]
     return out
@@ -253,6 +274,10 @@ def render_dataset(
     meta: DatasetMetadata,
     rejects: Iterable[dict[str, Any]] = (),
     console: Console | None = None,
+    extra: Iterable[SummaryTable] = (),
 ) -> None:
-    """Print the dataset at ``uri`` (``shardtrain inspect``)."""
-    render_terminal(summarize(uri, meta), rejects, console)
+    """Print the dataset at ``uri`` (``shardtrain inspect``), with ``extra`` tables after
+    the column tables (the training layer's view of the columns)."""
+    summary = summarize(uri, meta)
+    summary = replace(summary, tables=summary.tables + tuple(extra))
+    render_terminal(summary, rejects, console)

@@ -99,8 +99,8 @@ class ShardConfig:
     Each field is declared with :func:`shardtrain.options.option`: its help (also the flag's
     help, ``shardtrain shard --help``), its flag and the pipeline parameter that carries it
     (``shardtrain pipeline params``). The ``shard`` command's flags are generated from these
-    fields; the pipeline's parameters and its components' signatures are checked against them
-    by ``tests/unit/test_options.py``.
+    fields, and so are the pipeline's sharding parameters and its components' signatures,
+    each described by its option's help (:mod:`shardtrain.kubeflow.parameters`).
 
     The options that decide the output layout (:meth:`plan_options`, and the source's schema
     and options) are in the plan's fingerprint: re-running into the same output with other
@@ -422,6 +422,7 @@ class ShardConfig:
             dialect=self.csv_dialect(),
             infer_types=self.infer_types,
             processes=self.processes,
+            max_bad_fraction=self.max_bad_fraction,
         )
 
     def csv_dialect(self) -> CsvDialect:

@@ -41,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shardtrain.data.task import MAX_CLASSES
 from shardtrain.kernels import arrow
 from shardtrain.kernels.native import load_u64
 
@@ -54,6 +55,10 @@ MAX_TRACKED = 200_000
 #: Values of each categorical column kept in a task's manifest (the merge is exact for
 #: columns with fewer distinct values per task; beyond, the top values are lower bounds).
 MANIFEST_TOP = 5_000
+
+#: Distinct label values counted exactly (:class:`LabelStats`): as many as a classifier may
+#: have classes; a label with more is a regression target (:mod:`shardtrain.data.task`).
+MAX_LABEL_VALUES = MAX_CLASSES
 
 #: Bytes of distinct values tracked per categorical column before pruning, whatever their
 #: number: ``MAX_TRACKED`` bounds memory only for short values, and a free-text column of
@@ -912,15 +917,32 @@ def stats_from_dict(d: dict[str, Any]) -> ColumnStats:
 
 @dataclass
 class LabelStats:
-    """The exact distribution of label values (as strings: '0'/'1', 'true', class names)."""
+    """The label's distribution: the exact count of every value (as strings: '0'/'1', 'true',
+    class names) while there are at most :data:`MAX_LABEL_VALUES` distinct ones, and for a
+    numeric label its count, min, max, mean and standard deviation (what a regression
+    standardises its target with).
+
+    A regression label (minutes played, spend) has as many distinct values as rows: past
+    :data:`MAX_LABEL_VALUES` the counts are dropped and ``many_values`` is set, so a task's
+    memory does not grow with its input. No classifier has that many classes
+    (:mod:`shardtrain.data.task`).
+    """
 
     counts: dict[str, int] = field(default_factory=dict)
     missing: int = 0
+    many_values: bool = False
+    numeric: NumericStats | None = None
 
-    def update(self, values: pa.Array) -> None:
+    def update(self, values: pa.Array | pa.ChunkedArray) -> None:
         self.missing += values.null_count
         present = values.drop_null()
         if len(present) == 0:
+            return
+        if pa.types.is_integer(present.type) or pa.types.is_floating(present.type):
+            if self.numeric is None:
+                self.numeric = NumericStats()
+            self.numeric.update(present)
+        if self.many_values:
             return
         if pa.types.is_boolean(present.type):
             present = pc.cast(present, pa.int64())  # store bools as 0/1, as in the Examples
@@ -933,22 +955,55 @@ class LabelStats:
                 for k in np.flatnonzero(counts).tolist():
                     key = str(low + k)
                     self.counts[key] = self.counts.get(key, 0) + int(counts[k])
+                self._bound()
                 return
         vc = pc.value_counts(present)
+        if len(vc) > MAX_LABEL_VALUES:
+            self._bound(len(vc))
+            return
         for value, n in zip(
             vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True
         ):
             key = str(value)
             self.counts[key] = self.counts.get(key, 0) + n
+        self._bound()
+
+    def _bound(self, distinct: int = 0) -> None:
+        """Drop the counts once there are more than :data:`MAX_LABEL_VALUES` values."""
+        if max(distinct, len(self.counts)) > MAX_LABEL_VALUES:
+            self.counts = {}
+            self.many_values = True
 
     def merge(self, other: LabelStats) -> None:
         self.missing += other.missing
+        if other.numeric is not None:
+            if self.numeric is None:
+                self.numeric = NumericStats()
+            self.numeric.merge(other.numeric)
+        self.many_values = self.many_values or other.many_values
+        if self.many_values:
+            self.counts = {}
+            return
         for key, n in other.counts.items():
             self.counts[key] = self.counts.get(key, 0) + n
+        self._bound()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"missing": self.missing, "counts": dict(sorted(self.counts.items()))}
+        """``missing``, ``counts`` (empty with ``many_values``), and for a numeric label
+        ``numeric`` (:meth:`NumericStats.to_dict`)."""
+        out: dict[str, Any] = {"missing": self.missing, "counts": dict(sorted(self.counts.items()))}
+        if self.many_values:
+            out["many_values"] = True
+        if self.numeric is not None:
+            out["numeric"] = self.numeric.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LabelStats:
-        return cls(counts=dict(d["counts"]), missing=d["missing"])
+        numeric = d.get("numeric")
+        return cls(
+            counts=dict(d["counts"]),
+            missing=d["missing"],
+            many_values=bool(d.get("many_values", False)),
+            numeric=NumericStats.from_dict(numeric) if numeric else None,
+        )

@@ -1,7 +1,10 @@
-"""The Kubeflow layer on top of the library: TFJobs and Kubeflow Pipelines.
+"""The Kubeflow layer on top of the library: training jobs and Kubeflow Pipelines.
 
-* :mod:`.tfjob`: the one TFJob manifest generator (and submit/wait);
-  :mod:`.launcher` runs a TFJob-shaped cluster as local processes.
+* :mod:`.jobs`: the training job APIs, one module per API (:mod:`.jobs.tfjob`, the one TFJob
+  manifest generator, its rules and submit/wait), and the submit/wait/logs machinery they
+  share; :mod:`.pods`: what every pod has in common (image, storage Secret, local commands).
+* :mod:`.local`: stand-ins for a cluster, for tests and runs on one machine: a job's replicas
+  as local processes (``run-local``) and a node agent for a local control plane.
 * :mod:`.components` and :mod:`.pipelines`: the KFP definitions themselves (signatures and
   the graph), each component body one call into :mod:`.steps`.
 * :mod:`.steps`: what each pipeline step does; the steps hand data to each other as

@@ -27,14 +27,13 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import re
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from shardtrain import storage
-from shardtrain.errors import ConfigError, ShardtrainError
+from shardtrain.errors import ConfigError, ShardtrainError, one_line
 from shardtrain.kubeflow.pipelines import PIPELINE_NAME
 from shardtrain.kubeflow.pointers import read_pointer
 
@@ -253,7 +252,7 @@ def submit(
                 service_account=service_account,
             )
         except Exception as exc:  # the client raises ApiException, MaxRetryError, ValueError …
-            raise ShardtrainError(f"{host}: cannot create the run: {_one_line(exc)}") from exc
+            raise ShardtrainError(f"{host}: cannot create the run: {one_line(exc)}") from exc
     url = f"{host.rstrip('/')}/#/runs/details/{run.run_id}"
     if not wait:
         return SubmittedRun(run.run_id, url)
@@ -262,19 +261,11 @@ def submit(
             run.run_id, timeout=datetime.timedelta(seconds=wait_timeout)
         )
     except Exception as exc:
-        raise ShardtrainError(f"run {run.run_id}: {_one_line(exc)} ({url})") from exc
+        raise ShardtrainError(f"run {run.run_id}: {one_line(exc)} ({url})") from exc
     state = str(getattr(detail, "state", "") or "")
     if state != "SUCCEEDED":
         raise ShardtrainError(f"run {run.run_id} ended {state or 'without a state'}: {url}")
     return SubmittedRun(run.run_id, url, state)
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def _one_line(exc: BaseException) -> str:
-    """A KFP client error as one line: colour codes and line breaks out, at most 400 chars."""
-    return " ".join(_ANSI.sub("", str(exc)).split())[:400] or type(exc).__name__
 
 
 @dataclass(frozen=True)
@@ -367,7 +358,7 @@ def run_local(
         try:
             task = pipeline(**args)
         except RuntimeError as exc:
-            raise ShardtrainError(f"pipeline {PIPELINE_NAME} failed: {_one_line(exc)}") from exc
+            raise ShardtrainError(f"pipeline {PIPELINE_NAME} failed: {one_line(exc)}") from exc
     outputs = task.outputs
     model = read_pointer(outputs["model"])
     return LocalRun(

@@ -4,7 +4,8 @@ The evaluate step (:func:`shardtrain.kubeflow.steps.evaluate_step`) writes
 :func:`render_report` to its ``dsl.Markdown`` output, beside the metrics table and the ROC
 curve it logs. One page answers "is this model any good, on what data, and where is it":
 
-* the evaluation: AUC, accuracy and log loss on the eval split, and the confusion matrix;
+* the evaluation on the eval split: a classifier's AUC, accuracy and log loss and its
+  confusion matrix; a regression's RMSE, MAE and R², its bias and the label's spread;
 * the data: the dataset summary of :mod:`shardtrain.data.report` — the same one
   ``shardtrain inspect`` prints — rows read, accepted and rejected (by reason), the splits,
   the label's classes and per-column statistics (numeric, categorical, image);
@@ -20,11 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 from shardtrain.data.report import fmt, markdown_table, summarize, to_markdown
 from shardtrain.kubeflow.pipelines import PIPELINE_NAME
+from shardtrain.train.evaluation import headline_keys
 
 if TYPE_CHECKING:
     from shardtrain.data.metadata import DatasetMetadata
 
 __all__ = ["fmt", "render_report"]
+
+#: A regression's figures shown after its headline metrics.
+_REGRESSION_MORE = ("mean_error", "label_mean", "label_std")
 
 
 def render_report(
@@ -52,9 +57,17 @@ def render_report(
         f"{fmt(metrics.get('step'))}.",
         "",
     ]
-    out += markdown_table(
-        ["metric", "value"], [(k, fmt(metrics.get(k))) for k in ("auc", "accuracy", "log_loss")]
-    )
+    keys = headline_keys(metrics)
+    if metrics.get("task") == "regression":
+        keys = (*keys, *_REGRESSION_MORE)
+    out += markdown_table(["metric", "value"], [(k, fmt(metrics.get(k))) for k in keys])
+    if metrics.get("task") == "regression":
+        out += [
+            "RMSE and MAE are in the label's units; the eval labels' standard deviation "
+            "(`label_std`) is the RMSE of always predicting their mean, and R² compares with "
+            "it (1: perfect, 0: no better); `mean_error` is the mean of prediction minus label.",
+            "",
+        ]
     cm = metrics.get("confusion_matrix") or {}
     if cm.get("labels"):
         out += ["Confusion matrix (rows: true class, columns: predicted class):", ""]

@@ -19,14 +19,15 @@ export             :func:`export_step`     publish the SavedModel at the serving
   fails here, in one pod, not in N) and returns the shard workers that have work to do.
 * :func:`shard_step` runs worker ``i`` of ``n`` of :func:`shardtrain.data.sharding.shard`;
   :func:`finalize_step` merges the workers' tasks into ``metadata.json``.
-* :func:`train_step` renders the TFJob with :mod:`shardtrain.kubeflow.tfjob` (the same generator as
-  ``shardtrain tfjob render``) and, on a cluster, submits it and waits (the step fails when the
-  job fails or times out); in local mode it runs the very same manifest as local processes,
-  exactly like ``shardtrain run-local job.yaml``.
+* :func:`train_step` renders the TFJob with :mod:`shardtrain.kubeflow.jobs.tfjob` (the same
+  generator as ``shardtrain tfjob render``) and, on a cluster, submits it and waits (the step
+  fails when the job fails or times out); in local mode it runs the very same manifest as
+  local processes, exactly like ``shardtrain run-local job.yaml``.
 * :func:`evaluate_step` turns ``MODEL_DIR/eval/metrics.json`` and the dataset's metadata into
-  what the Kubeflow Pipelines UI renders: ``dsl.Metrics`` scalars, a
+  what the Kubeflow Pipelines UI renders: ``dsl.Metrics`` scalars, a classifier's
   ``dsl.ClassificationMetrics`` ROC curve and confusion matrix, and a ``dsl.Markdown`` report
-  (:mod:`shardtrain.kubeflow.report`).
+  (:mod:`shardtrain.kubeflow.report`); its gate (``min_auc``, a regression's ``max_rmse``)
+  fails the step and so skips the export.
 * :func:`export_step` copies the newest SavedModel to a serving location, publish-last.
 
 The logic lives here, not in the component bodies, because KFP embeds a body's source in the
@@ -43,8 +44,8 @@ Secrets
 Credentials are never pipeline parameters. On a cluster the step pods get the storage Secret's
 keys as environment variables through ``kfp.kubernetes.use_secret_as_env`` (the compiled YAML
 holds only the Secret's *name* and its key names), and the TFJob's pods through the manifest's
-``secretKeyRef`` (see :mod:`shardtrain.kubeflow.tfjob`). Locally every step inherits this process's
-environment.
+``secretKeyRef`` (see :mod:`shardtrain.kubeflow.jobs.tfjob`). Locally every step inherits this
+process's environment.
 """
 
 from __future__ import annotations
@@ -63,12 +64,15 @@ from shardtrain import storage
 from shardtrain.data import sharding
 from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.errors import ConfigError, DataError, NotCommittedError, ShardtrainError
-from shardtrain.kubeflow import launcher, tfjob
+from shardtrain.kubeflow import pods
+from shardtrain.kubeflow.jobs import tfjob
+from shardtrain.kubeflow.local import processes
 from shardtrain.kubeflow.pointers import read_pointer, write_pointer
 from shardtrain.kubeflow.report import fmt, render_report
 from shardtrain.options import from_params
 from shardtrain.progress import setup_logging
 from shardtrain.train import export
+from shardtrain.train.evaluation import headline_keys
 from shardtrain.train.evaluator import METRICS_NAME
 from shardtrain.train.trainer import finished_step as trained_step
 
@@ -99,10 +103,9 @@ def cpu_count(quantity: str) -> int:
     Raises:
         ConfigError: not a CPU quantity.
     """
-    text = str(quantity).strip()
     try:
-        value = float(text[:-1]) / 1000 if text.endswith("m") else float(text)
-    except ValueError:
+        value = pods.quantity(quantity)
+    except ConfigError:
         raise ConfigError(f"'{quantity}' is not a CPU quantity (e.g. 4, 3500m, 0.5)") from None
     if not math.isfinite(value) or value <= 0:
         raise ConfigError(f"CPU quantity '{quantity}' must be positive")
@@ -280,6 +283,7 @@ def job_config(
     batch_size: int,
     checkpoint_every: int,
     train_flags: str = "",
+    task: str = "auto",
     queue: str = "",
     gang_scheduler: str = "",
     priority_class: str = "",
@@ -303,6 +307,8 @@ def job_config(
         batch_size: global batch size, rounded to a multiple of the training replicas.
         checkpoint_every: steps between checkpoints.
         train_flags: more ``shardtrain train`` flags, shell-quoted (``--dropout 0.1``).
+        task: ``auto``, ``binary``, ``multiclass`` or ``regression`` (``shardtrain train
+            --task``).
         queue: the queue the job waits in ('' → none): a Kueue LocalQueue, or the Volcano
             queue with ``gang_scheduler='volcano'``.
         gang_scheduler: 'volcano' to gang-schedule the replicas ('' → the default scheduler).
@@ -349,9 +355,26 @@ def job_config(
             str(batch),
             "--checkpoint-every",
             str(int(checkpoint_every)),
+            *_task_args(task, extra),
             *extra,
         ),
     )
+
+
+def _task_args(task: str, extra: list[str]) -> tuple[str, ...]:
+    """``--task TASK`` for the replicas, unless it is ``auto`` (the trainer's default).
+
+    Raises:
+        ConfigError: ``train_flags`` sets ``--task`` too, to something else.
+    """
+    task = task or "auto"
+    if task == "auto":
+        return ()
+    given = [a.partition("=")[2] or "" for a in extra if a.startswith("--task=")]
+    given += [extra[i + 1] for i, a in enumerate(extra[:-1]) if a == "--task"]
+    if any(g != task for g in given):
+        raise ConfigError(f"task '{task}' and train_flags' --task {given[0]} disagree")
+    return ("--task", task)
 
 
 def run_tfjob_locally(manifest: Mapping[str, Any], *, timeout: float | None = None) -> None:
@@ -360,7 +383,7 @@ def run_tfjob_locally(manifest: Mapping[str, Any], *, timeout: float | None = No
     Raises:
         ShardtrainError: the local job failed or timed out (the chief decides, as on a cluster).
     """
-    result = launcher.run_local(tfjob.local_replicas(manifest), timeout=timeout)
+    result = processes.run_local(tfjob.local_replicas(manifest), timeout=timeout)
     if not result.succeeded:
         name = manifest.get("metadata", {}).get("name", "TFJob")
         raise ShardtrainError(f"local TFJob {name} failed: {result.reason}")
@@ -378,10 +401,11 @@ def train_step(
 ) -> dict[str, Any]:
     """Train on the dataset with a TFJob and point ``model`` at the result.
 
-    The TFJob comes from :func:`job_config` and :func:`shardtrain.kubeflow.tfjob.build_tfjob`. On a
-    cluster (``local=False``) it is created in the namespace with the step's own service
-    account, the chief's log is streamed into the step's log, and the step fails when the job
-    Failed or has not ended within ``timeout`` seconds. With ``local=True`` the same manifest
+    The TFJob comes from :func:`job_config` and
+    :func:`shardtrain.kubeflow.jobs.tfjob.build_tfjob`. On a cluster (``local=False``) it is
+    created in the namespace with the step's own service account, the chief's log is streamed
+    into the step's log, and the step fails when the job Failed or has not ended within
+    ``timeout`` seconds. With ``local=True`` the same manifest
     runs as local processes (no cluster; GPU requests and Secrets do not apply, the replicas
     inherit this environment). When ``model_dir`` already holds the final export and metrics
     of ``train_steps`` (:func:`trained_step`), no job is started at all.
@@ -431,8 +455,11 @@ def train_step(
 # Evaluation
 # --------------------------------------------------------------------------------------------
 
-#: Scalars of ``metrics.json`` shown in the UI's metrics table.
-METRIC_KEYS = ("auc", "accuracy", "log_loss", "num_examples", "step")
+#: Scalars of ``metrics.json`` shown in the UI's metrics table besides the task's headline
+#: metrics (:func:`~shardtrain.train.evaluation.headline_keys`).
+METRIC_KEYS = ("num_examples", "step")
+#: A regression's further scalars in the metrics table.
+REGRESSION_KEYS = ("mean_error", "label_std")
 
 
 def _finite(value: Any) -> bool:
@@ -448,18 +475,24 @@ def evaluate_step(
     classification: Any,
     report: Any,
     min_auc: float = 0.0,
+    max_rmse: float = 0.0,
 ) -> dict[str, Any]:
-    """Show the trained model's evaluation in the pipeline UI; optionally gate on its AUC.
+    """Show the trained model's evaluation in the pipeline UI; optionally gate on it.
 
     Reads ``MODEL_DIR/eval/metrics.json`` (written by the trainer for the final step) and the
     dataset's ``metadata.json``, then logs:
 
-    * ``metrics`` (``dsl.Metrics``): the scalars auc, accuracy, log_loss, num_examples, step
-      (the UI's metrics table; a value that is not finite, e.g. the AUC of a one-class eval
-      split, is left out with a warning);
-    * ``classification`` (``dsl.ClassificationMetrics``): the ROC curve and the confusion
-      matrix (the UI draws both);
+    * ``metrics`` (``dsl.Metrics``): the scalars auc, accuracy, log_loss (a classifier) or
+      rmse, mae, r2, mean_error, label_std (a regression), and num_examples, step (the UI's
+      metrics table; a value that is not finite, e.g. the AUC of a one-class eval split, is
+      left out with a warning);
+    * ``classification`` (``dsl.ClassificationMetrics``): a classifier's ROC curve and
+      confusion matrix (the UI draws both; a regression has neither);
     * ``report`` (``dsl.Markdown``): :func:`render_report`.
+
+    The gates fail the step, so the export that follows does not run: ``min_auc`` on a
+    classifier, ``max_rmse`` on a regression (a gate of the other task is ignored, with a
+    warning, so one pipeline definition serves both).
 
     Args:
         dataset: the ``dsl.Dataset`` input.
@@ -468,13 +501,14 @@ def evaluate_step(
         classification: the ``dsl.ClassificationMetrics`` output.
         report: the ``dsl.Markdown`` output.
         min_auc: fail the step (and so skip the export) below this AUC; 0 disables the gate.
+        max_rmse: fail the step above this RMSE (in the label's units); 0 disables the gate.
 
     Returns:
         The metrics read.
 
     Raises:
         NotCommittedError: the model directory has no metrics.
-        DataError: the AUC is below ``min_auc``.
+        DataError: the AUC is below ``min_auc``, or the RMSE above ``max_rmse``.
     """
     _setup_logging()
     model_pointer = read_pointer(model)
@@ -486,7 +520,9 @@ def evaluate_step(
     values = storage.read_json(target)
     meta = DatasetMetadata.load(dataset_uri)
 
-    for key in METRIC_KEYS:
+    regression = values.get("task") == "regression"
+    shown = (*headline_keys(values), *(REGRESSION_KEYS if regression else ()), *METRIC_KEYS)
+    for key in shown:
         if _finite(values.get(key)):
             metrics.log_metric(key, values[key])
         else:
@@ -508,15 +544,39 @@ def evaluate_step(
     with open(report.path, "w", encoding="utf-8") as f:
         f.write(text)
     log.info(
-        "eval at step %s: auc %s, accuracy %s, log_loss %s (%s examples)",
-        *(fmt(values.get(k)) for k in ("step", "auc", "accuracy", "log_loss", "num_examples")),
+        "eval at step %s: %s (%s examples)",
+        fmt(values.get("step")),
+        ", ".join(f"{k} {fmt(values.get(k))}" for k in headline_keys(values)),
+        fmt(values.get("num_examples")),
     )
-    auc = values.get("auc")
+    _gate(values, model_dir, regression=regression, min_auc=min_auc, max_rmse=max_rmse)
+    return values
+
+
+def _gate(
+    values: Mapping[str, Any], model_dir: str, *, regression: bool, min_auc: float, max_rmse: float
+) -> None:
+    """Raise DataError when the task's gate fails (:func:`evaluate_step`)."""
+    ignored = ("min_auc", min_auc) if regression else ("max_rmse", max_rmse)
+    if ignored[1] > 0:
+        log.warning(
+            "%s %g does not apply to a %s model: ignored",
+            ignored[0],
+            ignored[1],
+            "regression" if regression else "classification",
+        )
+    if regression:
+        rmse: Any = values.get("rmse")
+        if max_rmse > 0 and not (_finite(rmse) and rmse <= max_rmse):
+            raise DataError(
+                f"{model_dir}: eval RMSE {fmt(rmse)} is above max_rmse {max_rmse:g}; not exporting"
+            )
+        return
+    auc: Any = values.get("auc")
     if min_auc > 0 and not (_finite(auc) and auc >= min_auc):
         raise DataError(
             f"{model_dir}: eval AUC {fmt(auc)} is below min_auc {min_auc:g}; not exporting"
         )
-    return values
 
 
 # --------------------------------------------------------------------------------------------

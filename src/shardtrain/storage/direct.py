@@ -2,7 +2,7 @@
 
 ``storage.open(path, "wb", direct=True)`` is for large local outputs that other processes
 read later (the shards): they need not pass through the page cache, where copying them costs
-CPU and evicts pages worth keeping. :func:`_open_local_for_writing` decides per file: a
+CPU and evicts pages worth keeping. :func:`open_local_for_writing` decides per file: a
 :class:`_DirectWriter` when ``SHARDTRAIN_DIRECT_IO`` is not ``0``, the platform has
 ``O_DIRECT`` and the directory lies on a local block-device file system (ext4, xfs, ...);
 an ordinary buffered file otherwise, or when the open refuses ``O_DIRECT`` after all. Either
@@ -206,7 +206,7 @@ def _on_block_device(path: str) -> bool:
     return False
 
 
-def _open_local_for_writing(tmp: str, direct: bool) -> IO[bytes]:
+def open_local_for_writing(tmp: str, direct: bool) -> IO[bytes]:
     """``tmp`` created for writing: a :class:`_DirectWriter` when ``direct`` is asked for and
     this file system takes ``O_DIRECT``, an ordinary buffered file otherwise."""
     if direct and direct_io_enabled() and _on_block_device(os.path.dirname(tmp) or "."):

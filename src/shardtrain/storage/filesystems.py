@@ -24,7 +24,7 @@ from typing import Any
 
 import fsspec
 
-from shardtrain.storage.uri import _LOCAL_SCHEMES, _check_scheme, gcs_emulator, local_path
+from shardtrain.storage.uri import LOCAL_SCHEMES, check_scheme, gcs_emulator, local_path
 
 #: Part size of streaming uploads to S3/GCS. Small enough that many shards can be open for
 #: writing at once in bounded memory, large enough for the S3 multipart minimum (5 MiB).
@@ -116,8 +116,8 @@ def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
     File-system objects are cached per process and per configuration, so a change of the
     environment (other credentials, another endpoint) takes effect on the next call.
     """
-    sch = _check_scheme(uri)
-    if sch in _LOCAL_SCHEMES:
+    sch = check_scheme(uri)
+    if sch in LOCAL_SCHEMES:
         return fsspec.filesystem("file", auto_mkdir=True), os.path.abspath(local_path(uri))
     path = str(uri).split("://", 1)[1]
     if sch in ("s3", "s3a"):

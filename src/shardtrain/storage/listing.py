@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from shardtrain.storage.filesystems import filesystem
-from shardtrain.storage.objects import ObjectInfo, _version_tag
+from shardtrain.storage.objects import ObjectInfo, version_tag
 from shardtrain.storage.retry import retrying
-from shardtrain.storage.uri import _to_uri
+from shardtrain.storage.uri import to_uri
 
 
 def ls(uri: str) -> list[str]:
@@ -29,7 +29,7 @@ def ls(uri: str) -> list[str]:
                 raise
             return []
 
-    return sorted(_to_uri(uri, p) for p in retrying("list", uri, _ls))
+    return sorted(to_uri(uri, p) for p in retrying("list", uri, _ls))
 
 
 def walk_files(uri: str) -> list[str]:
@@ -42,7 +42,7 @@ def walk_files(uri: str) -> list[str]:
         except FileNotFoundError:
             return []
 
-    return sorted(_to_uri(uri, p) for p in retrying("list", uri, _find))
+    return sorted(to_uri(uri, p) for p in retrying("list", uri, _find))
 
 
 def walk_infos(uri: str) -> list[ObjectInfo]:
@@ -62,7 +62,7 @@ def walk_infos(uri: str) -> list[ObjectInfo]:
     found = retrying("list", uri, _find)
     return sorted(
         (
-            ObjectInfo(uri=_to_uri(uri, p), size=int(m.get("size") or 0), version=_version_tag(m))
+            ObjectInfo(uri=to_uri(uri, p), size=int(m.get("size") or 0), version=version_tag(m))
             for p, m in found.items()
             if m.get("type", "file") != "directory"
         ),
@@ -73,7 +73,7 @@ def walk_infos(uri: str) -> list[ObjectInfo]:
 def glob(pattern: str) -> list[str]:
     """URIs matching a glob pattern (``*``, ``?``, ``[..]``, ``**``), sorted."""
     fs, path = filesystem(pattern)
-    return sorted(_to_uri(pattern, p) for p in retrying("glob", pattern, lambda: fs.glob(path)))
+    return sorted(to_uri(pattern, p) for p in retrying("glob", pattern, lambda: fs.glob(path)))
 
 
 def has_magic(pattern: str) -> bool:

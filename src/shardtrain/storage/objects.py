@@ -87,10 +87,10 @@ def info(uri: str) -> ObjectInfo:
     meta = retrying("stat", uri, lambda: fs.info(path))
     if meta.get("type") == "directory":
         raise StorageError(f"{uri}: is a directory, expected a file")
-    return ObjectInfo(uri=uri, size=int(meta.get("size", 0)), version=_version_tag(meta))
+    return ObjectInfo(uri=uri, size=int(meta.get("size", 0)), version=version_tag(meta))
 
 
-def _version_tag(meta: dict[str, Any]) -> str:
+def version_tag(meta: dict[str, Any]) -> str:
     """:attr:`ObjectInfo.version` from an fsspec ``info``/``find`` entry of any store."""
     version = (
         meta.get("ETag")

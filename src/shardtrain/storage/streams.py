@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator
 from typing import IO, Any, cast
 
 from shardtrain.errors import StorageError, StorageUnavailableError
-from shardtrain.storage.direct import _open_local_for_writing
+from shardtrain.storage.direct import open_local_for_writing
 from shardtrain.storage.filesystems import DEFAULT_BLOCK_SIZE, filesystem
 from shardtrain.storage.retry import (
     _chain,
@@ -189,7 +189,7 @@ def _open_write(uri: str, block_size: int | None, direct: bool = False) -> Itera
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         tmp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"
         try:
-            fobj = _open_local_for_writing(tmp, direct)
+            fobj = open_local_for_writing(tmp, direct)
         except OSError as exc:
             raise _translate(exc, uri, "write") from exc
         try:

@@ -12,7 +12,7 @@ import os
 
 from shardtrain.errors import StorageError
 
-_LOCAL_SCHEMES = ("", "file", "local")
+LOCAL_SCHEMES = ("", "file", "local")
 _SUPPORTED_SCHEMES = ("", "file", "local", "s3", "s3a", "gs", "gcs")
 
 
@@ -24,7 +24,7 @@ def scheme(uri: str) -> str:
 
 def is_local(uri: str) -> bool:
     """True for plain paths and ``file://`` URIs."""
-    return scheme(uri) in _LOCAL_SCHEMES
+    return scheme(uri) in LOCAL_SCHEMES
 
 
 def tf_can_open(uri: str) -> bool:
@@ -47,7 +47,7 @@ def tf_can_open(uri: str) -> bool:
     sch = scheme(uri)
     if sch in ("gs", "gcs"):
         return sch == "gs" and gcs_emulator() is None
-    return sch in _LOCAL_SCHEMES
+    return sch in LOCAL_SCHEMES
 
 
 def gcs_emulator() -> str | None:
@@ -86,7 +86,7 @@ def basename(uri: str) -> str:
     return str(uri).rstrip("/").rsplit("/", 1)[-1]
 
 
-def _check_scheme(uri: str) -> str:
+def check_scheme(uri: str) -> str:
     """The scheme of ``uri``; a StorageError naming the URI when no store serves it."""
     sch = scheme(uri)
     if sch not in _SUPPORTED_SCHEMES:
@@ -96,13 +96,13 @@ def _check_scheme(uri: str) -> str:
     return sch
 
 
-def _to_uri(uri_like: str, path: str) -> str:
+def to_uri(uri_like: str, path: str) -> str:
     """A file system's ``path`` (as fsspec returns it) in the form of ``uri_like``.
 
     Listings come back as bare paths; this puts the caller's scheme back, so that a listing
     of ``file:///d`` yields ``file://`` URIs and a listing of ``/d`` plain paths.
     """
     sch = scheme(uri_like)
-    if sch in _LOCAL_SCHEMES:
+    if sch in LOCAL_SCHEMES:
         return path if sch == "" else f"file://{path}"
     return f"{sch}://{path}"

@@ -24,7 +24,6 @@ import contextlib
 import glob
 import logging
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -161,7 +160,3 @@ class CheckpointStore:
             if step_text.isdigit() and int(step_text) not in keep_steps:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
-
-    def clear_local(self) -> None:
-        """Remove the staging directory."""
-        shutil.rmtree(self.local_dir, ignore_errors=True)

@@ -41,27 +41,25 @@ rather than through ``os.environ``.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from shardtrain.errors import ConfigError, PeerLostError
+from shardtrain.errors import ConfigError
+from shardtrain.train.cpu_binding import keep_to_host_share
 
 if TYPE_CHECKING:  # importing TensorFlow takes seconds: only make_strategy does it, lazily
     import tensorflow as tf
 
-#: Replica types a TFJob may list in ``cluster``, lower-case as the operator writes them.
-KNOWN_TYPES = ("chief", "master", "worker", "ps", "evaluator")
-#: Types of which a job has at most one replica.
-_SINGLETONS = ("chief", "master", "evaluator")
+#: Replica types a job may list in ``cluster``, lower-case as the operator writes them, in
+#: the order the TFJob API lists them (job APIs derive their own spelling from these).
+REPLICA_TYPES = ("chief", "master", "worker", "ps", "evaluator")
+#: Types of which TensorFlow allows a job at most one replica.
+SINGLETON_TYPES = ("chief", "master", "evaluator")
 _ROLE_TYPES = ("local", "chief", "worker", "evaluator")
 _QUOTE_LIMIT = 160
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -108,6 +106,12 @@ class Role:
             raise ValueError("the evaluator cannot be the chief")
 
     @property
+    def has_peers(self) -> bool:
+        """True for a chief or worker of a multi-worker collective: the replicas that can lose
+        a peer (see :func:`shardtrain.errors.peer_lost`)."""
+        return self.tf_config_for_collective is not None
+
+    @property
     def is_local(self) -> bool:
         """True for a single-replica run (no TF_CONFIG, or a one-replica cluster)."""
         return self.task_type == "local"
@@ -151,9 +155,9 @@ def _validate_cluster(cluster: Any) -> dict[str, list[str]]:
     if not isinstance(cluster, dict):
         raise _fail("'cluster' must be an object of replica type -> addresses", cluster)
     for kind, addresses in cluster.items():
-        if kind not in KNOWN_TYPES:
+        if kind not in REPLICA_TYPES:
             raise _fail(
-                f"unknown replica type {kind!r} in cluster (use {', '.join(KNOWN_TYPES)})",
+                f"unknown replica type {kind!r} in cluster (use {', '.join(REPLICA_TYPES)})",
                 {kind: addresses},
             )
         if (
@@ -176,7 +180,7 @@ def _validate_cluster(cluster: Any) -> dict[str, list[str]]:
             "the cluster has both a chief and a master (master is the old name of chief; keep one)",
             {"chief": cluster["chief"], "master": cluster["master"]},
         )
-    for kind in _SINGLETONS:
+    for kind in SINGLETON_TYPES:
         if len(cluster.get(kind, ())) > 1:
             raise _fail(
                 f"at most one {kind} is allowed, the cluster lists {len(cluster[kind])}",
@@ -195,9 +199,9 @@ def _validate_task(task: Any, cluster: Mapping[str, list[str]]) -> tuple[str, in
     task_type = task.get("type")
     if task_type in (None, ""):
         raise _fail("missing task type", {"task": task})
-    if task_type not in KNOWN_TYPES:
+    if task_type not in REPLICA_TYPES:
         raise _fail(
-            f"unknown task type {task_type!r} (use {', '.join(KNOWN_TYPES)})", {"task": task}
+            f"unknown task type {task_type!r} (use {', '.join(REPLICA_TYPES)})", {"task": task}
         )
     if task_type not in cluster:
         raise _fail(
@@ -405,7 +409,7 @@ def _multi_worker_strategy(
             raise ConfigError(f"devices={devices} but this node has only {num_gpus} GPU(s)")
         num_gpus = min(num_gpus, devices)
     task = tf_config["task"]
-    _keep_to_host_share(tf_config)
+    keep_to_host_share(tf_config)
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
         tf.train.ClusterSpec(tf_config["cluster"]),
         task_type=task["type"],
@@ -426,126 +430,3 @@ def _multi_worker_strategy(
             "collective ops can no longer be configured; call it at start-up, before creating "
             "any tensor, model or dataset"
         ) from exc
-
-
-#: ``0`` turns off :func:`host_cpu_share` binding (e.g. two local jobs on one machine, whose
-#: chiefs would both take the first CPUs).
-CPU_BINDING_ENV = "SHARDTRAIN_CPU_BINDING"
-
-
-def host_cpu_share(tf_config: Mapping[str, Any], cpus: Sequence[int]) -> list[int] | None:
-    """The CPUs this training replica keeps to when other replicas of its job share its host.
-
-    Replicas share a host when their ``TF_CONFIG`` addresses have the same host part
-    (``shardtrain run-local`` and the test cluster's node agent put every replica on
-    ``127.0.0.1``; on a real cluster the pods of a TFJob each have their own service name, so
-    it does not apply to them). Shares are dealt per job: two local jobs on one machine both
-    start at the first CPUs (``SHARDTRAIN_CPU_BINDING=0`` turns binding off); an evaluator is
-    not in the cluster and is not bound. Then the host's ``cpus``
-    are dealt out in contiguous, disjoint parts, one per co-located replica in ``cluster``
-    order (chief first), the remainder going to the first replicas.
-
-    Why: every step of a chief + worker job waits twice for the peer (the gradient all-reduce
-    and the loss/stop one, each a gRPC round trip through several threads of both processes).
-    With both processes' thread pools free to run on every core, each hand-off waits for the
-    scheduler to find a core; a replica kept to its own cores finds its threads where it
-    left them. Measured on the 2-core VM, chief + worker at batch 128 (dense gradients):
-    1.6-1.9 ms a step bound against 2.3-4.4 ms unbound in 4 of 6 rounds; it lost one round
-    (6.0 vs 3.6 ms) while other tests ran on the same cores: a bound replica cannot leave a
-    busy core (benchmarks/RESULTS.md, issue 17, "Multi-worker"). TensorFlow
-    sizes its thread pools from the CPUs a process may use, so the pools shrink to match.
-
-    Returns:
-        The CPUs to keep to, or None: alone on its host, or fewer CPUs than co-located
-        replicas (nothing sensible to split), or no address for this task.
-    """
-    task = tf_config.get("task", {})
-    cluster = tf_config.get("cluster", {})
-    try:
-        mine = cluster[task["type"]][task["index"]]
-    except (KeyError, IndexError, TypeError):
-        return None
-    host = str(mine).rpartition(":")[0]
-    together = [
-        (kind, i)
-        for kind, addresses in cluster.items()
-        for i, address in enumerate(addresses)
-        if str(address).rpartition(":")[0] == host
-    ]
-    cpus = sorted(cpus)
-    if len(together) < 2 or len(cpus) < len(together):
-        return None
-    position = together.index((task["type"], task["index"]))
-    each, extra = divmod(len(cpus), len(together))
-    start = position * each + min(position, extra)
-    return cpus[start : start + each + (1 if position < extra else 0)]
-
-
-def _keep_to_host_share(tf_config: Mapping[str, Any]) -> None:
-    """Bind this process to :func:`host_cpu_share` (before TensorFlow sizes its pools)."""
-    if not hasattr(os, "sched_setaffinity"):
-        return  # not Linux: nothing to do
-    if os.environ.get(CPU_BINDING_ENV, "1") == "0":
-        return
-    share = host_cpu_share(tf_config, sorted(os.sched_getaffinity(0)))
-    if share is None:
-        return
-    # sched_setaffinity(0) binds the calling thread only: bind every thread started so far
-    # (threads started later inherit the mask).
-    tids = os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ["0"]
-    for tid in tids:
-        with contextlib.suppress(OSError):  # a thread that ended meanwhile
-            os.sched_setaffinity(int(tid), share)
-    task = tf_config["task"]
-    log.info(
-        "%s-%d shares this host with other training replicas: keeping to CPU(s) %s",
-        task["type"],
-        task["index"],
-        ",".join(map(str, share)),
-    )
-
-
-#: TensorFlow error classes by which a collective reports that a peer went away.
-_PEER_LOSS_ERRORS = ("UnavailableError", "AbortedError", "DeadlineExceededError", "CancelledError")
-#: Message fragments of a peer's loss reported under another class (e.g. UnknownError).
-_PEER_LOSS_MESSAGES = (
-    "collective ops is aborted",
-    "connection reset by peer",
-    "socket closed",
-    "failed to connect to all addresses",
-    "stopped sending heartbeats",
-    "heartbeat",
-)
-
-
-def peer_loss(role: Role, exc: BaseException) -> PeerLostError | None:
-    """The retryable error for ``exc`` when it means a peer of the collective went away.
-
-    Only a chief or worker of a multi-worker job has peers; for them TensorFlow reports a
-    lost peer as ``UnavailableError: Collective ops is aborted by: ... Connection reset by
-    peer`` (the dead task's socket), or, when the peer vanished without a reset, once the
-    coordination service misses its heartbeats, which aborts every pending collective
-    (``Aborted``/``Unavailable``/``Cancelled``), or as ``DeadlineExceeded``. Data errors
-    (``DataLossError``, ``InvalidArgumentError``, ``NotFoundError``) are not peer losses and
-    are left alone: they fail the job for good.
-
-    Returns:
-        A :class:`~shardtrain.errors.PeerLostError` to raise from ``exc``, or None.
-    """
-    if role.tf_config_for_collective is None:
-        return None
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    text = str(exc)
-    lowered = text.lower()
-    if not names & set(_PEER_LOSS_ERRORS) and not any(m in lowered for m in _PEER_LOSS_MESSAGES):
-        return None
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    # TF's first line is often "Graph execution error:"; the cause is further down.
-    telling = [ln for ln in lines if any(m in ln.lower() for m in _PEER_LOSS_MESSAGES)]
-    first = (telling or lines or [type(exc).__name__])[0]
-    if len(first) > _QUOTE_LIMIT:
-        first = first[: _QUOTE_LIMIT - 3] + "..."
-    return PeerLostError(
-        f"train: {role.describe()} lost a peer of the collective ({type(exc).__name__}: "
-        f"{first}); every replica must restart and resume from the last checkpoint"
-    )

@@ -134,6 +134,14 @@ class InputConfig:
         multiple=True,
         help="A column left out of the model besides the label and the split key (repeatable).",
     )
+    include_columns: list[str] = option(  # noqa: RUF009 (option() is a dataclasses.field)
+        default_factory=list,
+        flags=("--include",),
+        multiple=True,
+        help="A column kept as a feature although its statistics say it carries no signal "
+        "(all missing, constant or ID-like: such columns are left out by default) "
+        "(repeatable).",
+    )
     shuffle_buffer: int = option(
         10_000,
         min=1,
@@ -168,9 +176,9 @@ class TrainConfig:
     Each field (and each field of the ``model`` and ``input`` sections) is declared with
     :func:`shardtrain.options.option`: its help is its documentation, and ``shardtrain train``
     has one flag per field, generated from it (``--train-steps``, ``--dropout`` for
-    ``model.dropout``...). The pipeline passes ``model_dir``, ``train_steps``, ``batch_size``
-    and ``checkpoint_every`` as parameters of their own (:attr:`~shardtrain.options.Spec.pipeline`)
-    and any other flag in ``train_flags``.
+    ``model.dropout``...). The pipeline passes ``model_dir``, ``train_steps``, ``batch_size``,
+    ``checkpoint_every`` and ``task`` as parameters of their own
+    (:attr:`~shardtrain.options.Spec.pipeline`) and any other flag in ``train_flags``.
     """
 
     data: str = option("", help="Sharded dataset URI (holding metadata.json).")
@@ -190,6 +198,15 @@ class TrainConfig:
         min=1,
         help="Global batch size, split evenly over every replica of every worker.",
         pipeline="batch_size",
+    )
+    task: str = option(
+        "auto",
+        choices=("auto", "binary", "multiclass", "regression"),
+        help="What the model learns: auto (a label of 2 values: binary; bool or string: "
+        "classes; numbers: classes when at most 20 distinct whole values, all 0-99, else "
+        "regression), binary, multiclass or regression (mean squared error of the "
+        "standardised label; RMSE, MAE, R2).",
+        pipeline="task",
     )
     learning_rate: float = option(
         1e-3, min=0, min_open=True, help="Adam's (initial) learning rate."
@@ -296,8 +313,8 @@ class TrainConfig:
         (auto) about :data:`AUTO_LOOP_EXAMPLES` examples' worth, 20-1000 steps.
 
         A call costs a fixed few milliseconds around its steps (reading the step, loss and
-        learning rate back, summaries, the stop vote — a collective on a cluster): at batch
-        128 a 50-step call of the tabular model (~20 ms on a CPU) lost 10-20% to it. The
+        learning rate back, summaries, the stop vote — a collective on a cluster), a real
+        share of a short call of a small model (figures in benchmarks/RESULTS.md). The
         same on every replica (it depends on the configuration only), as the controller
         needs. Calls still end on every checkpoint step, and a signal stops a call after the
         current step whatever its length.

@@ -6,8 +6,8 @@ and reports the global step reached; :class:`Controller` decides everything arou
 
 * **how many steps a call runs**: ``steps_per_loop``, cut short so that a call ends exactly
   on every checkpoint step and on ``train_steps``;
-* **summaries** of every call (loss, accuracy, examples/s, learning rate) and the progress
-  log line;
+* **summaries** of every call (loss, accuracy or a regression's RMSE, examples/s, learning
+  rate) and the progress log line;
 * **NaN checks**: a loss that is no longer finite stops training with a
   :class:`~shardtrain.errors.DataError`;
 * **the stop vote**: after every call the replicas agree whether any of them received
@@ -170,14 +170,17 @@ class LoopOutput:
     Attributes:
         step: the global step after the call.
         loss_sum: the per-example loss summed over every example of the call.
-        correct: the number of correct predictions among them.
+        correct: the number of correct predictions among them (None for a regression).
         learning_rate: the optimizer's learning rate after the call.
+        squared_error: a regression's squared errors in the label's units, summed over the
+            examples (None for a classifier).
     """
 
     step: int
     loss_sum: float
-    correct: float
+    correct: float | None
     learning_rate: float
+    squared_error: float | None = None
 
 
 #: ``step_fn(n)`` runs ``n`` training steps on every replica and reports them.
@@ -311,15 +314,13 @@ class Controller:
         self._calls += 1
         if self._calls > 1:  # the first call's time includes tracing the step function
             self._check_collective(seconds / max(n, 1))
-        self.summaries.scalars(
-            step,
-            {
-                "loss": out.loss_sum / examples,
-                "accuracy": out.correct / examples,
-                "examples_per_second": rate,
-                "learning_rate": out.learning_rate,
-            },
-        )
+        values = {"loss": out.loss_sum / examples}
+        if out.correct is not None:
+            values["accuracy"] = out.correct / examples
+        if out.squared_error is not None:
+            values["rmse"] = math.sqrt(max(out.squared_error, 0.0) / examples)
+        values.update(examples_per_second=rate, learning_rate=out.learning_rate)
+        self.summaries.scalars(step, values)
         if not math.isfinite(out.loss_sum):
             raise DataError(
                 f"train: the loss became {out.loss_sum} at step {step}; lower the learning rate "

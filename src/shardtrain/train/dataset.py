@@ -243,8 +243,8 @@ class ShardCache:
             self._sizes[local] = shard.bytes
             self.downloaded += 1
         try:
-            # The whole file is here anyway: check it before TensorFlow reads it (~1 ms per
-            # 10 MB with the hardware CRC; the file is still in the page cache).
+            # The whole file is here anyway: check it before TensorFlow reads it (cheap with
+            # the hardware CRC while the file is still in the page cache).
             verify_shard(local, shard)
         except DataError as exc:
             self.release(local)
@@ -304,8 +304,8 @@ class ShardCache:
 
 
 #: Records read from one file as one tf.data element: a per-record element through a parallel
-#: interleave costs ~5 us of tf.data bookkeeping (it capped the reader at ~170 k records/s on 2
-#: cores); blocks of consecutive records of a file cost that once per block.
+#: interleave pays tf.data's bookkeeping per record, which capped the reader; blocks of
+#: consecutive records of a file pay it once per block (benchmarks/RESULTS.md has the figures).
 BLOCK_RECORDS = 64
 #: Bound on the bytes of one such block (big records, e.g. encoded images, make fewer a block).
 BLOCK_BYTES = 1 << 20
@@ -419,16 +419,23 @@ GROUP_RECORDS = 4096
 GROUP_BYTES = 32 << 20
 
 
+def _permutation(seed: int, index: Any, rows: Any) -> Any:
+    """A random order of ``range(rows)`` for group ``index``: a stateless shuffle seeded by
+    ``(seed, group number)``, the same every run (under ``TF_DETERMINISTIC_OPS``)."""
+    import tensorflow as tf
+
+    return tf.random.experimental.stateless_shuffle(
+        tf.range(rows, dtype=tf.int64), seed=tf.stack([tf.cast(seed, tf.int64), index])
+    )
+
+
 def _permuted(seed: int):
-    """``(group number, records) -> records`` in a random order: a stateless shuffle seeded
-    by ``(seed, group number)``, the same every run (under ``TF_DETERMINISTIC_OPS``)."""
+    """``(group number, records) -> records`` in a random order (:func:`_permutation`)."""
     import tensorflow as tf
 
     def permute(index, records):
-        order = tf.random.experimental.stateless_shuffle(
-            tf.range(tf.shape(records, out_type=tf.int64)[0]), seed=tf.stack([seed, index])
-        )
-        return tf.gather(records, order)
+        rows = tf.shape(records, out_type=tf.int64)[0]
+        return tf.gather(records, _permutation(seed, index, rows))
 
     return permute
 
@@ -561,8 +568,8 @@ def _columnar_train(
     gradient step of ``global_batch_size`` rows spanning at least
     :data:`MIN_MIXED_BLOCKS` blocks (1024 rows: the default batch) is then cut from whole
     blocks in the shuffled stream, as batches of several random samples, and no rows are
-    permuted: that permutation (a gather of every column) cost ~30% of this input's CPU per
-    row (benchmarks/RESULTS.md, issue 17). Smaller batches, and columnar datasets written
+    permuted: that permutation (a gather of every column) was a large share of this input's
+    CPU per row (figures in benchmarks/RESULTS.md). Smaller batches, and columnar datasets written
     before hash order, get the rows of each group of blocks permuted first. What the
     unpermuted stream gives up: rows of one block always share a step, every epoch (their
     partner blocks change). ``--permute-rows always`` permutes anyway.
@@ -588,11 +595,8 @@ def _columnar_train(
 
     def parse_and_permute(index, blocks):
         features, labels = spec.parse_blocks(blocks)
-        # A stateless shuffle seeded by (seed, group number): the same permutations every
-        # run; a batch mixes rows of the group's blocks.
-        order = tf.random.experimental.stateless_shuffle(
-            tf.range(tf.shape(labels, out_type=tf.int64)[0]), seed=tf.stack([seed, index])
-        )
+        # The same permutations every run; a batch mixes rows of the group's blocks.
+        order = _permutation(seed, index, tf.shape(labels, out_type=tf.int64)[0])
         return {k: tf.gather(v, order) for k, v in features.items()}, tf.gather(labels, order)
 
     return (

@@ -22,14 +22,53 @@ the Kubeflow Pipelines UI:
 AUC comes from histograms of the predicted probability with :data:`BINS` bins per class:
 every pair of examples in different bins is ranked exactly and pairs in the same bin count
 half, so the error is bounded by the fraction of pairs sharing a bin (tiny at 10,000 bins).
+
+A regression's :class:`RegressionAccumulator` keeps sums (of errors, absolute and squared
+errors) and the label's count, mean and sum of squared deviations, merged batch by batch
+with Chan et al.'s update, so its metrics are exact whatever the batches:
+
+``rmse``
+    root mean squared error, in the label's units.
+``mae``
+    mean absolute error.
+``r2``
+    coefficient of determination, ``1 - SSE / SST`` (SST: squared deviations of the eval
+    labels from their own mean); 1 is perfect, 0 is no better than predicting that mean.
+``mean_error``
+    mean of prediction minus label (the bias).
+``label_mean``, ``label_std``
+    of the eval split's labels: the scale RMSE and MAE compare with.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
+#: The headline metrics of ``metrics.json``, by task, in the order they are shown (logs,
+#: TensorBoard, the pipeline's metrics table and report).
+HEADLINE_KEYS = {
+    "binary": ("auc", "accuracy", "log_loss"),
+    "multiclass": ("auc", "accuracy", "log_loss"),
+    "regression": ("rmse", "mae", "r2"),
+}
+
+
+def headline_keys(metrics: Mapping[str, Any]) -> tuple[str, ...]:
+    """The headline metric names of a ``metrics.json``, or of the scalars the pipeline's
+    metrics table holds (no ``task`` there, nor in a ``metrics.json`` written before
+    regression existed: a regression is then known by its ``rmse``)."""
+    task = metrics.get("task") or ("regression" if "rmse" in metrics else "binary")
+    return HEADLINE_KEYS.get(str(task), HEADLINE_KEYS["binary"])
+
+
+def headline(metrics: Mapping[str, Any]) -> str:
+    """``auc 0.8561, accuracy 0.7702, log_loss 0.4790``; ``rmse 3.1024, mae 2.4410, r2 0.8113``."""
+    return ", ".join(f"{k} {metrics[k]:.4f}" for k in headline_keys(metrics) if k in metrics)
+
 
 #: Probability histogram resolution for AUC and ROC.
 BINS = 10_000
@@ -151,4 +190,63 @@ class MetricsAccumulator:
                 "matrix": self.confusion.tolist(),
             },
             "roc": roc,
+        }
+
+
+class RegressionAccumulator:
+    """Streaming regression metrics (see the module docstring) in constant memory.
+
+    Example:
+        >>> acc = RegressionAccumulator()
+        >>> acc.update(np.array([2.0, 4.0]), np.array([1.0, 5.0]))
+        >>> acc.result()["rmse"], acc.result()["mae"]
+        (1.0, 1.0)
+    """
+
+    task = "regression"
+
+    def __init__(self) -> None:
+        self.num_examples = 0
+        self.error_sum = 0.0
+        self.abs_error_sum = 0.0
+        self.squared_error_sum = 0.0
+        self.label_mean = 0.0
+        self.label_m2 = 0.0  # squared deviations of the labels from their mean
+
+    def update(self, predictions: np.ndarray, labels: np.ndarray) -> None:
+        """Add a batch: ``predictions`` and ``labels`` ``[batch]`` in the label's units."""
+        y = np.asarray(labels, dtype=np.float64).reshape(-1)
+        p = np.asarray(predictions, dtype=np.float64).reshape(-1)
+        if len(p) != len(y):
+            raise ValueError(f"{len(p)} predictions for {len(y)} labels")
+        if not len(y):
+            return
+        error = p - y
+        self.error_sum += float(error.sum())
+        self.abs_error_sum += float(np.abs(error).sum())
+        self.squared_error_sum += float(np.square(error).sum())
+        n_b, mean_b = len(y), float(y.mean())
+        m2_b = float(np.square(y - mean_b).sum())
+        n = self.num_examples + n_b
+        delta = mean_b - self.label_mean
+        self.label_mean += delta * n_b / n
+        self.label_m2 += m2_b + delta * delta * self.num_examples * n_b / n
+        self.num_examples = n
+
+    def result(self) -> dict[str, Any]:
+        """The metrics so far (NaN when there is no example; ``r2`` NaN for constant labels)."""
+        n = self.num_examples
+        if n == 0:
+            nan = float("nan")
+            return {"num_examples": 0, "rmse": nan, "mae": nan, "r2": nan, "mse": nan}
+        mse = self.squared_error_sum / n
+        return {
+            "num_examples": n,
+            "rmse": math.sqrt(mse),
+            "mae": self.abs_error_sum / n,
+            "r2": 1.0 - self.squared_error_sum / self.label_m2 if self.label_m2 > 0 else math.nan,
+            "mse": mse,
+            "mean_error": self.error_sum / n,
+            "label_mean": self.label_mean,
+            "label_std": math.sqrt(self.label_m2 / n),
         }

@@ -8,7 +8,8 @@ Every evaluation writes to ``MODEL_DIR/eval``:
 * ``metrics-<step>.json``: the metrics of that step (:mod:`shardtrain.train.evaluation`);
 * ``metrics.json``: the latest of them; the final step's is the model's result;
 * ``sample_predictions.jsonl``: at the final step, the predictions of the first eval records
-  keyed by the split key, to check the exported SavedModel's serving against.
+  keyed by the split key (class probabilities, or a regression's ``prediction`` in the
+  label's units), to check the exported SavedModel's serving against.
 
 :func:`run_evaluator` is the evaluator replica's whole life: it never joins the training
 collective, evaluates every new checkpoint as it is published and exits after the final one.
@@ -31,7 +32,7 @@ from shardtrain.train import dataset
 from shardtrain.train.checkpoints import CheckpointStore
 from shardtrain.train.config import TrainConfig
 from shardtrain.train.controller import StopFlag
-from shardtrain.train.evaluation import MetricsAccumulator
+from shardtrain.train.evaluation import MetricsAccumulator, RegressionAccumulator, headline_keys
 from shardtrain.train.features import FeatureSpec
 from shardtrain.train.models import model_inputs
 from shardtrain.train.summaries import Summaries
@@ -68,6 +69,8 @@ class CheckpointEvaluator:
         @tf.function
         def predict(features):
             logits = self.model(model_inputs(self.model, features), training=False)
+            if spec.is_regression:
+                return spec.destandardize(logits, tf.float64)
             if spec.is_binary:
                 return tf.sigmoid(tf.reshape(logits, [-1]))
             return tf.nn.softmax(logits, axis=-1)
@@ -82,14 +85,19 @@ class CheckpointEvaluator:
         """Evaluate the restored weights on the eval split; publish metrics and summaries.
 
         Returns:
-            The metrics (see :mod:`shardtrain.train.evaluation`) plus ``step``, ``split``, ``data``.
+            The metrics (see :mod:`shardtrain.train.evaluation`) plus ``task``, ``step``,
+            ``split``, ``data``.
         """
         cfg = self.config
         cache = None
         if not storage.tf_can_open(cfg.data):
             cache = dataset.ShardCache(self._cache_dir, max_bytes=cfg.input.cache_mb << 20)
         started = time.monotonic()
-        acc = MetricsAccumulator(self.spec.classes)
+        acc: MetricsAccumulator | RegressionAccumulator = (
+            RegressionAccumulator()
+            if self.spec.is_regression
+            else MetricsAccumulator(self.spec.classes)
+        )
         samples: list[dict[str, Any]] = []
         try:
             ds = dataset.eval_dataset(
@@ -126,17 +134,17 @@ class CheckpointEvaluator:
             samples = self._sample_predictions()
         result = acc.result()
         result.update(
+            task=self.spec.task,
             step=step,
             split=cfg.input.eval_split,
             data=cfg.data,
             seconds=round(time.monotonic() - started, 3),
         )
+        shown = headline_keys(result)
         log.info(
-            "eval at step %d: auc=%.4f accuracy=%.4f log_loss=%.4f on %d examples",
+            "eval at step %d: %s on %d examples",
             step,
-            result["auc"],
-            result["accuracy"],
-            result["log_loss"],
+            " ".join(f"{k}={result[k]:.4g}" for k in shown),
             result["num_examples"],
         )
         eval_dir = storage.join(cfg.model_dir, "eval")
@@ -148,14 +156,7 @@ class CheckpointEvaluator:
             )
         storage.write_json(storage.join(eval_dir, METRICS_NAME), result)
         if self.summaries is not None:
-            self.summaries.scalars(
-                step,
-                {
-                    "auc": result["auc"],
-                    "accuracy": result["accuracy"],
-                    "log_loss": result["log_loss"],
-                },
-            )
+            self.summaries.scalars(step, {k: result[k] for k in shown})
             self.summaries.sync()
         return result
 
@@ -180,7 +181,7 @@ class CheckpointEvaluator:
             chunk = sample_chunk_records(self.metadata.record_format, self.spec.image is not None)
             raw = tf.data.TFRecordDataset(local, compression_type=comp).take(SAMPLE_SIZE)
             parse = dataset.record_parser(self.metadata, self.spec)
-            rows: list[tuple[Any, Any, Any]] = []  # (key, label, probabilities)
+            rows: list[tuple[Any, Any, Any]] = []  # (key, label, probabilities or value)
             for serialized in raw.batch(chunk):  # a columnar record holds many rows
                 features, labels, keys = parse(serialized, with_key=True)
                 probs = self._predict(features).numpy()
@@ -193,6 +194,9 @@ class CheckpointEvaluator:
                 shutil.rmtree(tmp, ignore_errors=True)
         out = []
         for key, label, p in rows:
+            if self.spec.is_regression:
+                out.append({"key": key.decode(), "label": float(label), "prediction": float(p)})
+                continue
             full = [1.0 - float(p), float(p)] if self.spec.is_binary else [float(v) for v in p]
             out.append(
                 {"key": key.decode(), "label": self.spec.classes[int(label)], "probabilities": full}

@@ -6,15 +6,25 @@ CSV's values and gets probabilities back. Two signatures::
     serving_default(**features)   # one tensor per feature, [batch] each:
                                   #   numeric columns float32 (NaN = missing),
                                   #   string columns string ("" = missing)
-    predict_csv(lines)            # string [batch]: raw CSV lines in the source's column
-                                  #   order, no header (the label column is ignored)
+    predict_csv(lines)            # string [batch]: raw CSV lines (UTF-8) in the source's
+                                  #   column order, no header (the label column is ignored)
+
+``serving_default`` takes each feature by the column's own name when TensorFlow accepts it
+as a signature input (ASCII ``[A-Za-z][A-Za-z0-9_]*``, not a Python keyword), else by a name
+derived from it (``Delta 15 N (o/oo)`` → ``Delta_15_N_o_oo_<8 hex>``; see
+:mod:`shardtrain.train.names`). ``shardtrain_model.json`` beside the SavedModel lists every
+input as ``{"column": ..., "input": ..., "dtype": ...}``; a restored module's ``serve``
+function also takes a dict keyed by the columns' own names.
 
 An image model has one signature, ``serving_default(image)``: ``image`` is a string
 ``[batch]`` of encoded JPEG/PNG bytes, decoded and resized inside the model.
 
-All return ``probabilities`` (float32 ``[batch, num_classes]``, columns in the order of
-``classes``), ``class_ids`` (int64 ``[batch]``) and ``classes`` (string ``[batch]``, the
-predicted label value).
+A classifier's signatures return ``probabilities`` (float32 ``[batch, num_classes]``,
+columns in the order of ``classes``), ``class_ids`` (int64 ``[batch]``) and ``classes``
+(string ``[batch]``, the predicted label value). A regression's return ``predictions``
+(float32 ``[batch]``): the predicted label value in the label's own units (the model's
+standardised output times the label's standard deviation plus its mean, as
+``shardtrain_model.json``'s ``feature_spec`` records them).
 
 Layout in the model directory (``export/latest.json`` is written last, so a reader never
 picks up a half-uploaded export)::
@@ -48,10 +58,12 @@ MODEL_INFO = "shardtrain_model.json"
 def _serving_module(model: Any, spec: FeatureSpec):
     import tensorflow as tf
 
-    classes = tf.constant(list(spec.classes))
+    classes = tf.constant(list(spec.classes) or [""])
 
     def outputs(features):
         logits = model(model_inputs(model, features), training=False)
+        if spec.is_regression:
+            return {"predictions": spec.destandardize(logits)}
         if spec.is_binary:
             p1 = tf.sigmoid(tf.reshape(logits, [-1]))
             probs = tf.stack([1.0 - p1, p1], axis=1)
@@ -67,7 +79,7 @@ def _serving_module(model: Any, spec: FeatureSpec):
 
         @tf.function(input_signature=[spec.input_signature()])
         def serve(self, features):
-            return outputs(features)
+            return outputs(spec.model_features(features))
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="lines")])
         def predict_csv(self, lines):
@@ -85,6 +97,25 @@ def _serving_module(model: Any, spec: FeatureSpec):
             return outputs({name: spec.decode_images(features[name])})
 
     return ServingModule() if spec.image is None else ImageServingModule()
+
+
+def serving_inputs(spec: FeatureSpec) -> list[dict[str, str]]:
+    """``serving_default``'s inputs: ``[{"column", "input", "dtype"}]``, one per feature.
+
+    ``input`` is the signature's name for the column (its own name when TensorFlow takes
+    it); ``dtype`` is ``float32`` or ``string``.
+    """
+    if spec.image is not None:
+        return [{"column": spec.image.name, "input": spec.image.name, "dtype": "string"}]
+    out = [
+        {"column": f.name, "input": f.input_name, "dtype": "float32"}
+        for f in spec.numeric
+        if not f.source
+    ]
+    strings = [(f.name, f.input_name) for f in spec.categorical]
+    strings += [(f.name, f.input_name) for f in spec.dates]
+    out += [{"column": n, "input": i, "dtype": "string"} for n, i in strings]
+    return out
 
 
 def export_saved_model(
@@ -113,7 +144,12 @@ def export_saved_model(
         if spec.image is None:
             signatures["predict_csv"] = module.predict_csv
         tf.saved_model.save(module, path, signatures=signatures)
-        info = {"step": step, "feature_spec": asdict(spec), **(extra or {})}
+        info = {
+            "step": step,
+            "inputs": serving_inputs(spec),
+            "feature_spec": asdict(spec),
+            **(extra or {}),
+        }
         with open(os.path.join(path, MODEL_INFO), "w") as f:
             json.dump(info, f, indent=2, default=str)
         target = storage.join(model_dir, "export", version)

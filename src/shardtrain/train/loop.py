@@ -150,8 +150,8 @@ def distributed_input(
 
     if single_cpu_replica(strategy):
         # One replica on the CPU: strategy.run takes the batches as they are, and skipping
-        # the distributed iterator saves ~25% of the input's CPU per row (benchmarks/
-        # RESULTS.md, issue 17). With a GPU the distributed iterator prefetches to it.
+        # the distributed iterator saves much of the input's CPU per row (figures in
+        # benchmarks/RESULTS.md). With a GPU the distributed iterator prefetches to it.
         return iter(input_fn(tf.distribute.InputContext())), caches
     return iter(strategy.distribute_datasets_from_function(input_fn)), caches
 
@@ -177,22 +177,38 @@ def single_cpu_replica(strategy) -> bool:
 
 
 def _loss_fn(spec: FeatureSpec):
-    """``(per_example_loss(labels, logits), predicted(logits))`` for the spec's label."""
+    """``(per_example_loss(labels, logits), step_metric(labels, logits))`` for the spec's
+    label.
+
+    Classification: cross-entropy, and the number of correct predictions. Regression: the
+    squared error of the *standardised* target (mean squared error, so every label scale
+    trains with the same learning rate), and the sum of squared errors in the label's own
+    units (the training RMSE). Sums, not means: the all-reduce adds them over replicas
+    exactly.
+    """
     import tensorflow as tf
 
     def per_example(labels, logits):
+        if spec.is_regression:
+            error = tf.reshape(logits, [-1]) - spec.standardize(labels)
+            return tf.square(tf.cast(error, tf.float32))
         if spec.is_binary:
             return tf.nn.sigmoid_cross_entropy_with_logits(
                 tf.cast(labels, tf.float32), tf.reshape(logits, [-1])
             )
         return tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
 
-    def predicted(logits):
+    def step_metric(labels, logits):
+        if spec.is_regression:
+            error = spec.destandardize(logits, tf.float64) - labels
+            return tf.cast(tf.reduce_sum(tf.square(error)), tf.float32)
         if spec.is_binary:
-            return tf.cast(tf.reshape(logits, [-1]) > 0, tf.int64)
-        return tf.argmax(logits, axis=-1)
+            predicted = tf.cast(tf.reshape(logits, [-1]) > 0, tf.int64)
+        else:
+            predicted = tf.argmax(logits, axis=-1)
+        return tf.reduce_sum(tf.cast(tf.equal(predicted, labels), tf.float32))
 
-    return per_example, predicted
+    return per_example, step_metric
 
 
 def build_train_loop(
@@ -204,7 +220,7 @@ def build_train_loop(
     step_var,
     stop_requested=None,
 ):
-    """The distributed training loop: ``train_loop(iterator, steps) -> (loss_sum, correct)``.
+    """The distributed training loop: ``train_loop(iterator, steps) -> (loss_sum, metric_sum)``.
 
     One call runs ``steps`` optimizer steps inside a single ``tf.function`` (a ``tf.range``
     loop: no Python round trip between steps). Each step runs on every replica with
@@ -212,8 +228,9 @@ def build_train_loop(
     all-reduce are the gradients of the global mean loss whatever the number of replicas.
     With several replicas, small sparse (embedding) gradients are made dense first
     (:func:`dense_small_gradients`): the gradients then take one all-reduce per step.
-    The summed per-example loss and correct predictions come back for summaries (one extra
-    small all-reduce per step), and ``step_var`` is incremented once per step.
+    The summed per-example loss and the summed step metric (correct predictions; for a
+    regression the squared errors in label units) come back for summaries (one extra small
+    all-reduce per step), and ``step_var`` is incremented once per step.
     Under mixed precision ``optimizer`` is a ``LossScaleOptimizer`` (dynamic loss scaling).
 
     ``stop_requested`` (from :func:`stop_request_variable`, set to 1 when this process
@@ -225,7 +242,7 @@ def build_train_loop(
     """
     import tensorflow as tf
 
-    per_example_loss, predicted = _loss_fn(spec)
+    per_example_loss, step_metric = _loss_fn(spec)
     # One replica all-reduces nothing: its sparse embedding gradients stay sparse.
     densify = strategy.num_replicas_in_sync > 1
 
@@ -245,12 +262,12 @@ def build_train_loop(
         if densify:
             grads = dense_small_gradients(grads)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-        correct = tf.reduce_sum(tf.cast(tf.equal(predicted(logits), labels), tf.float32))
+        correct = step_metric(labels, logits)
         if stop_requested is None:
             return tf.stack([tf.reduce_sum(per_example), correct])
         # Read after the forward pass, not at the step's start: a signal during most of the
         # step stops after it. Not after the gradients: that would hold back the all-reduce
-        # below until the backward pass ends (measured +5% per step on the tabular model).
+        # below until the backward pass ends (slower per step on the tabular model).
         with tf.control_dependencies([correct]):
             stopping = tf.cast(stop_requested.read_value(), tf.float32)
         return tf.stack([tf.reduce_sum(per_example), correct, stopping])
@@ -284,7 +301,7 @@ def dense_small_gradients(grads: list, max_bytes: int = DENSE_GRADIENT_MAX_BYTES
     embedding per step), while dense gradients go together in a single packed all-reduce.
     With the tabular model's 6 embeddings (5 categorical columns, the player id) that was 18 of
     a step's 20 collectives, each a network round trip: most of a chief + worker step
-    (benchmarks/RESULTS.md, issue 17, "Multi-worker"). A small vocabulary table (the default
+    (benchmarks/RESULTS.md, "Multi-worker"). A small vocabulary table (the default
     top-100 words x 8 wide is 3 KB) costs nothing to send dense, and the sum, hence the
     update, is the same: the dense form of an ``IndexedSlices`` adds up its duplicate rows,
     which is what the sparse all-reduce and Adam's dense moment updates do too. Tables over
@@ -311,22 +328,26 @@ class DistributedSteps:
         train_loop: from :func:`build_train_loop`.
         iterator: the distributed input (:func:`distributed_input`).
         state: the model, optimizer and global step ``train_loop`` updates.
+        spec: the features and label ``train_loop`` was built for (what its metric sums).
     """
 
-    def __init__(self, train_loop, iterator, state: TrainState):
+    def __init__(self, train_loop, iterator, state: TrainState, spec: FeatureSpec | None = None):
         self.train_loop = train_loop
         self.iterator = iterator
         self.state = state
+        self.spec = spec
 
     def __call__(self, steps: int) -> LoopOutput:
         import tensorflow as tf
 
-        loss_sum, correct = self.train_loop(self.iterator, tf.constant(steps, dtype=tf.int64))
+        loss_sum, metric = self.train_loop(self.iterator, tf.constant(steps, dtype=tf.int64))
+        regression = self.spec is not None and self.spec.is_regression
         return LoopOutput(
             step=int(self.state.global_step.numpy()),
             loss_sum=float(loss_sum),
-            correct=float(correct),
+            correct=None if regression else float(metric),
             learning_rate=current_learning_rate(self.state.optimizer),
+            squared_error=float(metric) if regression else None,
         )
 
 

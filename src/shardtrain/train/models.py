@@ -2,7 +2,10 @@
 
 Every model is a Keras 3 model that takes the feature dict of :mod:`shardtrain.train.features`
 (``{name: float32 [batch] with NaN for missing, or string [batch] with "" for missing}``) and
-returns **logits**: ``[batch, 1]`` for a binary label, ``[batch, num_classes]`` otherwise.
+returns **logits**: ``[batch, 1]`` for a binary label, ``[batch, num_classes]`` for a
+multi-class one; for a regression ``[batch, 1]``, the *standardised* label value (the trainer
+standardises the target with the label's mean and standard deviation, and the export turns
+the output back into the label's units).
 Preprocessing lives *inside* the model, so the exported SavedModel takes raw feature values
 and training and serving cannot disagree.
 
@@ -12,8 +15,8 @@ A user model is any importable function with this signature::
     import keras
 
     def wide_model(spec, hparams):
-        inputs = {**{f.name: keras.Input((), name=f.name) for f in spec.numeric},
-                  **{f.name: keras.Input((), dtype="string", name=f.name)
+        inputs = {**{f.name: keras.Input((), name=f.input_name) for f in spec.numeric},
+                  **{f.name: keras.Input((), dtype="string", name=f.input_name)
                      for f in spec.categorical}}
         ...
         return keras.Model(inputs, logits)
@@ -22,17 +25,24 @@ and is chosen with ``shardtrain train --model my_models:wide_model``. ``spec`` i
 :class:`~shardtrain.train.features.FeatureSpec`; ``hparams`` is the ``model`` section of the
 training configuration as a dict (``hidden_units``, ``dropout``, ``embedding_dim`` and any
 ``extra`` entries the user set).
+
+The features dict is keyed by the columns' own names, whatever they are (``Delta 15 N
+(o/oo)``, ``クエスト種別``); Keras refuses many of them as layer names, so a layer is named
+after a feature's ``input_name`` (:mod:`shardtrain.train.names`): the column's name when
+Keras and TensorFlow take it, else a name derived from it.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from shardtrain.errors import ConfigError
 from shardtrain.train.features import FeatureSpec
+from shardtrain.train.names import unique_layer_name
 
 if TYPE_CHECKING:
     import keras
@@ -44,7 +54,7 @@ log = logging.getLogger(__name__)
 _CLIP = 8.0
 
 
-def _numeric_block(spec: FeatureSpec, inputs: dict[str, Any]):
+def _numeric_block(spec: FeatureSpec, inputs: dict[str, Any], taken: set[str]):
     """Normalised numeric features plus a missing-value indicator per column with gaps."""
     import keras
     from keras import ops
@@ -73,17 +83,22 @@ def _numeric_block(spec: FeatureSpec, inputs: dict[str, Any]):
         [f.mean for f in spec.numeric],
         [f.std for f in spec.numeric],
         [f.has_missing for f in spec.numeric],
-        name="numeric_preprocessing",
+        name=unique_layer_name("numeric_preprocessing", taken),
     )
     return layer([inputs[f.name] for f in spec.numeric])
 
 
 def feature_inputs(spec: FeatureSpec) -> dict[str, keras.KerasTensor]:
-    """``keras.Input`` per feature: float32 for numeric, string for categorical."""
+    """``keras.Input`` per feature: float32 for numeric, string for categorical.
+
+    Keyed by the column's name, named after its ``input_name``.
+    """
     import keras
 
-    inputs = {f.name: keras.Input((), dtype="float32", name=f.name) for f in spec.numeric}
-    inputs.update({f.name: keras.Input((), dtype="string", name=f.name) for f in spec.categorical})
+    inputs = {f.name: keras.Input((), dtype="float32", name=f.input_name) for f in spec.numeric}
+    inputs.update(
+        {f.name: keras.Input((), dtype="string", name=f.input_name) for f in spec.categorical}
+    )
     return inputs
 
 
@@ -95,7 +110,7 @@ def tabular_model(spec: FeatureSpec, hparams: dict[str, Any]) -> keras.Model:
     * categorical columns: ``StringLookup`` over the top-K vocabulary (anything else, and
       missing, is one out-of-vocabulary bucket), then an ``Embedding``;
     * ``hidden_units`` ReLU layers with optional dropout, then one logit (binary) or one per
-      class.
+      class, or one linear output (regression).
 
     Args:
         spec: the dataset's features and label.
@@ -105,9 +120,11 @@ def tabular_model(spec: FeatureSpec, hparams: dict[str, Any]) -> keras.Model:
     import keras
 
     inputs = feature_inputs(spec)
+    # The model's own layers are named apart from its inputs: a column may be called logits.
+    taken = {f.input_name for f in spec.numeric} | {f.input_name for f in spec.categorical}
     parts = []
     if spec.numeric:
-        parts.append(_numeric_block(spec, inputs))
+        parts.append(_numeric_block(spec, inputs, taken))
     max_dim = int(hparams.get("embedding_dim", 8))
     for f in spec.categorical:
         if not f.vocabulary:
@@ -117,23 +134,29 @@ def tabular_model(spec: FeatureSpec, hparams: dict[str, Any]) -> keras.Model:
             vocabulary=list(f.vocabulary),
             num_oov_indices=1,
             mask_token=None,
-            name=f"lookup_{f.name}",
+            name=unique_layer_name(f"lookup_{f.input_name}", taken),
         )(inputs[f.name])
         dim = max(2, min(max_dim, len(f.vocabulary) + 1))
-        parts.append(
-            keras.layers.Embedding(len(f.vocabulary) + 1, dim, name=f"embed_{f.name}")(ids)
-        )
+        embed = unique_layer_name(f"embed_{f.input_name}", taken)
+        parts.append(keras.layers.Embedding(len(f.vocabulary) + 1, dim, name=embed)(ids))
     if not parts:
         raise ConfigError("the tabular model has no usable input feature")
-    x = parts[0] if len(parts) == 1 else keras.layers.Concatenate(name="features")(parts)
+    if len(parts) > 1:
+        x = keras.layers.Concatenate(name=unique_layer_name("features", taken))(parts)
+    else:
+        x = parts[0]
     dropout = float(hparams.get("dropout", 0.0))
     for i, units in enumerate(hparams.get("hidden_units", (128, 64))):
-        x = keras.layers.Dense(int(units), activation="relu", name=f"hidden_{i}")(x)
+        hidden = unique_layer_name(f"hidden_{i}", taken)
+        x = keras.layers.Dense(int(units), activation="relu", name=hidden)(x)
         if dropout > 0:
-            x = keras.layers.Dropout(dropout, name=f"dropout_{i}")(x)
-    outputs = 1 if spec.is_binary else spec.num_classes
-    logits = keras.layers.Dense(outputs, name="logits")(x)
-    return keras.Model(inputs, logits, name="tabular")
+            x = keras.layers.Dropout(dropout, name=unique_layer_name(f"dropout_{i}", taken))(x)
+    logits = keras.layers.Dense(spec.output_width, name=unique_layer_name("logits", taken))(x)
+    with warnings.catch_warnings():
+        # Keras warns when a dict key differs from its Input's name; here that is by design
+        # (keys are the columns' own names), and calls map the dict by key.
+        warnings.filterwarnings("ignore", message="When providing `inputs` as a dict")
+        return keras.Model(inputs, logits, name="tabular")
 
 
 #: Image backbones of ``keras.applications`` the ``image`` model can use (always
@@ -192,8 +215,7 @@ def image_model(spec: FeatureSpec, hparams: dict[str, Any]) -> keras.Model:
     dropout = float(hparams.get("dropout", 0.0))
     if dropout > 0:
         x = keras.layers.Dropout(dropout, name="dropout")(x)
-    outputs = 1 if spec.is_binary else spec.num_classes
-    logits = keras.layers.Dense(outputs, name="logits", dtype="float32")(x)
+    logits = keras.layers.Dense(spec.output_width, name="logits", dtype="float32")(x)
     return keras.Model(inputs, logits, name=f"image_{backbone}")
 
 
@@ -239,7 +261,8 @@ def build_model(name: str, spec: FeatureSpec, hparams: dict[str, Any]) -> keras.
 
     Raises:
         ConfigError: the function does not return a Keras model, or its output has the wrong
-            shape for the label (1 logit for binary, one per class otherwise).
+            shape for the label (1 logit for binary, one per class for multiclass, 1 value
+            for regression).
     """
     import keras
 
@@ -250,12 +273,13 @@ def build_model(name: str, spec: FeatureSpec, hparams: dict[str, Any]) -> keras.
     model = resolve_model_fn(name)(spec, dict(hparams))
     if not isinstance(model, keras.Model):
         raise ConfigError(f"model '{name}' returned {type(model).__name__}, not a keras.Model")
-    expected = 1 if spec.is_binary else spec.num_classes
+    expected = spec.output_width
     width = model.outputs[0].shape[-1] if getattr(model, "outputs", None) else None
     if width is not None and width != expected:
+        task = "is a regression" if spec.is_regression else f"has {spec.num_classes} classes"
         raise ConfigError(
-            f"model '{name}' outputs {width} logit(s) per example; the label '{spec.label}' "
-            f"has {spec.num_classes} classes, so it must output {expected}"
+            f"model '{name}' outputs {width} value(s) per example; the label '{spec.label}' "
+            f"{task}, so it must output {expected}"
         )
     return model
 

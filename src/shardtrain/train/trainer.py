@@ -32,7 +32,8 @@ What a TF Estimator user relied on, and where it lives here:
   the collective: it evaluates every new checkpoint on the eval split and exits after the
   final one. Without an evaluator the chief evaluates every ``eval_every`` steps itself.
 * **Outputs** in the model directory: ``train_config.yaml``; ``logs/train`` and ``logs/eval``
-  TensorBoard summaries (loss, accuracy, AUC, examples/s, learning rate);
+  TensorBoard summaries (loss, accuracy and AUC, or a regression's RMSE, MAE and R²;
+  examples/s, learning rate);
   ``export/<version>/`` SavedModel taking raw features (:mod:`shardtrain.train.export`);
   ``eval/metrics.json`` (:mod:`shardtrain.train.evaluation`) and ``eval/sample_predictions.jsonl``.
 
@@ -58,7 +59,7 @@ from typing import Any
 
 from shardtrain import storage
 from shardtrain.data.metadata import DatasetMetadata
-from shardtrain.errors import ConfigError, ShardtrainError
+from shardtrain.errors import ConfigError, ShardtrainError, peer_lost
 from shardtrain.train import cluster, dataset, loop
 from shardtrain.train.checkpoints import CheckpointStore
 from shardtrain.train.config import CONFIG_NAME, TrainConfig
@@ -73,7 +74,13 @@ from shardtrain.train.features import FeatureSpec, image_size_from_stats
 from shardtrain.train.loop import build_train_loop
 from shardtrain.train.summaries import Summaries
 
-__all__ = ["TrainResult", "finished_step", "resolve_image_size", "train_and_evaluate"]
+__all__ = [
+    "TrainResult",
+    "finished_step",
+    "log_features",
+    "resolve_image_size",
+    "train_and_evaluate",
+]
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +138,11 @@ def _train(
     stop.reclaim()
     state = loop.build_training_state(strategy, config, spec, mixed=mixed)
     if latest:
-        state.checkpoint.read(store.fetch(latest)).assert_existing_objects_matched()
+        local = store.fetch(latest)
+        try:
+            state.checkpoint.read(local).assert_existing_objects_matched()
+        except Exception as exc:
+            raise _mismatch(store.uri, latest.step, spec) from exc
         log.info("restored checkpoint step %d from %s", latest.step, store.uri)
 
     # A restart reads the shards in a new order rather than replaying the first batches.
@@ -181,7 +192,7 @@ def _train(
         evaluator.evaluate(step, sample=final)
 
     controller = Controller(
-        loop.DistributedSteps(train_loop, iterator, state),
+        loop.DistributedSteps(train_loop, iterator, state, spec),
         train_steps=config.train_steps,
         steps_per_loop=config.loop_steps,
         checkpoint_every=config.checkpoint_every,
@@ -213,6 +224,25 @@ def _train(
     result.export_uri, result.metrics = _export(config, role, spec, store, evaluator, step)
     summaries.sync()
     return result
+
+
+def _mismatch(uri: str, step: int, spec: FeatureSpec) -> ConfigError:
+    """The one line for a checkpoint whose variables do not fit the model built now."""
+    auto = [o.column for o in spec.left_out if o.automatic]
+    hint = (
+        "; a model directory trained by a shardtrain that kept the columns now left out "
+        f"as carrying no signal resumes with {' '.join(f'--include {c!r}' for c in auto)}"
+        if auto
+        else ""
+    )
+    if spec.dates:
+        named = ", ".join(repr(d.name) for d in spec.dates)
+        hint += f"; {named} now read as time (earlier versions: a vocabulary) cannot resume"
+    return ConfigError(
+        f"{uri}: checkpoint step {step} does not fit the model built for these "
+        f"{len(spec.feature_names)} features (other features, model or settings){hint}; "
+        "or train into a new --model-dir"
+    )
 
 
 def _start_strategy(
@@ -355,6 +385,29 @@ def _saved_image_size(model_dir: str) -> int | None:
     return size if type(size) is int else None
 
 
+def log_features(spec: FeatureSpec) -> None:
+    """Log the features, one line per column left out (with the flag that keeps it), and
+    the input names of the columns TensorFlow knows by another name."""
+    if spec.image is not None:
+        log.info("features: image input '%s'", spec.image.name)
+        return
+    log.info(
+        "features: %d numeric, %d categorical; label '%s'; %d column(s) left out",
+        len(spec.numeric),
+        len(spec.categorical),
+        spec.label,
+        len(spec.left_out),
+    )
+    for out in spec.left_out:
+        keep = f"; --include '{out.column}' keeps it" if out.automatic else ""
+        log.info("column '%s' left out of the features: %s%s", out.column, out.describe(), keep)
+    if spec.renamed_inputs:
+        log.info(
+            "TensorFlow names of the columns it does not take as they are (export inputs): %s",
+            ", ".join(f"'{k}' → {v}" for k, v in spec.renamed_inputs.items()),
+        )
+
+
 def train_and_evaluate(config: TrainConfig, environ: dict[str, str] | None = None) -> TrainResult:
     """Run this replica's part of the job described by ``TF_CONFIG``.
 
@@ -382,9 +435,12 @@ def train_and_evaluate(config: TrainConfig, environ: dict[str, str] | None = Non
     spec = FeatureSpec.from_metadata(
         metadata,
         exclude=config.input.exclude_columns,
+        include=config.input.include_columns,
         where=config.data,
         image_size=config.model.image_size,
+        task=config.task,
     )
+    log_features(spec)
     for split in (config.input.train_split, config.input.eval_split):
         dataset.split_shards(config.data, metadata, split)  # fail early on a missing split
     scratch = tempfile.mkdtemp(prefix=f"shardtrain-{role.task_type}-{role.task_index}-")
@@ -399,7 +455,7 @@ def train_and_evaluate(config: TrainConfig, environ: dict[str, str] | None = Non
             except ShardtrainError:
                 raise
             except Exception as exc:
-                lost = cluster.peer_loss(role, exc)
+                lost = peer_lost(exc, role.describe()) if role.has_peers else None
                 if lost is None:
                     raise
                 raise lost from exc

@@ -20,6 +20,7 @@ from shardtrain.data.schema import Schema
 from shardtrain.data.sharding.plan import PLAN_NAME, Plan
 from shardtrain.data.sharding.task import task_uri
 from shardtrain.data.statistics import LabelStats, new_stats, stats_from_dict
+from shardtrain.data.task import choose_task
 from shardtrain.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -145,6 +146,8 @@ def finalize(
         options=plan.options,
     )
     metadata.publish(output)
+    if metadata.rare_classes:
+        log.warning(metadata.rare_classes)
     log.info(
         "committed %s: %d rows read, %d accepted, %d rejected; %s",
         output,
@@ -175,17 +178,20 @@ def _remove_stale_temporaries(plan: Plan) -> None:
 
 
 def _label_info(schema: Schema, label: LabelStats, output: str) -> LabelInfo:
-    classes = sorted(label.counts, key=_class_sort_key)
-    if len(classes) > 1000:
-        raise DataError(
-            f"{output}: label '{schema.label}' has {len(classes)} distinct values; "
-            "a classification label has at most 1000"
-        )
+    """The label's type, its ``auto`` task (:func:`~shardtrain.data.task.choose_task`) and
+    its classes (none for a label with too many values to count)."""
     column = schema.column(schema.label)
+    counts = None if label.many_values else label.counts
+    if counts is not None and len(counts) < 2:
+        task = "binary"  # one value: recorded as sharded; training refuses it with one line
+    else:
+        choice = choose_task(schema.label, column.type, counts, where=output)
+        task = choice.task
+        log.info("label '%s': %s (%s)", schema.label, task, choice.reason)
     return LabelInfo(
         type=column.type,
-        task="binary" if len(classes) <= 2 else "multiclass",
-        classes=tuple(classes),
+        task=task,
+        classes=tuple(sorted(label.counts, key=_class_sort_key)),
     )
 
 

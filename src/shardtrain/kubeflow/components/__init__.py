@@ -1,9 +1,11 @@
 """shardtrain's Kubeflow Pipelines components: one module per component.
 
-Each module holds one lightweight Python component (``@dsl.component``): its KFP signature,
-its documentation and a body that makes one call into :mod:`shardtrain.kubeflow.steps`, where
-the logic lives and is tested. KFP embeds each body's source in the compiled pipeline and runs
-it in :data:`IMAGE` (the project image, which has ``shardtrain`` and ``kfp`` installed, so
+Each module makes one lightweight Python component with :func:`step_component`: a function
+generated from the component's parameter list in :mod:`shardtrain.kubeflow.parameters` (its
+signature, and a docstring that describes every input and output, which KFP shows in its UI)
+whose body is one call into :mod:`shardtrain.kubeflow.steps`, where the logic lives and is
+tested. KFP embeds each body's source in the compiled pipeline and runs it in :data:`IMAGE`
+(the project image, which has ``shardtrain`` and ``kfp`` installed, so
 ``install_kfp_package=False``: no ``pip install`` when a pod starts). The body therefore
 imports everything it needs itself.
 
@@ -11,7 +13,15 @@ imports everything it needs itself.
 pipeline's ``image`` parameter overrides it for every step at run time.
 """
 
-from shardtrain.kubeflow import tfjob
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shardtrain.kubeflow.jobs import tfjob
+from shardtrain.kubeflow.parameters import Param, define, docstring
+
+if TYPE_CHECKING:
+    from kfp.dsl.python_component import PythonComponent
 
 #: The image of every step pod and of the TFJob (one constant with the TFJob's default).
 #: The pipeline's ``image`` parameter overrides it at run time.
@@ -20,4 +30,39 @@ IMAGE = tfjob.DEFAULT_IMAGE
 #: table the TFJob's ``secretKeyRef`` entries come from; the pipeline gives them to every step.
 STORAGE_SECRET_KEYS: tuple[tuple[str, bool], ...] = tfjob.STORAGE_ENV
 
-__all__ = ["IMAGE", "STORAGE_SECRET_KEYS"]
+
+def step_component(
+    name: str,
+    params: tuple[Param, ...],
+    *,
+    step: str,
+    summary: str,
+    returns: Param | None = None,
+) -> PythonComponent:
+    """The component ``name`` (defined in module ``shardtrain.kubeflow.components.<name>``):
+    ``def name(<params>) -> <returns>`` whose body calls ``steps.<step>`` with every parameter
+    by name, documented by ``summary`` and each parameter's description.
+
+    Args:
+        name: the component's function name.
+        params: its parameters, in signature order.
+        step: the function of :mod:`shardtrain.kubeflow.steps` the body calls.
+        summary: what the component does.
+        returns: the value it returns (KFP's output ``Output``), if any.
+    """
+    from kfp import dsl
+
+    call = "".join(f"    {p.name}={p.name},\n" for p in params)
+    body = f"from shardtrain.kubeflow import steps\n\n{'return ' if returns else ''}"
+    function = define(
+        name,
+        params,
+        module=f"{__name__}.{name}",
+        doc=docstring(summary, params, [returns] if returns else []),
+        body=f"{body}steps.{step}(\n{call})",
+        returns=returns.annotation if returns else None,
+    )
+    return dsl.component(function, base_image=IMAGE, install_kfp_package=False)
+
+
+__all__ = ["IMAGE", "STORAGE_SECRET_KEYS", "step_component"]

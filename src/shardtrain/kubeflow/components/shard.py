@@ -1,85 +1,16 @@
 """The ``shard`` component: one shard worker's share of CSV → TFRecord shards."""
 
-from kfp import dsl
+from shardtrain.kubeflow.components import step_component
+from shardtrain.kubeflow.parameters import SHARD, Param
 
-from shardtrain.kubeflow.components import IMAGE
-
-
-@dsl.component(base_image=IMAGE, install_kfp_package=False)
-def shard(
-    sources: list[str],
-    dataset_uri: str,
-    label: str,
-    key: str,
-    splits: str,
-    source_format: str,
-    schema_file: str,
-    delimiter: str,
-    quote_char: str,
-    escape_char: str,
-    encoding: str,
-    no_header: bool,
-    columns: str,
-    null_values: str,
-    skip_initial_space: bool,
-    decimal: str,
-    infer_types: str,
-    compression: str,
-    compression_level: int,
-    record_format: str,
-    num_shards: int,
-    target_shard_mb: float,
-    min_shards: int,
-    task_mb: float,
-    block_mb: float,
-    max_bad_fraction: float,
-    top_k: int,
-    images: bool,
-    image_column: str,
-    resize: str,
-    worker_index: int,
-    num_workers: int,
-    cpu: str,
-) -> str:
-    """Shards the tasks of worker worker_index of num_workers into TFRecords at dataset_uri,
-    in as many processes as the cpu it requests; resumes after a crash. Returns a JSON report
-    for finalize_shards. The sharding options are those of plan_shards. See
-    shardtrain.kubeflow.steps.shard_step.
-    """
-    from shardtrain.kubeflow import steps
-
-    return steps.shard_step(
-        sources=sources,
-        dataset_uri=dataset_uri,
-        label=label,
-        key=key,
-        splits=splits,
-        source_format=source_format,
-        schema_file=schema_file,
-        delimiter=delimiter,
-        quote_char=quote_char,
-        escape_char=escape_char,
-        encoding=encoding,
-        no_header=no_header,
-        columns=columns,
-        null_values=null_values,
-        skip_initial_space=skip_initial_space,
-        decimal=decimal,
-        infer_types=infer_types,
-        compression=compression,
-        compression_level=compression_level,
-        record_format=record_format,
-        num_shards=num_shards,
-        target_shard_mb=target_shard_mb,
-        min_shards=min_shards,
-        task_mb=task_mb,
-        block_mb=block_mb,
-        max_bad_fraction=max_bad_fraction,
-        top_k=top_k,
-        images=images,
-        image_column=image_column,
-        resize=resize,
-        worker_index=worker_index,
-        num_workers=num_workers,
-        cpu=cpu,
-    )
+shard = step_component(
+    "shard",
+    SHARD,
+    step="shard_step",
+    summary="""
+    Shards the tasks of worker worker_index of num_workers into TFRecords at dataset_uri, in
+    as many processes as the cpu it requests; resumes after a crash. The sharding options
+    are those of plan_shards. See shardtrain.kubeflow.steps.shard_step.
+    """,
+    returns=Param("Output", "str", "A JSON report of what this worker did, for finalize_shards."),
+)

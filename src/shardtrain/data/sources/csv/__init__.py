@@ -15,7 +15,9 @@ hook (:class:`~.source.CsvSource`), one module per job:
 * :mod:`.types` (``--infer-types all``, the default) types every column by all of its values
   at planning, before any shard is written: the aligned pieces are read once more, in
   threads, and every field is classified from its raw bytes by a compiled kernel
-  (:mod:`shardtrain.kernels.csv_types`) without being converted.
+  (:mod:`shardtrain.kernels.csv_types`) without being converted; the few values that are not
+  numbers of a mostly numeric column are looked at again, to tell junk (the column stays
+  numeric, their rows are rejected) from codes (the column is a string).
 * :mod:`.parse`: :func:`~.parse.read_piece` streams one piece in blocks of about
   ``block_bytes`` (never the whole file), parses each block into typed columns
   (:func:`~.parse.parse_block`, by one of the paths of :mod:`.readers`; values read as text
@@ -23,7 +25,7 @@ hook (:class:`~.source.CsvSource`), one module per job:
   the accepted rows, a 64-bit hash per row for the split, and the rejected rows with their
   reason and line number. :mod:`.ranges` reports floats beyond float32's range.
 * :mod:`.plan_options`: what a CSV run stores in its plan (the dialect, record starts, the
-  all-rows types), as a typed record.
+  all-rows types with the evidence and notes of the columns holding junk), as a typed record.
 
 Blocks with ``,``, ``;``, tab or ``|`` between fields are parsed by a compiled kernel
 (:mod:`shardtrain.kernels.csv_parse`) at about twice the speed of Arrow's CSV reader. In a

@@ -2,10 +2,13 @@
 
 The tasks read every piece with the plan's dialect; a later run over the same files (a resume,
 another worker once the plan is written) takes the record starts and the all-rows types from
-the stored plan instead of reading the files again (:meth:`CsvSource.recall`).
+the stored plan instead of reading the files again (:meth:`CsvSource.recall`), deciding the
+types of the columns holding values that are not numbers again from their stored evidence
+under its own ``--max-bad-fraction``.
 
 The stored layout is flat, one key per part (``csv_dialect``, ``csv_record_starts``,
-``csv_all_row_types``, ``csv_all_row_types_basis``): version 1, which carries no version key,
+``csv_all_row_types``, ``csv_all_row_types_basis``, ``csv_type_evidence``, ``type_notes``;
+a part with nothing to say is left out): version 1, which carries no version key,
 so that plans written before this record existed keep their bytes and their fingerprint. A
 later layout writes ``csv_options_version``; a plan of a version this code does not know is
 read as no plan (the files are read again).
@@ -18,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shardtrain.data.csv_dialect import CsvDialect
-from shardtrain.data.schema import ColumnType, Schema
+from shardtrain.data.schema import TYPE_NOTES_OPTION, ColumnType, Schema, TypeTally
 
 #: The layout of :class:`CsvPlanOptions` this code writes and reads.
 PLAN_OPTIONS_VERSION = 1
@@ -29,6 +32,9 @@ DIALECT_OPTION = "csv_dialect"
 RECORD_STARTS_OPTION = "csv_record_starts"
 TYPES_OPTION = "csv_all_row_types"
 TYPES_BASIS_OPTION = "csv_all_row_types_basis"
+#: The key of :attr:`CsvPlanOptions.type_evidence`. The notes' key,
+#: :data:`~shardtrain.data.schema.TYPE_NOTES_OPTION`, is shared with ``metadata.json``.
+TYPE_EVIDENCE_OPTION = "csv_type_evidence"
 
 #: What the type pass may find for a column (None: only nulls).
 _TABULAR_TYPES = (None, "int", "float", "bool", "string")
@@ -75,12 +81,22 @@ class CsvPlanOptions:
             (:func:`~shardtrain.data.sources.csv.align.align_pieces`); empty when no file was
             cut.
         all_row_types: the types by all rows, with ``--infer-types all``.
+        type_evidence: the tallies of the columns whose values that are not numbers decided
+            their type (:meth:`~shardtrain.data.schema.TypeTally.noteworthy`). They do not
+            depend on ``--max-bad-fraction``: a recalled plan decides those columns again
+            under the run's, so changing it between runs changes the plan only when it
+            changes a type.
+        type_notes: a line per such column saying what was decided
+            (:func:`~shardtrain.data.schema.type_notes`; none for a column a ``--schema``
+            file types), shown by ``inspect``.
         version: the stored layout's version.
     """
 
     dialect: CsvDialect
     record_starts: Mapping[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     all_row_types: AllRowTypes | None = None
+    type_evidence: Mapping[str, TypeTally] = field(default_factory=dict)
+    type_notes: tuple[str, ...] = ()
     version: int = PLAN_OPTIONS_VERSION
 
     def known_starts(self) -> dict[str, dict[int, int]]:
@@ -102,6 +118,10 @@ class CsvPlanOptions:
                 "null_values": list(self.all_row_types.null_values),
                 "pass": self.all_row_types.pass_version,
             }
+        if self.type_evidence:
+            d[TYPE_EVIDENCE_OPTION] = {n: t.to_dict() for n, t in self.type_evidence.items()}
+        if self.type_notes:
+            d[TYPE_NOTES_OPTION] = list(self.type_notes)
         return d
 
     @classmethod
@@ -130,9 +150,14 @@ class CsvPlanOptions:
                     null_values=tuple(basis["null_values"]),
                     pass_version=int(basis["pass"]),
                 )
+            evidence = {
+                str(n): TypeTally.from_dict(t)
+                for n, t in (d.get(TYPE_EVIDENCE_OPTION) or {}).items()
+            }
+            notes = tuple(str(n) for n in d.get(TYPE_NOTES_OPTION) or ())
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed CSV plan options ({exc})") from exc
-        return cls(dialect, starts, all_row_types, version)
+        return cls(dialect, starts, all_row_types, evidence, notes, version)
 
 
 __all__ = ["PLAN_OPTIONS_VERSION", "AllRowTypes", "CsvPlanOptions"]

@@ -11,7 +11,14 @@ from functools import cached_property
 from typing import Any, Unpack
 
 from shardtrain.data.csv_dialect import CsvDialect, detect_delimiter
-from shardtrain.data.schema import SAMPLE_BYTES, SchemaOverrides, infer_schema
+from shardtrain.data.schema import (
+    SAMPLE_BYTES,
+    ColumnType,
+    SchemaOverrides,
+    TypeTally,
+    infer_schema,
+    type_notes,
+)
 from shardtrain.data.sources.base import (
     AlignedPieces,
     Batch,
@@ -50,6 +57,10 @@ class CsvSource(TabularSource):
             from the first 4 MB of the first file (faster to plan; a later value that does not
             fit is rejected as ``bad_value``).
         processes: threads of the type pass (None: the CPUs this process may use).
+        max_bad_fraction: the run's ``--max-bad-fraction``: with ``infer_types='all'``, a
+            column of numbers may hold this fraction of values that are not numbers (none
+            shaped like a code) and stay numeric, their rows rejected (see
+            :func:`~.types.type_pass`).
     """
 
     def __init__(
@@ -59,12 +70,14 @@ class CsvSource(TabularSource):
         dialect: CsvDialect | None = None,
         infer_types: str = "all",
         processes: int | None = None,
+        max_bad_fraction: float = 0.0,
         **settings: Unpack[TabularSettings],
     ):
         super().__init__(patterns, **settings)
         self.dialect = dialect or CsvDialect()
         self.infer_types = infer_types
         self.processes = processes
+        self.max_bad_fraction = max_bad_fraction
         self._stored: Mapping[str, Any] | None = None
 
     def recall(self, stored: Mapping[str, Any] | None) -> None:
@@ -155,21 +168,51 @@ class CsvSource(TabularSource):
     def final_schema(self, pieces: list[Piece], inputs: PlanInputs) -> FinalSchema:
         """With ``infer_types='all'``: the sample's schema with every column typed by all of
         its values (not those a ``--schema`` file sets), by :func:`~.types.type_pass` over
-        the aligned pieces -- or taken from a stored plan of the same files (:meth:`recall`).
-        The options returned hold the types."""
+        the aligned pieces -- or taken from a stored plan of the same files (:meth:`recall`),
+        the columns whose values that are not numbers decided their type decided again from
+        the stored evidence under this run's ``max_bad_fraction``. The options returned hold
+        the types, that evidence and a note per such column (logged when the type pass ran,
+        except for the columns a ``--schema`` file types)."""
         if self.infer_types != "all":
             return FinalSchema(inputs.schema, inputs.options)
         schema = inputs.schema
+        mbf = self.max_bad_fraction
+        forced = self._overrides.types if self._overrides is not None else {}
         options = CsvPlanOptions.from_dict(inputs.options)
         recalled = self._recalled(inputs.sources, options.dialect)
-        found = recalled.all_row_types if recalled is not None else None
-        if found is not None and found.fits(schema, TYPE_PASS_VERSION):
-            log.info("CSV types by all rows taken from the stored plan (same files)")
+        stored = recalled.all_row_types if recalled is not None else None
+        evidence: dict[str, TypeTally] = {}
+        if recalled is not None and stored is not None and stored.fits(schema, TYPE_PASS_VERSION):
+            evidence = dict(recalled.type_evidence)
+            types: dict[str, ColumnType | None] = {
+                **stored.types,
+                **{n: t.type(mbf) for n, t in evidence.items()},
+            }
+            log.info(
+                "CSV types by all rows taken from the stored plan (same files%s)",
+                f"; {len(evidence)} column note(s), see inspect" if evidence else "",
+            )
         else:
-            types = type_pass(pieces, schema, options.dialect, threads=self.processes)
-            found = AllRowTypes(types, tuple(schema.null_values), TYPE_PASS_VERSION)
-        options = dataclasses.replace(options, all_row_types=found)
-        final = apply_all_row_types(schema, found.types, self._overrides)
+            types = type_pass(
+                pieces,
+                schema,
+                options.dialect,
+                threads=self.processes,
+                max_bad_fraction=mbf,
+                found=evidence,
+            )
+            for name, tally in evidence.items():
+                if name not in forced:  # a --schema type is what it is: nothing to explain
+                    level = logging.WARNING if tally.junk_numeric(mbf) else logging.INFO
+                    log.log(level, tally.note(name, mbf))
+        noted = {n: t for n, t in evidence.items() if n not in forced}
+        options = dataclasses.replace(
+            options,
+            all_row_types=AllRowTypes(types, tuple(schema.null_values), TYPE_PASS_VERSION),
+            type_evidence=evidence,
+            type_notes=tuple(type_notes(noted, mbf)),
+        )
+        final = apply_all_row_types(schema, types, self._overrides)
         return FinalSchema(final, options.to_dict())
 
     def read_piece(self, piece: Piece, layout: SourceLayout, block_bytes: int) -> Iterator[Batch]:

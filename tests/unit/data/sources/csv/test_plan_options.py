@@ -9,7 +9,7 @@ import json
 import pytest
 
 from shardtrain.data.csv_dialect import CsvDialect
-from shardtrain.data.schema import Column, Schema
+from shardtrain.data.schema import TYPE_NOTES_OPTION, Column, Schema, TypeTally
 from shardtrain.data.sources import csv as csv_source
 from shardtrain.data.sources.base import plan_pieces
 from shardtrain.data.sources.csv.plan_options import (
@@ -35,9 +35,57 @@ STORED_V1 = json.loads(
 }"""
 )
 
+#: The CSV options of a ``_plan.json`` written by the type rule that lets junk leave a column
+#: numeric (type pass 2, with the evidence and notes of the columns holding values that are not
+#: numbers), copied from a plan of a file of zip codes and amounts; its dialect as above.
+STORED_V1_WITH_EVIDENCE = {
+    "csv_dialect": STORED_V1["csv_dialect"],
+    "csv_all_row_types": {"zip": "string", "amount": "float", "label": "int"},
+    "csv_all_row_types_basis": {"null_values": ["", "NA", "N/A", "NULL", "null"], "pass": 2},
+    "csv_type_evidence": {
+        "zip": {
+            "decimal": ".",
+            "present": 20000,
+            "bools": 0,
+            "numbers": 19998,
+            "ints": 19998,
+            "leading_zero": False,
+            "beyond_int64": False,
+            "shapes_seen": 1,
+            "codes": 1,
+            "first_code": ["98115-4820", "/data/zips.csv line 1001"],
+            "first_junk": None,
+        },
+        "amount": {
+            "decimal": ".",
+            "present": 20000,
+            "bools": 0,
+            "numbers": 19998,
+            "ints": 0,
+            "leading_zero": False,
+            "beyond_int64": False,
+            "shapes_seen": 2,
+            "codes": 0,
+            "first_code": None,
+            "first_junk": ["#VALUE!", "/data/zips.csv line 15001"],
+        },
+    },
+    "type_notes": [
+        (
+            "zip: 2 of 20,000 values are not numbers, and one is shaped like a code "
+            "('98115-4820', /data/zips.csv line 1001) → string, every value kept as text"
+        ),
+        (
+            "amount: 2 of 20,000 values are not numbers ('#VALUE!', /data/zips.csv line 15001) "
+            "→ float; their rows are rejected (bad_value); a --schema file with 'amount: "
+            "string' keeps them"
+        ),
+    ],
+}
+
 
 def _csv_part(options: dict) -> dict:
-    return {k: v for k, v in options.items() if k.startswith("csv_")}
+    return {k: v for k, v in options.items() if k.startswith("csv_") or k == TYPE_NOTES_OPTION}
 
 
 def test_the_stored_v1_layout_reads_and_writes_back_byte_for_byte():
@@ -54,6 +102,21 @@ def test_the_stored_v1_layout_reads_and_writes_back_byte_for_byte():
     assert json.dumps(options.to_dict()) == json.dumps(_csv_part(STORED_V1))
 
 
+def test_the_evidence_and_notes_of_junk_read_and_write_back_byte_for_byte():
+    """A plan of the junk rule keeps the tallies (decided again under another
+    ``--max-bad-fraction``) and the notes, after the types, in that order."""
+    options = CsvPlanOptions.from_dict(STORED_V1_WITH_EVIDENCE)
+    assert options.all_row_types is not None and options.all_row_types.pass_version == 2
+    assert set(options.type_evidence) == {"zip", "amount"}
+    amount = options.type_evidence["amount"]
+    assert isinstance(amount, TypeTally)
+    assert amount.first_junk == ("#VALUE!", "/data/zips.csv line 15001")
+    assert (amount.type(0.001), amount.type(0.0)) == ("float", "string")
+    assert options.type_evidence["zip"].type(0.5) == "string"  # a code
+    assert options.type_notes == tuple(STORED_V1_WITH_EVIDENCE[TYPE_NOTES_OPTION])
+    assert json.dumps(options.to_dict()) == json.dumps(_csv_part(STORED_V1_WITH_EVIDENCE))
+
+
 def test_parts_not_found_are_not_written_and_the_dialect_defaults_to_rfc4180():
     assert CsvPlanOptions(CsvDialect(delimiter=";")).to_dict() == {
         "csv_dialect": CsvDialect(delimiter=";").to_dict()
@@ -68,6 +131,8 @@ def test_parts_not_found_are_not_written_and_the_dialect_defaults_to_rfc4180():
         {"csv_all_row_types_basis": None},
         {"csv_record_starts": {"/data/quoted.csv": [["x", 1]]}},
         {"csv_record_starts": {"/data/quoted.csv": [[1]]}},
+        {"csv_type_evidence": {"amount": {"present": 3, "nonsense": 1}}},
+        {"csv_type_evidence": ["amount"]},
     ],
 )
 def test_another_version_or_a_damaged_part_is_refused(damage):
@@ -83,12 +148,12 @@ def test_stored_types_fit_only_the_same_columns_null_words_and_pass():
         label="label",
         null_values=("", "NA", "N/A", "NULL", "null"),
     )
-    assert types.fits(schema, TYPE_PASS_VERSION)
-    assert not types.fits(dataclasses.replace(schema, null_values=("",)), TYPE_PASS_VERSION)
-    assert not types.fits(schema, TYPE_PASS_VERSION + 1)
+    assert types.fits(schema, 1)
+    assert not types.fits(dataclasses.replace(schema, null_values=("",)), 1)
+    assert TYPE_PASS_VERSION == 2 and not types.fits(schema, TYPE_PASS_VERSION)  # the junk rule
     assert not types.fits(dataclasses.replace(schema, columns=schema.columns[::-1]), 1)
     image = AllRowTypes({**types.types, "text": "image"}, types.null_values, 1)
-    assert not image.fits(schema, TYPE_PASS_VERSION)
+    assert not image.fits(schema, 1)
 
 
 def test_hooks_return_the_record_and_need_no_call_order(tmp_path):

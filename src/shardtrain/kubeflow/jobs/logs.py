@@ -1,0 +1,79 @@
+"""Streaming the chief's log while a job runs, for any job API."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, TextIO
+
+from shardtrain.errors import one_line
+from shardtrain.kubeflow.jobs.api import JobApi
+
+log = logging.getLogger(__name__)
+
+
+class ChiefLogs:
+    """Streams the chief's log while the main thread waits for the job.
+
+    A daemon thread polls the chief's pods (``api.chief_pods``: the Chief, or worker 0
+    without one) and follows the log of a running one (``api.follow_chief_log``, which prints
+    each line as ``[Pod name]: line``) once per pod: a pod recreated after exit code 143 is
+    followed again. Logs of a chief pod that ran between two polls are printed at the end.
+    """
+
+    def __init__(self, api: JobApi, name: str, namespace: str, poll: float, out: TextIO) -> None:
+        self._api, self._name, self._namespace = api, name, namespace
+        self._poll, self._out = poll, out
+        self._followed: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"logs-{name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _pods(self) -> list[Any]:
+        return self._api.chief_pods(self._name, self._namespace)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                running = [
+                    p
+                    for p in self._pods()
+                    if p.status is not None
+                    and p.status.phase == "Running"
+                    and p.metadata.uid not in self._followed
+                ]
+                if running:
+                    self._followed.update(p.metadata.uid for p in running)
+                    # Blocks until the chief's container exits, printing every line.
+                    self._api.follow_chief_log(self._name, self._namespace)
+            except Exception as exc:  # a log hiccup must never fail the job's outcome
+                log.warning("cannot follow the chief's log: %s", one_line(exc))
+            self._stop.wait(self._poll)
+
+    def finish(self, *, wait: float) -> None:
+        """Stop polling; give an open stream ``wait`` seconds; print logs never streamed."""
+        self._stop.set()
+        self._thread.join(timeout=wait)
+        if self._thread.is_alive():
+            return  # still streaming a running chief (timeout): nothing more to print
+        try:
+            unseen = {
+                p.metadata.name
+                for p in self._pods()
+                if p.metadata.uid not in self._followed
+                and p.status is not None
+                and p.status.phase != "Pending"
+            }
+            if not unseen:
+                return
+            logs = self._api.chief_logs(self._name, self._namespace)
+        except Exception as exc:
+            log.warning("cannot read the chief's log: %s", one_line(exc))
+            return
+        for pod, text in logs.items():
+            if pod in unseen:
+                for line in str(text).splitlines():
+                    self._out.write(f"[{pod}] {line}\n")
+        self._out.flush()

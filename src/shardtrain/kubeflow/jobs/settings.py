@@ -1,0 +1,201 @@
+"""What every job API's settings have in common: the checks of their values, and how the CLI
+builds them from its options.
+
+A job's settings (e.g. :class:`shardtrain.kubeflow.jobs.tfjob.JobConfig`) are a frozen
+dataclass deriving from :class:`JobSettings`; its ``__post_init__`` runs the checks here on
+the values every job has (names, environment, train arguments, the global batch), so a bad
+value fails with one line before anything is rendered or sent to a cluster.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import fields
+from typing import Any, ClassVar, Self
+
+from shardtrain.errors import ConfigError
+
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def is_dns1035_label(name: Any) -> bool:
+    """True for a valid job name: a-z, 0-9 and '-', a letter first, at most 63 characters."""
+    return isinstance(name, str) and bool(_DNS1035_LABEL.match(name)) and len(name) <= 63
+
+
+def check_job_name(kind: str, name: str) -> None:
+    """A job name must be a DNS-1035 label (its pods' and Services' names derive from it)."""
+    if not is_dns1035_label(name):
+        raise ConfigError(
+            f"{kind} name '{name}' is not a DNS-1035 label (lower-case letters, digits and '-', "
+            "starting with a letter, at most 63 characters)"
+        )
+
+
+def check_namespace(namespace: str) -> None:
+    if not _DNS1123_LABEL.match(namespace) or len(namespace) > 63:
+        raise ConfigError(f"namespace '{namespace}' is not a DNS-1123 label")
+
+
+def check_image(image: str) -> None:
+    if not image or any(c.isspace() for c in image):
+        raise ConfigError(f"image '{image}' is not an image reference")
+
+
+def check_object_names(**names: str | None) -> None:
+    """Names of Kubernetes objects (a Secret, a service account …): DNS-1123 subdomains."""
+    for what, name in names.items():
+        if name is not None and not _DNS1123_SUBDOMAIN.match(name):
+            raise ConfigError(f"{what} '{name}' is not a valid Kubernetes name")
+
+
+def check_counts(counts: Iterable[tuple[str, int | None, int]]) -> None:
+    """Each ``(what, count, low)``: None, or an integer >= ``low``."""
+    for what, count, low in counts:
+        if count is not None and (not isinstance(count, int) or count < low):
+            raise ConfigError(f"{what} must be an integer >= {low}, not {count!r}")
+
+
+def check_queue(queue: str | None) -> None:
+    if queue is not None and (not _DNS1123_LABEL.match(queue) or len(queue) > 63):
+        raise ConfigError(
+            f"queue '{queue}' is not a valid queue name (a DNS-1123 label: a-z, 0-9, '-', at "
+            "most 63 characters)"
+        )
+
+
+def check_env(env: Mapping[str, str], reserved: Iterable[str]) -> None:
+    """Extra variables of the pods: valid names, none that shardtrain or the operator set."""
+    taken = set(reserved)
+    for name in env:
+        if not _ENV_NAME.match(name):
+            raise ConfigError(f"env: '{name}' is not a valid variable name")
+        if name in taken:
+            raise ConfigError(
+                f"env: {name} is set by shardtrain or the operator (storage credentials come "
+                "from the Secret)"
+            )
+
+
+def check_train_args(train_args: Sequence[str], replicas: int, training_pods: int) -> None:
+    """The trainer's extra arguments: no ``--data``/``--model-dir`` (fields of the job), and
+    an explicit ``--batch-size`` that splits evenly over the ``replicas`` in sync (on
+    ``training_pods`` pods)."""
+    for arg in train_args:
+        if arg.split("=", 1)[0] in ("--data", "--model-dir"):
+            raise ConfigError(f"train args: give {arg.split('=', 1)[0]} as the job's own field")
+    given = train_arg(tuple(train_args), "--batch-size")
+    if given is not None:
+        batch = int_arg("--batch-size", given)
+        if batch % replicas:
+            raise ConfigError(
+                f"train args: --batch-size {batch} is not divisible by the {replicas} "
+                f"replicas in sync ({training_pods} training pods x "
+                f"{replicas // training_pods} device(s)); use "
+                f"{_nearest_multiples(batch, replicas)}"
+            )
+
+
+def replicas_in_sync(training_pods: int, gpus_per_pod: int, train_args: Sequence[str] = ()) -> int:
+    """Replicas a job's global batch is split over: ``training_pods`` x devices per pod (their
+    GPUs, at most ``--devices``; one CPU device without GPUs)."""
+    per_pod = max(gpus_per_pod, 1)
+    devices = train_arg(tuple(train_args), "--devices")
+    if devices is not None and int_arg("--devices", devices) > 0:
+        per_pod = min(per_pod, int_arg("--devices", devices))
+    return training_pods * per_pod
+
+
+def round_batch(batch: int, replicas: int) -> int:
+    """``batch`` rounded to the nearest multiple of ``replicas`` (at least one per replica)."""
+    return max(replicas, round(batch / replicas) * replicas)
+
+
+def pod_train_args(train_args: tuple[str, ...], replicas: int) -> tuple[str, ...]:
+    """The train arguments the pods get: ``train_args``, and when they leave the batch size to
+    the trainer's default (and to no ``--config`` file), that default rounded to the nearest
+    multiple of ``replicas`` so that it splits evenly. An explicit ``--batch-size`` is never
+    changed (:func:`check_train_args` checks it instead)."""
+    if train_arg(train_args, "--batch-size") is not None or any(
+        a.split("=", 1)[0] == "--config" for a in train_args
+    ):
+        return train_args
+    from shardtrain.train.config import TrainConfig
+
+    default = TrainConfig.__dataclass_fields__["batch_size"].default
+    assert isinstance(default, int)
+    if default % replicas == 0:
+        return train_args
+    return (*train_args, "--batch-size", str(round_batch(default, replicas)))
+
+
+def train_arg(args: tuple[str, ...], flag: str) -> str | None:
+    """The value of the last ``flag VALUE`` or ``flag=VALUE`` in ``args`` (None: absent)."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def int_arg(flag: str, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"train args: {flag} must be an integer, not {value!r}") from None
+
+
+def _nearest_multiples(batch: int, replicas: int) -> str:
+    below = batch // replicas * replicas
+    above = below + replicas
+    return f"--batch-size {above}" if below == 0 else f"--batch-size {below} or {above}"
+
+
+class JobSettings:
+    """The CLI's view of a job's settings dataclass: build it from options, show defaults.
+
+    Subclasses are frozen dataclasses and set :attr:`KIND` (for messages) and
+    :attr:`OPTIONAL` (settings where an empty string means none).
+    """
+
+    KIND: ClassVar[str] = "job"
+    OPTIONAL: ClassVar[tuple[str, ...]] = ()
+    REQUIRED: ClassVar[tuple[str, ...]] = ("data", "model_dir")
+
+    @classmethod
+    def from_overrides(cls, **overrides: Any) -> Self:
+        """The defaults with every override that is not None applied (what the CLI passes).
+
+        An empty value of a setting in :attr:`OPTIONAL` means none.
+
+        Raises:
+            ConfigError: a required setting is missing, or a value is invalid.
+        """
+        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ConfigError(f"unknown {cls.KIND} settings: {', '.join(unknown)}")
+        given = {k: v for k, v in overrides.items() if v is not None}
+        for optional in cls.OPTIONAL:
+            if given.get(optional) == "":
+                given[optional] = None
+        for required in cls.REQUIRED:
+            if required not in given:
+                raise ConfigError(f"a {cls.KIND} needs {required} (--{required.replace('_', '-')})")
+        return cls(**given)
+
+    @classmethod
+    def default(cls, name: str) -> Any:
+        """The default value of field ``name`` (for ``--help`` texts)."""
+        for f in fields(cls):  # type: ignore[arg-type]
+            if f.name == name:
+                return f.default
+        raise KeyError(name)

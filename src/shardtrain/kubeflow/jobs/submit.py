@@ -1,0 +1,206 @@
+"""Submitting a job and waiting for its end, for any job API.
+
+:func:`submit_and_wait` creates a job, streams its chief's log (:mod:`.logs`), reports its
+passage through a queue (:mod:`.queue`), waits for it with a real overall timeout, and turns
+the end into a result or one error line. What differs between job APIs (the client, the kind,
+the condition that means success, what "queued" looks like, where the chief's log is) comes
+from a :class:`~shardtrain.kubeflow.jobs.api.JobApi`; :mod:`shardtrain.kubeflow.jobs.tfjob`
+supplies the TFJob's.
+
+The pieces, in order: :func:`check_submission` (before anything reaches the cluster),
+:func:`_create`, :func:`_wait` (with the log thread and the queue watch), :func:`_outcome`
+(the final conditions as a result or an error), and the optional deletion.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from shardtrain.errors import ConfigError, ShardtrainError, one_line
+from shardtrain.kubeflow.jobs.api import JobApi
+from shardtrain.kubeflow.jobs.logs import ChiefLogs
+from shardtrain.kubeflow.jobs.queue import QueueWatch
+from shardtrain.kubeflow.jobs.status import (
+    Condition,
+    conditions_of,
+    has,
+    print_conditions,
+    say,
+)
+
+log = logging.getLogger(__name__)
+
+
+class ClusterError(ShardtrainError):
+    """The Kubernetes API could not be reached or refused a request."""
+
+
+class JobFailedError(ShardtrainError):
+    """The job ended with the Failed condition."""
+
+
+class JobTimeoutError(ShardtrainError):
+    """The job did not finish within the wait timeout (it may still be running)."""
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """A job that ran to success."""
+
+    name: str
+    namespace: str
+    conditions: tuple[Condition, ...]
+
+
+def check_submission(
+    kind: str, name: str, namespace: str | None, wait_timeout: float, poll_interval: float
+) -> None:
+    """Refuse what cannot be submitted or waited for, before anything reaches the cluster.
+
+    Raises:
+        ConfigError: no namespace, or a wait timeout or poll interval that is not positive.
+    """
+    if not namespace:
+        raise ConfigError(f"{kind} {name}: metadata.namespace is required to submit it")
+    if wait_timeout <= 0 or poll_interval <= 0:
+        raise ConfigError("wait_timeout and poll_interval must be positive")
+
+
+def submit_and_wait(
+    api: JobApi,
+    job: Any,
+    name: str,
+    namespace: str,
+    *,
+    wait_timeout: float,
+    poll_interval: float,
+    stream_logs: bool,
+    delete_after: bool,
+    request_timeout: int,
+    out: TextIO,
+) -> SubmitResult:
+    """Create ``job``, wait until it succeeded or failed, and report how it ended.
+
+    ``wait_timeout`` bounds the whole wait, queue time included; ``request_timeout`` each API
+    request. A failed job ends the wait at once and is reported as a failure, never as
+    success; a job still queued at the timeout is a :class:`JobTimeoutError` saying so, and
+    stays on the cluster (in its queue) unless ``delete_after``. Call
+    :func:`check_submission` first.
+
+    Returns:
+        The job's name, namespace and final conditions, when it succeeded.
+
+    Raises:
+        ClusterError: the API could not be reached or refused the job (e.g. it exists).
+        JobFailedError: the job ended failed (the message carries the operator's reason).
+        JobTimeoutError: the job had not finished after ``wait_timeout`` seconds.
+    """
+    what = f"{api.kind} {namespace}/{name}"
+    _create(api, job, namespace, what)
+    say(
+        out,
+        f"created {what}; waiting up to {wait_timeout:g}s for it to end"
+        + (" (queue time included)" if api.is_queued(job) else ""),
+    )
+    watch = QueueWatch(what, api.is_queued, out)
+    logs = ChiefLogs(api, name, namespace, poll_interval, out) if stream_logs else None
+    if logs:
+        logs.start()
+    try:
+        final, error = _wait(
+            api, name, namespace, what, watch,
+            timeout=wait_timeout, poll=poll_interval, request_timeout=request_timeout,
+        )  # fmt: skip
+    except KeyboardInterrupt:
+        if logs:
+            logs.finish(wait=0)
+        if delete_after:
+            _delete(api, name, namespace, what, out)
+        raise
+    if logs:
+        logs.finish(wait=30 if final is not None else 0)
+    conditions = conditions_of(final) if final is not None else _latest(api, name, namespace)
+    print_conditions(out, what, conditions)
+    error = error or _outcome(api, what, conditions)
+    if delete_after:
+        _delete(api, name, namespace, what, out)
+    if error is not None:
+        raise error
+    say(out, f"{what} succeeded")
+    return SubmitResult(name=name, namespace=namespace, conditions=conditions)
+
+
+def _create(api: JobApi, job: Any, namespace: str, what: str) -> None:
+    try:
+        api.create(job, namespace)
+    except (RuntimeError, TimeoutError, ValueError) as exc:
+        raise ClusterError(f"cannot create {what}: {one_line(exc)}") from exc
+
+
+def _wait(
+    api: JobApi,
+    name: str,
+    namespace: str,
+    what: str,
+    watch: QueueWatch,
+    *,
+    timeout: float,
+    poll: float,
+    request_timeout: int,
+) -> tuple[Any, ShardtrainError | None]:
+    """The job once it has ended, or None and why the wait stopped without an end."""
+    try:
+        final = api.wait(
+            name, namespace, timeout=timeout, poll=poll, callback=watch,
+            request_timeout=request_timeout,
+        )  # fmt: skip
+    except TimeoutError as exc:
+        state = (
+            "it is still queued (suspended, never admitted by its queue) and"
+            if watch.queued
+            else "it"
+        )
+        error: ShardtrainError = JobTimeoutError(
+            f"{what} did not end within {timeout:g}s; {state} is still on the cluster "
+            f"({one_line(exc)})"
+        )
+        error.__cause__ = exc
+        return None, error
+    except RuntimeError as exc:
+        error = ClusterError(f"lost track of {what}: {one_line(exc)}")
+        error.__cause__ = exc
+        return None, error
+    return final, None
+
+
+def _outcome(api: JobApi, what: str, conditions: tuple[Condition, ...]) -> ShardtrainError | None:
+    """The error the final ``conditions`` mean, or None when the job succeeded."""
+    failed = has(conditions, api.failed)
+    if failed is not None:
+        why = ": ".join(x for x in (failed.reason, failed.message) if x) or "no reason given"
+        return JobFailedError(f"{what} failed: {why}")
+    if has(conditions, api.succeeded) is None:
+        return ClusterError(f"{what} ended without {api.succeeded} or {api.failed}")
+    return None
+
+
+def _latest(api: JobApi, name: str, namespace: str) -> tuple[Condition, ...]:
+    try:
+        job = api.get(name, namespace)
+    except Exception as exc:
+        log.warning(
+            "cannot read the conditions of %s %s/%s: %s", api.kind, namespace, name, one_line(exc)
+        )
+        return ()
+    return conditions_of(job)
+
+
+def _delete(api: JobApi, name: str, namespace: str, what: str, out: TextIO) -> None:
+    try:
+        api.delete(name, namespace)
+    except Exception as exc:  # the outcome is already known; do not hide it behind this
+        log.warning("cannot delete %s: %s", what, one_line(exc))
+        return
+    say(out, f"deleted {what}")

@@ -1,0 +1,145 @@
+"""The settings of shardtrain's TFJobs (:class:`JobConfig`): everything that differs between
+them; the rest is fixed by design (see :mod:`.render`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from shardtrain.errors import ConfigError
+from shardtrain.kubeflow.jobs import settings
+from shardtrain.kubeflow.jobs.settings import JobSettings
+from shardtrain.kubeflow.jobs.tfjob.spec import CLEAN_POD_POLICIES, GANG_SCHEDULERS, KIND
+from shardtrain.kubeflow.pods import DEFAULT_IMAGE, STORAGE_ENV
+
+
+def replicas_in_sync(workers: int, gpus_per_worker: int, train_args: Sequence[str] = ()) -> int:
+    """Replicas a TFJob's global batch is split over: training pods (the chief and
+    ``workers``) x devices per pod (their GPUs, at most ``--devices``; one CPU device without
+    GPUs). The evaluator is not one."""
+    return settings.replicas_in_sync(workers + 1, gpus_per_worker, train_args)
+
+
+@dataclass(frozen=True)
+class JobConfig(JobSettings):
+    """Everything that differs between shardtrain's TFJobs; the rest is fixed by design.
+
+    The defaults are the base manifest ``k8s/base/tfjob.yaml`` (with the data and model URIs
+    given there); ``shardtrain tfjob render`` shows them in ``--help``.
+
+    Attributes:
+        data: URI of the sharded dataset the trainer reads (``s3://``, ``gs://``).
+        model_dir: URI where checkpoints, TensorBoard logs and the export go.
+        name: TFJob name: a DNS-1035 label (pods are ``<name>-worker-0`` …).
+        namespace: namespace of the job, its service account and its Secret.
+        image: the project image, pinned by tag or digest.
+        workers: Worker replicas besides the chief (0: the chief trains alone).
+        gpus_per_worker: ``nvidia.com/gpu`` limit of the chief and each worker (0: CPU only);
+            the evaluator never gets a GPU.
+        evaluator: add an Evaluator replica (sidecar evaluation of every checkpoint).
+        secret: Secret holding the storage variables (``AWS_ACCESS_KEY_ID`` …); None for
+            credential-less storage (GCS with Workload Identity).
+        service_account: the pods' Kubernetes service account.
+        train_args: extra ``shardtrain train`` arguments, e.g. ``("--train-steps", "1000")``.
+        env: extra plain (non-secret) environment variables of every replica.
+        cpu: CPU request per replica.
+        memory: memory request (and limit) per replica.
+        backoff_limit: pod restarts (exit codes >= 128) before the job is marked Failed.
+        ttl_seconds_after_finished: seconds before a finished job and its pods are deleted;
+            None keeps them.
+        clean_pod_policy: which pods to delete when the job ends: None, Running or All.
+        active_deadline_seconds: seconds the job may run before it is failed; None: no limit.
+        termination_grace_seconds: time a replica gets between SIGTERM and SIGKILL (to finish
+            its current step and write its checkpoint on preemption or node drain); below
+            :data:`~shardtrain.kubeflow.pods.MIN_TERMINATION_GRACE_SECONDS` ``build_tfjob``
+            warns.
+        queue: the queue the job waits in. Without a gang scheduler: a Kueue LocalQueue (the
+            ``kueue.x-k8s.io/queue-name`` label, created suspended); with
+            ``gang_scheduler="volcano"``: the Volcano queue (``schedulingPolicy.queue``;
+            None: the operator's ``default``). None: no queue.
+        gang_scheduler: ``"volcano"``: gang-schedule all replicas at once through Volcano
+            (``schedulingPolicy``, ``schedulerName``); None: the cluster's default scheduler.
+        priority_class: a PriorityClass for every pod (and the Volcano PodGroup).
+    """
+
+    data: str
+    model_dir: str
+    name: str = "shardtrain"
+    namespace: str = "shardtrain"
+    image: str = DEFAULT_IMAGE
+    workers: int = 2
+    gpus_per_worker: int = 1
+    evaluator: bool = True
+    secret: str | None = "shardtrain-storage"
+    service_account: str = "shardtrain-trainer"
+    train_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cpu: str = "4"
+    memory: str = "16Gi"
+    backoff_limit: int = 3
+    ttl_seconds_after_finished: int | None = 86400
+    clean_pod_policy: str = "Running"
+    active_deadline_seconds: int | None = None
+    termination_grace_seconds: int = 120
+    queue: str | None = None
+    gang_scheduler: str | None = None
+    priority_class: str | None = None
+
+    KIND: ClassVar[str] = KIND
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("secret", "queue", "gang_scheduler", "priority_class")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "train_args", tuple(str(a) for a in self.train_args))
+        object.__setattr__(self, "env", {str(k): str(v) for k, v in dict(self.env).items()})
+        for what, value in (("data", self.data), ("model_dir", self.model_dir)):
+            if not value or not str(value).strip():
+                raise ConfigError(f"a TFJob needs {what} (a dataset/model URI)")
+        settings.check_job_name(KIND, self.name)
+        settings.check_namespace(self.namespace)
+        settings.check_image(self.image)
+        settings.check_object_names(secret=self.secret, service_account=self.service_account)
+        settings.check_counts(
+            (
+                ("workers", self.workers, 0),
+                ("gpus_per_worker", self.gpus_per_worker, 0),
+                ("backoff_limit", self.backoff_limit, 0),
+                ("ttl_seconds_after_finished", self.ttl_seconds_after_finished, 0),
+                ("active_deadline_seconds", self.active_deadline_seconds, 1),
+                ("termination_grace_seconds", self.termination_grace_seconds, 0),
+            )
+        )
+        settings.check_queue(self.queue)
+        if self.gang_scheduler is not None and self.gang_scheduler not in GANG_SCHEDULERS:
+            raise ConfigError(
+                f"gang_scheduler '{self.gang_scheduler}' is not supported (use "
+                f"{', '.join(GANG_SCHEDULERS)}, or none)"
+            )
+        if self.priority_class is not None:
+            try:
+                settings.check_object_names(priority_class=self.priority_class)
+            except ConfigError:
+                raise ConfigError(
+                    f"priority_class '{self.priority_class}' is not a valid name"
+                ) from None
+        if self.clean_pod_policy not in CLEAN_POD_POLICIES:
+            raise ConfigError(
+                f"clean_pod_policy '{self.clean_pod_policy}' is not one of "
+                f"{', '.join(CLEAN_POD_POLICIES)}"
+            )
+        settings.check_env(
+            self.env, {"TF_CONFIG", "PYTHONUNBUFFERED"} | {k for k, _ in STORAGE_ENV}
+        )
+        settings.check_train_args(self.train_args, self.replicas_in_sync, self.workers + 1)
+
+    @property
+    def replicas_in_sync(self) -> int:
+        """Replicas the global batch is split over (see :func:`replicas_in_sync`)."""
+        return replicas_in_sync(self.workers, self.gpus_per_worker, self.train_args)
+
+    def container_train_args(self) -> tuple[str, ...]:
+        """The train arguments the pods get: ``train_args``, and when they leave the batch size
+        to the trainer's default (and to no ``--config`` file), that default rounded to the
+        nearest multiple of :attr:`replicas_in_sync` so that it splits evenly. An explicit
+        ``--batch-size`` is never changed (it is checked instead)."""
+        return settings.pod_train_args(self.train_args, self.replicas_in_sync)

@@ -1,0 +1,366 @@
+"""The parameters of the pipeline ``csv_to_model`` and of its components, each defined once.
+
+A pipeline parameter is either an option or one of the pipeline's own settings:
+
+* the sharding options (:data:`SHARDING`) and the training options the pipeline has
+  parameters for (:data:`TRAINING`) are fields of
+  :class:`~shardtrain.data.shard_config.ShardConfig` and
+  :class:`~shardtrain.train.config.TrainConfig` declared with ``pipeline=``: their name, type,
+  default and description come from the field's option (the description is the option's help,
+  :func:`shardtrain.options.pipeline_help`);
+* the pipeline's own settings (:data:`RUN`: where the model is published, how the run is
+  spread over pods, the TFJob and the cluster) are declared here.
+
+A component's parameter is a pipeline parameter it receives, under the component's own name
+(:func:`passed`: the ``train`` component's ``workers`` is the pipeline's ``tfjob_workers``),
+or a value the graph sets (a loop item, the run id, an artifact), declared here with its
+description. From these lists :func:`define` generates the functions KFP reads: the
+components' and the pipeline's signatures, and docstrings whose ``Args:`` and ``Returns:``
+KFP turns into the description of every input and output (the UI shows them); the graph
+hands each component its pipeline parameters by the same lists (:func:`arguments`).
+
+KFP needs real Python functions: it reads their signatures and docstrings, and it embeds a
+component's *source* in the compiled YAML, where the step's pod runs it. So the functions are
+generated as source text (kept in :mod:`linecache`, where :func:`inspect.getsource` finds it)
+and executed in the namespace that pod code has (``from kfp.dsl import *``).
+"""
+
+from __future__ import annotations
+
+import linecache
+import textwrap
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from shardtrain.data.shard_config import ShardConfig
+from shardtrain.kubeflow.jobs.tfjob import DEFAULT_IMAGE, JobConfig
+from shardtrain.options import Option, options, pipeline_help
+from shardtrain.train.config import TrainConfig
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+#: The default of a required parameter.
+REQUIRED: Any = _Required()
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of the pipeline or of a component."""
+
+    name: str
+    #: The annotation as the signature writes it, in kfp.dsl's names: ``int``, ``list[str]``,
+    #: ``Input[Dataset]``, ``Output[Model]``.
+    annotation: str
+    #: The description: the docstring's entry, which KFP puts into the compiled YAML.
+    help: str
+    #: The default; :data:`REQUIRED` for none.
+    default: Any = REQUIRED
+    #: The pipeline parameter a component's parameter receives; None for a pipeline
+    #: parameter, or a value the graph sets.
+    source: str | None = None
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    @property
+    def output(self) -> bool:
+        """An ``Output[...]`` artifact: KFP reads its description from ``Returns:``."""
+        return self.annotation.startswith("Output[")
+
+
+def _annotation(hint: Any) -> str:
+    """``str``, ``list[str]``...: a type as a signature writes it."""
+    return repr(hint) if typing.get_origin(hint) else hint.__name__
+
+
+#: Pipeline defaults that differ from the options' on purpose: the demo data's label, a
+#: production-sized training run, and a model directory the pipeline cannot do without.
+PIPELINE_DEFAULTS: dict[str, Any] = {
+    "label": "cleared",
+    "model_dir": REQUIRED,
+    "train_steps": 20000,
+    "batch_size": 1024,
+    "checkpoint_every": 1000,
+}
+
+
+def _default(opt: Option) -> Any:
+    """An option's default as a pipeline parameter's: its user form, of the parameter's type
+    (``128.0`` MB, not ``128``)."""
+    if opt.required:
+        return REQUIRED
+    value = opt.pipeline_default()
+    return float(value) if opt.user_type is float else value
+
+
+def _from_options(cls: type) -> tuple[Param, ...]:
+    """The pipeline parameters of ``cls``'s options (those with ``pipeline=``), in field order,
+    each in its user form (``task_mb``, ``''`` or ``0`` for not set)."""
+    return tuple(
+        Param(
+            name=opt.spec.pipeline,
+            annotation=_annotation(opt.user_type),
+            help=pipeline_help(cls, opt),
+            default=PIPELINE_DEFAULTS.get(opt.spec.pipeline, _default(opt)),
+        )
+        for opt in options(cls)
+        if opt.spec.pipeline
+    )
+
+
+#: The sharding options: every ShardConfig field with a pipeline parameter, in field order.
+SHARDING = _from_options(ShardConfig)
+#: The training options the pipeline has parameters of its own for; any other ``shardtrain
+#: train`` flag goes into ``train_flags``.
+TRAINING = _from_options(TrainConfig)
+#: The pipeline's own settings.
+RUN = (
+    Param("serving_uri", "str", "Where the exported SavedModel is published (<uri>/<version>/)."),
+    Param("shard_workers", "int", "Shard worker pods (at most one per task).", 4),
+    Param("shard_cpu", "str", "CPU request of each shard worker, also its process count.", "4"),
+    Param(
+        "tfjob_workers",
+        "int",
+        "TFJob Worker replicas besides the chief.",
+        JobConfig.default("workers"),
+    ),
+    Param(
+        "gpus_per_worker",
+        "int",
+        "nvidia.com/gpu of the chief and each worker (0 for CPU only).",
+        JobConfig.default("gpus_per_worker"),
+    ),
+    Param(
+        "evaluator",
+        "bool",
+        "Add a sidecar Evaluator replica to the TFJob.",
+        JobConfig.default("evaluator"),
+    ),
+    Param("worker_cpu", "str", "CPU request of each TFJob replica.", JobConfig.default("cpu")),
+    Param("worker_memory", "str", "Memory of each TFJob replica.", JobConfig.default("memory")),
+    Param(
+        "train_flags",
+        "str",
+        "More `shardtrain train` flags, e.g. --learning-rate 0.003 --dropout 0.1.",
+        "",
+    ),
+    Param(
+        "train_timeout",
+        "float",
+        "Seconds the TFJob may take before the train step fails (time spent queued included).",
+        86400.0,
+    ),
+    Param(
+        "min_auc",
+        "float",
+        "Skip the export when a classifier's eval AUC is lower (0 disables the gate).",
+        0.0,
+    ),
+    Param(
+        "max_rmse",
+        "float",
+        "Skip the export when a regression's eval RMSE (in the label's units) is higher "
+        "(0 disables the gate).",
+        0.0,
+    ),
+    Param("image", "str", "The project image of every step and of the TFJob.", DEFAULT_IMAGE),
+    Param(
+        "secret_name",
+        "str",
+        "Kubernetes Secret holding AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and optionally "
+        "AWS_ENDPOINT_URL, AWS_REGION (mounted as environment variables).",
+        JobConfig.default("secret"),
+    ),
+    Param("namespace", "str", "The TFJob's namespace ('' is the namespace the run is in).", ""),
+    Param(
+        "service_account",
+        "str",
+        "Service account of the TFJob's pods.",
+        JobConfig.default("service_account"),
+    ),
+    Param(
+        "queue",
+        "str",
+        "Queue the TFJob waits in: a Kueue LocalQueue (the job is created suspended until "
+        "admitted), or with gang_scheduler 'volcano' a Volcano queue ('' for none).",
+        "",
+    ),
+    Param(
+        "gang_scheduler",
+        "str",
+        "'volcano' starts all TFJob replicas together or none ('' for the default scheduler).",
+        "",
+    ),
+    Param("priority_class", "str", "PriorityClass of the TFJob's pods ('' for none).", ""),
+    Param(
+        "local",
+        "bool",
+        "Run the TFJob as local processes (kfp.local runs; never on a cluster).",
+        False,
+    ),
+)
+#: Every parameter of the pipeline, the required ones first.
+PIPELINE = tuple(sorted((*SHARDING, *TRAINING, *RUN), key=lambda p: not p.required))
+_BY_NAME = {p.name: p for p in PIPELINE}
+
+
+def passed(source: str, name: str | None = None, default: Any = REQUIRED) -> Param:
+    """A component's parameter that receives pipeline parameter ``source`` (as ``name``),
+    described as it."""
+    param = _BY_NAME[source]
+    return Param(name or source, param.annotation, param.help, default, source=source)
+
+
+# --------------------------------------------------------------------------------------------
+# The components' parameters, in signature order
+# --------------------------------------------------------------------------------------------
+
+_SHARDING_INPUTS = tuple(passed(p.name) for p in SHARDING)
+PLAN_SHARDS = (*_SHARDING_INPUTS, passed("shard_workers", "num_workers"))
+SHARD = (
+    *_SHARDING_INPUTS,
+    Param(
+        "worker_index",
+        "int",
+        "This shard worker's index in [0, num_workers): it runs the tasks t with "
+        "t % num_workers == worker_index.",
+    ),
+    passed("shard_workers", "num_workers"),
+    passed("shard_cpu", "cpu"),
+)
+FINALIZE_SHARDS = (
+    passed("dataset_uri"),
+    Param(
+        "worker_reports",
+        "list[str]",
+        "The shard workers' JSON reports (the shard step's outputs, collected).",
+    ),
+    Param(
+        "dataset",
+        "Output[Dataset]",
+        "Points at dataset_uri, with the dataset's row counts, label and splits.",
+    ),
+)
+TRAIN = (
+    Param("dataset", "Input[Dataset]", "The sharded dataset (finalize_shards' output)."),
+    Param(
+        "model",
+        "Output[Model]",
+        "Points at model_dir, with the SavedModel export, its step and the TensorBoard logs.",
+    ),
+    passed("model_dir"),
+    passed("local"),
+    Param("run_id", "str", "The pipeline run's id: names the TFJob, so every run gets its own."),
+    passed("train_timeout", "timeout"),
+    passed("image"),
+    passed("namespace"),
+    passed("tfjob_workers", "workers"),
+    passed("gpus_per_worker"),
+    passed("evaluator"),
+    passed("secret_name", "secret"),
+    passed("service_account"),
+    passed("worker_cpu", "cpu"),
+    passed("worker_memory", "memory"),
+    passed("train_steps"),
+    passed("batch_size"),
+    passed("checkpoint_every"),
+    passed("task"),
+    passed("train_flags"),
+    passed("queue", default=""),
+    passed("gang_scheduler", default=""),
+    passed("priority_class", default=""),
+)
+EVALUATE = (
+    Param("dataset", "Input[Dataset]", "The sharded dataset, whose statistics the report shows."),
+    Param("model", "Input[Model]", "The trained model (train's output)."),
+    Param(
+        "metrics",
+        "Output[Metrics]",
+        "The final evaluation's auc, accuracy, log_loss, num_examples and step.",
+    ),
+    Param(
+        "classification",
+        "Output[ClassificationMetrics]",
+        "The final evaluation's ROC curve and confusion matrix.",
+    ),
+    Param("report", "Output[Markdown]", "The data's statistics and the evaluation, as Markdown."),
+    passed("min_auc"),
+    passed("max_rmse"),
+)
+EXPORT = (
+    Param("model", "Input[Model]", "The trained model (train's output)."),
+    passed("serving_uri"),
+    Param("served_model", "Output[Model]", "Points at the published version."),
+)
+
+
+def arguments(params: Iterable[Param], values: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments of a component's parameters that come from pipeline parameters, taken
+    from ``values`` (the pipeline's parameters by name), by the component's names."""
+    return {p.name: values[p.source] for p in params if p.source is not None}
+
+
+# --------------------------------------------------------------------------------------------
+# Functions generated from the lists
+# --------------------------------------------------------------------------------------------
+
+
+def docstring(summary: str, params: Iterable[Param], returns: Iterable[Param] = ()) -> str:
+    """A Google-style docstring: ``summary``, ``Args:`` for the inputs, ``Returns:`` for the
+    ``Output[...]`` parameters and ``returns`` (KFP reads outputs' descriptions there)."""
+    params = tuple(params)
+    inputs = [p for p in params if not p.output]
+    outputs = [p for p in params if p.output] + list(returns)
+    text = textwrap.dedent(summary).strip() + "\n"
+    for title, entries in (("Args", inputs), ("Returns", outputs)):
+        if entries:
+            text += f"\n{title}:\n" + "".join(f"    {p.name}: {p.help}\n" for p in entries)
+    return text
+
+
+def function_source(
+    name: str, params: Iterable[Param], *, returns: str | None, doc: str, body: str
+) -> str:
+    """The source of function ``name``: the signature of ``params`` (defaults as literals),
+    ``doc`` as its docstring, then ``body``."""
+    if '"""' in doc:
+        raise ValueError(f"{name}: a description holds a triple quote")
+    lines = [f"def {name}("]
+    for p in params:
+        default = "" if p.required else f" = {p.default!r}"
+        lines.append(f"    {p.name}: {p.annotation}{default},")
+    lines.append(f"){f' -> {returns}' if returns else ''}:")
+    lines.append(textwrap.indent(f'r"""{doc}"""', "    "))
+    lines.append(textwrap.indent(textwrap.dedent(body).strip(), "    "))
+    return "\n".join(lines) + "\n"
+
+
+def define(
+    name: str,
+    params: Iterable[Param],
+    *,
+    module: str,
+    doc: str,
+    body: str,
+    returns: str | None = None,
+    namespace: Mapping[str, Any] | None = None,
+) -> Callable[..., Any]:
+    """The function :func:`function_source` writes, executed as if defined in ``module``
+    (where KFP and :func:`inspect.getsource` look), with kfp.dsl's names in scope (as in a
+    component's pod) besides ``namespace``."""
+    from kfp import dsl
+
+    source = function_source(name, params, returns=returns, doc=doc, body=body)
+    filename = f"<generated by shardtrain.kubeflow.parameters: {module}.{name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    scope = {"__name__": module, **{n: getattr(dsl, n) for n in dsl.__all__}, **(namespace or {})}
+    exec(compile(source, filename, "exec", dont_inherit=True), scope)
+    function: Callable[..., Any] = scope[name]
+    return function

@@ -1,0 +1,86 @@
+"""Finalize: the committed tasks of a run merged into ``metadata.json``, the dataset's commit
+(:mod:`shardtrain.data.sharding.finalize`)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from helpers import run_cli
+from shardtrain.data import datagen, sharding
+from shardtrain.errors import DataError
+
+
+def _quest(tmp_path, rows: int, **kw):
+    csv_path = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(csv_path), rows, seed=8, **kw)
+    return csv_path
+
+
+def test_multi_worker_cli_and_finalize(tmp_path):
+    csv_path = _quest(tmp_path, 6_000)
+    out = tmp_path / "ds"
+    for w in range(2):
+        proc = run_cli(
+            "shard",
+            str(csv_path),
+            "-o",
+            str(out),
+            "--label",
+            "cleared",
+            "--num-workers",
+            "2",
+            "--worker-index",
+            str(w),
+            "--task-mb",
+            "0.25",
+            check=True,
+        )
+        assert "run `shardtrain finalize" in proc.stdout
+    early = run_cli("inspect", str(out))
+    assert early.returncode == 1 and "not committed" in early.stderr
+    run_cli("finalize", str(out), check=True)
+    shown = run_cli("inspect", str(out), check=True).stdout
+    assert "train" in shown and "player_level" in shown and "6,000" in shown
+
+
+def test_finalize_reports_missing_workers(tmp_path):
+    csv_path = _quest(tmp_path, 4_000)
+    out = tmp_path / "ds"
+    sharding.shard(
+        sharding.ShardConfig(
+            sources=(str(csv_path),),
+            output=str(out),
+            label="cleared",
+            processes=1,
+            num_workers=2,
+            worker_index=0,
+            task_bytes=100_000,
+        )
+    )
+    with pytest.raises(DataError, match=r"task\(s\) have not finished"):
+        sharding.finalize(str(out))
+    shutil.rmtree(out)
+
+
+def test_finalize_can_be_stricter_than_the_workers_and_needs_a_plan(tmp_path):
+    csv_path = _quest(tmp_path, 3_000, bad_fraction=0.01)
+    out = tmp_path / "ds"
+    config = sharding.ShardConfig(
+        sources=(str(csv_path),),
+        output=str(out),
+        label="cleared",
+        processes=1,
+        max_bad_fraction=0.05,
+    )
+    committed = sharding.shard(config).metadata
+    assert committed.rows_rejected > 0
+    with pytest.raises(DataError, match=r"were rejected .*more than --max-bad-fraction 0;"):
+        sharding.finalize(str(out), max_bad_fraction=0.0)
+    again = sharding.finalize(str(out), top_k=1)  # the workers' limit: commits again
+    assert (again.rows_read, again.rows_accepted) == (committed.rows_read, committed.rows_accepted)
+    tops = [len(s["top"]) for s in again.stats.columns.values() if "top" in s]
+    assert tops and max(tops) == 1
+    with pytest.raises(DataError, match=r"no sharding run found \(_plan\.json is missing\)"):
+        sharding.finalize(str(tmp_path / "nothing"))

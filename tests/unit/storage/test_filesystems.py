@@ -1,0 +1,32 @@
+"""The S3 filesystem's settings come from the environment only (never from code or files)."""
+
+from __future__ import annotations
+
+from shardtrain import storage
+
+
+def test_s3_settings_come_from_the_environment_only(monkeypatch):
+    for name in (
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_S3",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    bare = storage.s3_settings()
+    assert "key" not in bare and "endpoint_url" not in bare["client_kwargs"]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://general:9000")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://s3-specific:9000")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "id")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "very-secret")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    s = storage.s3_settings()
+    assert s["client_kwargs"] == {
+        "endpoint_url": "http://s3-specific:9000",
+        "region_name": "eu-west-1",
+    }
+    assert s["config_kwargs"]["s3"] == {"addressing_style": "path"}
+    assert (s["key"], s["secret"]) == ("id", "very-secret")
+    assert "very-secret" not in storage.describe_s3_settings()
