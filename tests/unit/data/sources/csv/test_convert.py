@@ -13,10 +13,11 @@ import pyarrow as pa
 import pytest
 
 from shardtrain.data.csv_dialect import CsvDialect, detect_delimiter
-from shardtrain.data.schema import Column, Schema, TypeTally, _infer_type, infer_schema
+from shardtrain.data.schema import Column, Schema, TypeTally, infer_schema
 from shardtrain.data.shard_config import ShardConfig
 from shardtrain.data.sources import csv as csv_source
 from shardtrain.data.sources.csv import readers
+from shardtrain.data.type_rule import infer_type
 from shardtrain.errors import ConfigError
 from shardtrain.kernels import csv_parse
 
@@ -75,7 +76,7 @@ def test_detection_never_takes_the_decimal_comma_for_the_delimiter():
 )
 def test_types_read_the_decimal_mark(values, decimal, expected):
     arr = pa.array(values, pa.string())
-    assert _infer_type(arr, decimal) == expected
+    assert infer_type(arr, decimal) == expected
     tally = TypeTally(decimal=decimal)
     tally.add(arr.slice(0, 1))
     tally.add(arr.slice(1))
