@@ -201,7 +201,7 @@ config = sharding.ShardConfig(sources=(src,), output=out, label="cleared", key="
 if mode == "arrow":
     source = config.source()
     inputs = source.plan_inputs()
-    csv.all_row_types(inputs.sources, inputs.schema, csv._dialect(inputs.options))
+    csv.all_row_types(inputs.sources, inputs.schema, csv.plan_dialect(inputs.options))
 else:
     build_plan(config)
 """

@@ -86,6 +86,20 @@ def quoted_text_csv(n: int, seed: int = 0) -> str:
     return "\n".join(lines) + "\n"
 
 
+def random_quoted_csv(rng, rows: int) -> bytes:
+    """``rows`` CSV records (``id,text,flag``, CRLF line ends) whose text fields hold commas,
+    quotes and line breaks at random, as Python's csv module quotes them."""
+    import csv
+    import io
+
+    out = io.StringIO(newline="")
+    writer = csv.writer(out, lineterminator="\r\n")  # quotes every field with \r or \n
+    for i in range(rows):
+        text = "".join(rng.choice('ab ,"\n\r') for _ in range(rng.randint(0, 12)))
+        writer.writerow([i, text, rng.choice(["", "x", '"'])])
+    return out.getvalue().encode()
+
+
 def european_export_csv(path, rows: int, seed: int = 7, encoding: str = "cp1252"):
     """What pandas writes for European Excel: ``to_csv(sep=";", quoting=csv.QUOTE_ALL,
     encoding="cp1252", decimal=",")`` -- quoted multi-line notes (LF and CRLF), zip codes
@@ -197,3 +211,42 @@ def kill_then_resume(src: str, out: str, csv_path, kill_when: int) -> dict:
             sharding.Plan.from_dict(out, storage.read_json(storage.join(out, "_plan.json"))).tasks
         ),
     }
+
+
+def shard_config(sources, output, **kw) -> sharding.ShardConfig:
+    """A run over ``sources`` with the label ``cleared`` in one process, unless ``kw`` says."""
+    kw.setdefault("label", "cleared")
+    kw.setdefault("processes", 1)
+    return sharding.ShardConfig(sources=tuple(map(str, sources)), output=str(output), **kw)
+
+
+def shard(sources, output, **kw) -> dict:
+    """Shard ``sources`` (see :func:`shard_config`) and return the metadata as a dict."""
+    return sharding.shard(shard_config(sources, output, **kw)).metadata.to_dict()
+
+
+def read_rejects(out) -> list[dict]:
+    """The rejects a dataset at ``out`` recorded."""
+    import json
+
+    path = out / "rejects" / "rejects.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def dataset_files(root) -> dict[str, bytes | dict]:
+    """Every file of a dataset; JSON files parsed, without timings and the creation time."""
+    import json
+
+    files: dict[str, bytes | dict] = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            rel = str(path.relative_to(root))
+            data = path.read_bytes()
+            if rel.endswith(".json"):
+                doc = json.loads(data)
+                for volatile in ("created", "seconds"):
+                    doc.pop(volatile, None)
+                files[rel] = doc
+            else:
+                files[rel] = data
+    return files

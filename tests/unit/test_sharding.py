@@ -10,14 +10,12 @@ import math
 import os
 import shutil
 
-import pandas as pd
 import pytest
 
-from helpers import ALL_TYPES, read_examples, run_cli
+from helpers import ALL_TYPES, dataset_files, read_examples, run_cli
 from shardtrain import storage
 from shardtrain.data import datagen, sharding
 from shardtrain.data.metadata import DatasetMetadata
-from shardtrain.data.sources import csv as csv_source
 from shardtrain.errors import ConfigError, DataError, StorageError
 from shardtrain.storage import direct
 
@@ -296,92 +294,6 @@ def test_schema_file_overrides_types_and_drops(tmp_path):
         sharding.shard(_config([ALL_TYPES], tmp_path / "y", schema_file=str(typo)))
 
 
-def test_crlf_blank_lines_multiline_fields_and_no_final_newline(tmp_path):
-    src = tmp_path / "odd.csv"
-    src.write_bytes(b'a,b,cleared\r\n1,x,0\r\n2,y,1\r\n\r\n3,"multi\r\nline",1\r\n4,"q, r",0')
-    out = tmp_path / "ds"
-    meta = sharding.shard(
-        _config([src], out, min_shards=1, max_bad_fraction=1.0)
-    ).metadata.to_dict()
-    # A quoted field with a line break is one value (issue 14; it used to be two rejects).
-    assert (meta["rows_read"], meta["rows_accepted"], meta["rows_rejected"]) == (4, 4, 0)
-    assert meta["blank_lines"] == 1
-    rows = {r["a"]: r for r in read_examples(str(out))}
-    expected = pd.read_csv(src, dtype=str).set_index("a")
-    assert sorted(rows) == [1, 2, 3, 4] and rows[4]["b"] == b"q, r"
-    assert rows[3]["b"] == b"multi\r\nline" == expected.loc["3", "b"].encode()
-
-
-def test_three_processes_and_unreadable_lines(tmp_path):
-    """Regression: 3+ pool processes used to kill each other; a bad UTF-8 byte past the
-    schema sample or a bare carriage return inside a field used to crash the run."""
-    csv_path = tmp_path / "quest.csv"
-    datagen.generate_quest_logs(str(csv_path), 60_000, seed=13)
-    data = csv_path.read_bytes().splitlines(keepends=True)
-    data[50_000] = data[50_000].replace(b",p", b",\xe9", 1)  # not UTF-8
-    data[50_010] = data[50_010].replace(b",", b"\r", 1)  # a bare CR inside the line
-    csv_path.write_bytes(b"".join(data))
-    out = tmp_path / "ds"
-    meta = sharding.shard(
-        sharding.ShardConfig(
-            sources=(str(csv_path), f"{tmp_path}/*.csv"),  # the same file twice: read once
-            output=str(out),
-            label="cleared",
-            processes=3,
-            task_bytes=600_000,
-            max_bad_fraction=0.01,
-        )
-    ).metadata.to_dict()
-    assert len(meta["sources"]) == 1
-    assert meta["rows_read"] == 60_000
-    assert meta["rows_accepted"] + meta["rows_rejected"] == 60_000
-    assert meta["rejects_by_reason"].get("unreadable_line", 0) >= 1
-    rejects = [json.loads(x) for x in (out / "rejects" / "rejects.jsonl").read_text().splitlines()]
-    lines = {r["line"] for r in rejects}
-    assert {50_001, 50_011} <= lines  # the header is line 1: data[i] is line i + 1
-
-
-@pytest.mark.parametrize("compression", ["none", "gzip"])
-def test_csv_fast_path_gives_the_same_dataset_as_arrow(tmp_path, monkeypatch, compression):
-    """Shards, rejects, statistics and metadata are byte for byte those of the Arrow-only
-    path (timings and the creation time aside), blocks that fall back to Arrow included."""
-    csv_path = tmp_path / "quest.csv"
-    datagen.generate_quest_logs(str(csv_path), 42_000, seed=5, bad_fraction=0.01)
-    lines = csv_path.read_bytes().splitlines(keepends=True)
-    lines[9_000] = lines[9_000].replace(b",", b',"quoted",', 1)  # a block for Arrow
-    lines[41_000] = lines[41_000].replace(b",", b",\xe9", 1)  # past the schema sample
-    csv_path.write_bytes(b"".join(lines).replace(b"\n", b"\r\n", 50))  # some CRLF lines too
-
-    fallbacks = []
-    read_arrow = csv_source._read_arrow
-    monkeypatch.setattr(csv_source, "_read_arrow", lambda *a: fallbacks.append(1) or read_arrow(*a))
-    datasets = {}
-    for flag in ("1", "0"):
-        monkeypatch.setenv(csv_source.FAST_PATH_ENV, flag)
-        fallbacks.clear()
-        out = tmp_path / f"ds-{flag}"
-        config = _config(
-            [csv_path],
-            out,
-            key="attempt_id",
-            compression=compression,
-            block_bytes=256 * 1024,
-            task_bytes=1_500_000,
-            max_bad_fraction=0.05,
-        )
-        sharding.shard(config)
-        datasets[flag] = _dataset_files(out)
-        blocks = len(fallbacks)
-        if flag == "1":
-            # The blocks of the quoted and the non-UTF-8 lines, and the sample the plan
-            # estimates the output size from (it holds the quoted line).
-            assert blocks == 3
-    assert blocks > 18  # every block, with the fast path off
-    assert datasets["1"] == datasets["0"]
-    meta = datasets["1"]["metadata.json"]
-    assert meta["rejects_by_reason"]["unreadable_line"] == 1
-
-
 def test_in_place_direct_writes_give_the_same_dataset_as_page_cache_writes(tmp_path, monkeypatch):
     """Uncompressed shards go to the disk straight from the encoder's buffer (O_DIRECT, each
     shard's records at its file's page phase): the dataset is byte for byte the one written
@@ -407,51 +319,13 @@ def test_in_place_direct_writes_give_the_same_dataset_as_page_cache_writes(tmp_p
             [csv_path], out, compression="none", block_bytes=1024 * 1024, max_bad_fraction=0.05
         )
         sharding.shard(config)
-        datasets[flag] = _dataset_files(out)
+        datasets[flag] = dataset_files(out)
         if flag == "1":
             # Every write is offered in place; the groups too small for it (the eval split's,
             # here) fall back to a copying write(). Most of the train split's go in place.
             assert calls["write_in_place"] - calls["write"] > 20
     assert datasets["1"] == datasets["0"]
     assert datasets["1"]["metadata.json"]["splits"]["train"]["num_records"] > 20_000
-
-
-def _dataset_files(root) -> dict[str, bytes | dict]:
-    """Every file of a dataset; JSON files parsed, without timings and the creation time."""
-    files: dict[str, bytes | dict] = {}
-    for path in sorted(root.rglob("*")):
-        if path.is_file():
-            rel = str(path.relative_to(root))
-            data = path.read_bytes()
-            if rel.endswith(".json"):
-                doc = json.loads(data)
-                for volatile in ("created", "seconds"):
-                    doc.pop(volatile, None)
-                files[rel] = doc
-            else:
-                files[rel] = data
-    return files
-
-
-@pytest.mark.parametrize("fast", ["1", "0"])
-def test_a_bad_value_and_invalid_utf8_in_one_block_are_both_rejected(tmp_path, monkeypatch, fast):
-    """Regression: the re-read after a conversion error crashed on a non-UTF-8 line."""
-    monkeypatch.setenv("SHARDTRAIN_CSV_FAST", fast)
-    csv_path = tmp_path / "mixed.csv"
-    # Past the 4 MB the schema is inferred from (which must be UTF-8), in one block.
-    rows = [b"id,level,note,cleared"] + [f"r{i},{i},ok,{i % 2}".encode() for i in range(300_000)]
-    rows[290_000] = b"r9x,not-a-number,ok,1"  # a bad int
-    rows[290_010] = b"r19x,5,caf\xe9,0"  # not UTF-8
-    csv_path.write_bytes(b"\n".join(rows) + b"\n")
-    meta = sharding.shard(  # types from the sample: 'level' stays an int, the bad int a reject
-        _config([csv_path], tmp_path / "ds", max_bad_fraction=0.05, infer_types="sample")
-    ).metadata.to_dict()
-    assert meta["rows_read"] == 300_000 and meta["rows_rejected"] == 2
-    rejects = [
-        json.loads(x)
-        for x in (tmp_path / "ds" / "rejects" / "rejects.jsonl").read_text().splitlines()
-    ]
-    assert sorted(r["line"] for r in rejects) == [290_001, 290_011]
 
 
 def test_rerun_removes_the_temporary_files_a_killed_run_left(tmp_path):
@@ -524,34 +398,6 @@ def test_truncated_or_corrupt_gzip_source_is_one_line_naming_the_file(tmp_path):
     src.write_bytes(bytes(flipped))
     with pytest.raises(DataError, match=rf"^{src}: corrupt gzip file: .* compressed bytes read"):
         sharding.shard(_config([src], tmp_path / "ds2", max_bad_fraction=1.0))
-
-
-def test_same_size_edit_with_mtime_restored_changes_the_source_version(tmp_path):
-    small = tmp_path / "quest.csv"
-    datagen.generate_quest_logs(str(small), 3_000, seed=1)  # < 1 MiB: hashed whole
-    big = tmp_path / "big.csv"
-    big.write_bytes(os.urandom(5 << 20))  # 16 sampled blocks, the last ending at the end
-
-    def edit(path, offset):
-        before = csv_source.list_sources([str(path)])[0]
-        st = path.stat()
-        with open(path, "r+b") as f:
-            f.seek(offset)
-            byte = f.read(1)
-            f.seek(offset)
-            f.write(b"7" if byte != b"7" else b"8")
-        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-        after = csv_source.list_sources([str(path)])[0]
-        assert after.size == before.size and after.version != before.version
-        assert after.version.split("-")[0] == before.version.split("-")[0]  # same mtime
-
-    out = tmp_path / "ds"
-    sharding.shard(_config([small], out))
-    edit(small, small.stat().st_size // 2)
-    with pytest.raises(DataError, match="sharded from other inputs"):
-        sharding.shard(_config([small], out))  # not "already complete", no mixed rows
-    edit(big, (5 << 20) - 1)
-    edit(big, 0)
 
 
 def test_shard_crcs_name_the_corrupt_file(tmp_path):

@@ -36,7 +36,6 @@ from shardtrain.kernels.tfrecord import frame_records
 #: ``record_format`` values (``metadata.json`` ``options.record_format``; absent = example).
 EXAMPLE = "example"
 COLUMNAR = "columnar"
-RECORD_FORMATS = (EXAMPLE, COLUMNAR)
 
 #: Rows in one record at most. The reader pays tf.data's bookkeeping per record and parsing
 #: per record and feature, so 256 rows make that negligible; smaller blocks mix better when

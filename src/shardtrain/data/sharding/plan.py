@@ -11,6 +11,7 @@ does not depend on how many workers run. The plan is stored as ``_plan.json``; i
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -201,8 +202,10 @@ def build_plan(config: ShardConfig) -> Plan:
     n_tasks = max(1, min(wanted, min(num_shards)))
     plain_bytes = sum(s.size for s in sources if not s.gzip)
     piece_bytes = max(64 * 1024, math.ceil(plain_bytes / n_tasks)) if plain_bytes else MIB
-    pieces = source.align_pieces(plan_pieces(sources, piece_bytes), inputs)
-    schema = source.final_schema(pieces, inputs)  # e.g. CSV types by all rows
+    aligned = source.align_pieces(plan_pieces(sources, piece_bytes), inputs)
+    pieces = aligned.pieces
+    final = source.final_schema(pieces, dataclasses.replace(inputs, options=aligned.options))
+    schema = final.schema  # e.g. CSV types by all rows
     n_tasks = min(n_tasks, len(pieces))
     groups = _group_pieces(pieces, n_tasks)
     tasks = tuple(
@@ -213,7 +216,7 @@ def build_plan(config: ShardConfig) -> Plan:
         )
         for t, group in enumerate(groups)
     )
-    options = {**config.plan_options(), **inputs.options}
+    options = {**config.plan_options(), **final.options}
     plan = Plan(
         output=config.output,
         sources=tuple(sources),

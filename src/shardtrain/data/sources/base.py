@@ -33,7 +33,7 @@ import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from gzip import BadGzipFile
-from typing import IO, Any, ClassVar
+from typing import IO, Any, ClassVar, Required, TypedDict
 
 import numpy as np
 import pyarrow as pa
@@ -124,7 +124,8 @@ class PlanInputs:
         input_bytes: about how many bytes the run will read.
         estimated_rows: about how many rows the run will read.
         options: settings the source's readers need, stored in the plan (and so part of its
-            fingerprint); ``data_kind`` names a non-tabular dataset.
+            fingerprint); ``data_kind`` names a non-tabular dataset. Read-only: a later hook
+            returns the options it adds to (:class:`AlignedPieces`, :class:`FinalSchema`).
         output_ratio: shard bytes per input byte when the source knows it (encoded images do
             not compress further); None: the sharder measures it by encoding ``sample``.
         sample: some parsed rows, and ``sample_bytes`` the input bytes they came from.
@@ -134,10 +135,29 @@ class PlanInputs:
     schema: Schema
     input_bytes: int
     estimated_rows: int
-    options: dict[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
     output_ratio: float | None = None
     sample: pa.Table | None = None
     sample_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class AlignedPieces:
+    """What :meth:`Source.align_pieces` returns: the pieces cut where rows can be cut, and the
+    source's plan options with what aligning found (CSV: the record starts, for
+    :meth:`Source.recall`)."""
+
+    pieces: list[Piece]
+    options: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class FinalSchema:
+    """What :meth:`Source.final_schema` returns: the schema the tasks write with, and the
+    source's plan options with what finding it found (CSV: the types by all rows)."""
+
+    schema: Schema
+    options: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -181,20 +201,21 @@ class Source(abc.ABC):
         type pass) takes its findings from there when the inputs are the same. By default
         nothing is kept: the plan must come out the same with or without it."""
 
-    def align_pieces(self, pieces: list[Piece], inputs: PlanInputs) -> list[Piece]:
+    def align_pieces(self, pieces: list[Piece], inputs: PlanInputs) -> AlignedPieces:
         """Move the boundaries :func:`plan_pieces` placed to where this source's rows can be
         cut (CSV: record starts, never inside a quoted field). By default they stay.
 
-        A source may add to ``inputs.options`` what it found here (CSV: the record starts, for
-        :meth:`recall`); the plan stores the options after this call."""
-        return pieces
+        Returns the pieces and ``inputs.options`` with what was found here added (CSV: the
+        record starts, for :meth:`recall`)."""
+        return AlignedPieces(pieces, inputs.options)
 
-    def final_schema(self, pieces: list[Piece], inputs: PlanInputs) -> Schema:
-        """The schema the tasks write with, once the pieces are aligned: by default the one
-        :meth:`plan_inputs` inferred. A source may refine it by reading every piece (CSV's
-        type pass over all rows, run in parallel over ``pieces``) and add what it found to
-        ``inputs.options`` (stored in the plan, so :meth:`recall` can take it back)."""
-        return inputs.schema
+    def final_schema(self, pieces: list[Piece], inputs: PlanInputs) -> FinalSchema:
+        """The schema the tasks write with, once the pieces are aligned (``inputs``: with the
+        options :meth:`align_pieces` returned): by default the one :meth:`plan_inputs`
+        inferred. A source may refine it by reading every piece (CSV's type pass over all
+        rows, run in parallel over ``pieces``) and return the options with what it found
+        added (stored in the plan, so :meth:`recall` can take it back)."""
+        return FinalSchema(inputs.schema, inputs.options)
 
     def new_statistics(self, schema: Schema) -> dict[str, ColumnStats]:
         """Empty statistics for every feature column (merged across tasks by the sharder)."""
@@ -203,6 +224,42 @@ class Source(abc.ABC):
     def warm_up(self) -> None:  # noqa: B027 - optional hook: nothing to load by default
         """Load what the first task would otherwise load (compiled kernels): a head start for
         the sharder's pool processes."""
+
+
+class TabularSettings(TypedDict, total=False):
+    """The keyword arguments of :class:`TabularSource` (for sources that add their own)."""
+
+    label: Required[str]
+    key: str | None
+    schema_file: str | None
+
+
+class TabularSource(Source):
+    """The settings every tabular source shares: which files, which label, which split key,
+    which schema overrides.
+
+    Args:
+        patterns: files or globs.
+        label: the label column.
+        key: the column hashed for the split; None hashes the whole row.
+        schema_file: YAML/JSON overrides of the schema (see
+            :class:`~shardtrain.data.schema.SchemaOverrides`).
+    """
+
+    data_kind = "tabular"
+
+    def __init__(
+        self,
+        patterns: tuple[str, ...] | list[str],
+        *,
+        label: str,
+        key: str | None = None,
+        schema_file: str | None = None,
+    ):
+        self.patterns = list(patterns)
+        self.label = label
+        self.key = key
+        self.schema_file = schema_file
 
 
 @contextlib.contextmanager

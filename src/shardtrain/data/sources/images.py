@@ -66,7 +66,6 @@ from shardtrain.data.schema import (
     infer_schema,
     parse_header,
 )
-from shardtrain.data.sources import csv as csv_source
 from shardtrain.data.sources.base import (
     MAX_REJECT_TEXT,
     Batch,
@@ -78,6 +77,7 @@ from shardtrain.data.sources.base import (
     SourceLayout,
     open_source,
 )
+from shardtrain.data.sources.csv import listing as csv_listing
 from shardtrain.errors import ConfigError, DataError, StorageError, StorageUnavailableError
 from shardtrain.kernels import xxh64
 
@@ -294,9 +294,9 @@ def _plan_manifest(source: ImageSource, resize: list[int] | None) -> PlanInputs:
     assert column is not None
     if column == source.label:
         raise ConfigError(f"--image-column and --label are both '{column}'")
-    sources = csv_source.list_sources(source.patterns)
+    sources = csv_listing.list_sources(source.patterns)
     first = sources[0]
-    sample = csv_source.read_sample(first, SAMPLE_BYTES)
+    sample = csv_listing.read_sample(first, SAMPLE_BYTES)
     names = parse_header(sample.split(b"\n", 1)[0].rstrip(b"\r"), first.uri)
     if column not in names:
         raise DataError(

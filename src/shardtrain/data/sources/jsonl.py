@@ -119,17 +119,12 @@ def _kind(value: Any) -> str | None:
 
 
 def _arrow_kind(t: pa.DataType) -> str | None:
-    if pa.types.is_null(t):
-        return None
-    if pa.types.is_boolean(t):
-        return "bool"
-    if pa.types.is_integer(t):
-        return "int"
-    if pa.types.is_floating(t):
-        return "float"
-    if pa.types.is_string(t) or pa.types.is_temporal(t):
-        return "string"
-    return _NESTED
+    """The type-pass kind of a column Arrow's JSON reader typed ``t``: the column type the
+    typed sources map it to (:func:`typed.column_type`), or nested."""
+    try:
+        return typed.column_type(t)
+    except typed.UnsupportedType:
+        return _NESTED
 
 
 def _column_type(kinds: set[str]) -> ColumnType | None:
@@ -388,7 +383,7 @@ class JsonLinesSource(typed.TypedFileSource):
         """List the files and type every column by reading all of them (see the module
         docstring), unless the stored plan holds the type pass of exactly these files (same
         URIs, sizes and versions)."""
-        from shardtrain.data.sources.csv import list_sources
+        from shardtrain.data.sources.csv.listing import list_sources
 
         sources = list_sources(self.patterns)
         overrides = SchemaOverrides.load(self.schema_file) if self.schema_file else None
@@ -436,29 +431,14 @@ class JsonLinesSource(typed.TypedFileSource):
     def read_piece(self, piece: Piece, layout: SourceLayout, block_bytes: int) -> Iterator[Batch]:
         return read_piece(piece, layout.schema, block_bytes=block_bytes)
 
-    def warm_up(self) -> None:
-        """Load the statistics and encoding kernels by reading and encoding two rows."""
-        from shardtrain.data import examples
-
-        schema = Schema(
-            (
-                Column("f", "float"),
-                Column("i", "int"),
-                Column("s", "string"),
-                Column("label", "int"),
-            ),
-            label="label",
-            null_values=(),
-        )
-        batch = parse_block(
+    def _warm_up_rows(self, schema: Schema) -> pa.Table:
+        """The two rows read from JSON lines (loads the block reader's compiled code)."""
+        return parse_block(
             b'{"f": 1.5, "i": 2, "s": "x", "label": 1}\n'
             b'{"f": -0.25, "i": 3, "s": "y", "label": 0}\n',
             schema,
             lines_before=0,
-        )
-        for name, stats in self.new_statistics(schema).items():
-            stats.update_table(batch.table, name)
-        examples.encode(batch.table, schema, framed=True)
+        ).table
 
 
 def read_piece(piece: Piece, schema: Schema, *, block_bytes: int = 4 << 20) -> Iterator[Batch]:

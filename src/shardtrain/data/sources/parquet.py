@@ -139,7 +139,7 @@ class ParquetSource(typed.TypedFileSource):
 
     def plan_inputs(self) -> PlanInputs:
         """Read every file's footer (not its data): the schema, the exact row count."""
-        from shardtrain.data.sources.csv import list_sources
+        from shardtrain.data.sources.csv.listing import list_sources
 
         sources = list_sources(self.patterns)
         overrides = SchemaOverrides.load(self.schema_file) if self.schema_file else None
@@ -183,32 +183,6 @@ class ParquetSource(typed.TypedFileSource):
 
     def read_piece(self, piece: Piece, layout: SourceLayout, block_bytes: int) -> Iterator[Batch]:
         return read_piece(piece, layout.schema, block_bytes=block_bytes)
-
-    def warm_up(self) -> None:
-        """Load the statistics and encoding kernels by describing and encoding two rows."""
-        from shardtrain.data import examples
-
-        schema = Schema(
-            (
-                Column("f", "float"),
-                Column("i", "int"),
-                Column("s", "string"),
-                Column("label", "int"),
-            ),
-            label="label",
-            null_values=(),
-        )
-        table = pa.table(
-            {
-                "f": pa.array([1.5, -0.25], pa.float32()),
-                "i": pa.array([2, 3], pa.int64()),
-                "s": pa.array(["x", "y"]),
-                "label": pa.array([1, 0], pa.int64()),
-            }
-        )
-        for name, stats in self.new_statistics(schema).items():
-            stats.update_table(table, name)
-        examples.encode(table, schema, framed=True)
 
 
 def _read_sample(pf: pq.ParquetFile) -> tuple[pa.Table, int]:

@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shardtrain.data.schema import Column, ColumnType, Schema, SchemaOverrides
-from shardtrain.data.sources.base import MAX_REJECT_TEXT, Reject, Source
+from shardtrain.data.sources.base import MAX_REJECT_TEXT, Reject, TabularSource
 from shardtrain.errors import ConfigError, DataError
 from shardtrain.kernels import arrow, xxh64
 
@@ -52,32 +52,45 @@ from shardtrain.kernels import arrow, xxh64
 _ROW_SEPARATOR = "\x1f"
 
 
-class TypedFileSource(Source):
-    """The common part of the sources whose files carry typed values (Parquet, JSON lines):
-    which files, which label, which split key, which schema overrides.
+class TypedFileSource(TabularSource):
+    """The common part of the sources whose files carry typed values (Parquet, JSON lines).
 
-    Args:
-        patterns: files or globs.
-        label: the label column.
-        key: the column hashed for the split; None hashes the whole row.
-        schema_file: YAML/JSON file that drops columns or forces them to string/float.
+    Args: see :class:`~shardtrain.data.sources.base.TabularSource` (the schema file may drop
+    columns or force them to string/float).
     """
 
-    data_kind = "tabular"
     header_lines: ClassVar[int] = 0
 
-    def __init__(
-        self,
-        patterns: tuple[str, ...] | list[str],
-        *,
-        label: str,
-        key: str | None = None,
-        schema_file: str | None = None,
-    ):
-        self.patterns = list(patterns)
-        self.label = label
-        self.key = key
-        self.schema_file = schema_file
+    def warm_up(self) -> None:
+        """Load the statistics and encoding kernels by describing and encoding two rows."""
+        from shardtrain.data import examples
+
+        schema = Schema(
+            (
+                Column("f", "float"),
+                Column("i", "int"),
+                Column("s", "string"),
+                Column("label", "int"),
+            ),
+            label="label",
+            null_values=(),
+        )
+        table = self._warm_up_rows(schema)
+        for name, stats in self.new_statistics(schema).items():
+            stats.update_table(table, name)
+        examples.encode(table, schema, framed=True)
+
+    def _warm_up_rows(self, schema: Schema) -> pa.Table:
+        """Two rows of ``schema`` (f=1.5/-0.25, i=2/3, s=x/y, label=1/0), read the way this
+        source reads its files where that loads compiled code."""
+        return pa.table(
+            {
+                "f": pa.array([1.5, -0.25], pa.float32()),
+                "i": pa.array([2, 3], pa.int64()),
+                "s": pa.array(["x", "y"]),
+                "label": pa.array([1, 0], pa.int64()),
+            }
+        )
 
 
 class UnsupportedType(Exception):

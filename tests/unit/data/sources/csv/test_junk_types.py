@@ -20,8 +20,11 @@ from shardtrain.data.metadata import rare_classes_note
 from shardtrain.data.report import summarize, to_markdown
 from shardtrain.data.schema import TYPE_NOTES_OPTION, number_pattern, type_notes
 from shardtrain.data.sharding.plan import PLAN_NAME
-from shardtrain.data.sources import csv as csv_source
 from shardtrain.data.sources.base import plan_pieces
+from shardtrain.data.sources.csv import plan_options
+from shardtrain.data.sources.csv import source as csv_source_hooks
+from shardtrain.data.sources.csv import types as csv_types_pass
+from shardtrain.data.sources.csv.source import plan_dialect
 
 NUMERIC = [
     "player_level",
@@ -172,15 +175,15 @@ def test_the_type_pass_agrees_with_the_reference_on_junk_in_quoted_pieces(tmp_pa
     config = _config(path, tmp_path / "unused", max_bad_fraction=0.001)
     source = config.source()
     inputs = source.plan_inputs()
-    pieces = source.align_pieces(plan_pieces(inputs.sources, 64 * 1024), inputs)
+    pieces = source.align_pieces(plan_pieces(inputs.sources, 64 * 1024), inputs).pieces
     assert len(pieces) > 5
-    dialect = csv_source._dialect(inputs.options)
+    dialect = plan_dialect(inputs.options)
     found_compiled: dict = {}
     found_reference: dict = {}
-    types = csv_source.type_pass(
+    types = csv_types_pass.type_pass(
         pieces, inputs.schema, dialect, threads=2, max_bad_fraction=0.001, found=found_compiled
     )
-    assert types == csv_source.all_row_types(
+    assert types == csv_types_pass.all_row_types(
         inputs.sources, inputs.schema, dialect, max_bad_fraction=0.001, found=found_reference
     )
     assert found_compiled == found_reference  # the same counts
@@ -207,7 +210,7 @@ def test_the_type_pass_agrees_with_the_reference_on_junk_in_quoted_pieces(tmp_pa
     # The strict rule, as before: one non-number makes a string; the values looked at are
     # the same whatever the fraction (a plan keeps them to decide again for another).
     found_strict: dict = {}
-    strict = csv_source.type_pass(pieces, inputs.schema, dialect, found=found_strict)
+    strict = csv_types_pass.type_pass(pieces, inputs.schema, dialect, found=found_strict)
     assert (strict["score"], strict["count"]) == ("string", "string")
     assert [t.to_dict() for t in found_strict.values()] == [
         t.to_dict() for t in found_compiled.values()
@@ -217,19 +220,19 @@ def test_the_type_pass_agrees_with_the_reference_on_junk_in_quoted_pieces(tmp_pa
 def test_the_second_look_is_bounded(tmp_path, monkeypatch):
     """With junk spread over more parts than :data:`NON_NUMBER_PARTS`, the column is decided
     by the values found in the parts looked at, and the line says how many those were."""
-    monkeypatch.setattr(csv_source, "NON_NUMBER_PARTS", 1)
+    monkeypatch.setattr(csv_types_pass, "NON_NUMBER_PARTS", 1)
     lines = ["v,label"] + [f"{'x' if i % 5000 == 4999 else i},{i % 2}" for i in range(20_000)]
     path = tmp_path / "spread.csv"
     path.write_text("\n".join(lines) + "\n")
     config = _config(path, tmp_path / "unused", max_bad_fraction=0.001)
     source = config.source()
     inputs = source.plan_inputs()
-    pieces = source.align_pieces(plan_pieces(inputs.sources, 1 << 20), inputs)
+    pieces = source.align_pieces(plan_pieces(inputs.sources, 1 << 20), inputs).pieces
     found: dict = {}
-    types = csv_source.type_pass(
+    types = csv_types_pass.type_pass(
         pieces,
         inputs.schema,
-        csv_source._dialect(inputs.options),
+        plan_dialect(inputs.options),
         block_bytes=16 * 1024,
         max_bad_fraction=0.001,
         found=found,
@@ -249,18 +252,18 @@ def test_a_stored_plan_is_typed_again_only_for_the_old_rule(tmp_path, monkeypatc
     path = tmp_path / "quest.csv"
     datagen.generate_quest_logs(str(path), 3000, seed=11, bad_fraction=0.01)
     runs = []
-    type_pass = csv_source.type_pass
+    type_pass = csv_source_hooks.type_pass
     monkeypatch.setattr(
-        csv_source, "type_pass", lambda *a, **kw: runs.append(1) or type_pass(*a, **kw)
+        csv_source_hooks, "type_pass", lambda *a, **kw: runs.append(1) or type_pass(*a, **kw)
     )
     out = tmp_path / "ds"
     plan, _ = sharding.publish_plan(_config(path, out, label="cleared", max_bad_fraction=0.01))
     assert len(runs) == 1 and plan.options[TYPE_NOTES_OPTION]
-    evidence = plan.options[csv_source.TYPE_EVIDENCE_OPTION]
+    evidence = plan.options[plan_options.TYPE_EVIDENCE_OPTION]
     assert set(evidence) == {n.split(":")[0] for n in plan.options[TYPE_NOTES_OPTION]}
-    assert plan.options[csv_source.TYPES_BASIS_OPTION] == {
+    assert plan.options[plan_options.TYPES_BASIS_OPTION] == {
         "null_values": list(plan.schema.null_values),
-        "pass": csv_source.TYPE_PASS_VERSION,
+        "pass": csv_types_pass.TYPE_PASS_VERSION,
     }
     higher = sharding.build_plan(_config(path, out, label="cleared", max_bad_fraction=0.05))
     assert len(runs) == 1 and higher == plan  # decided again from the stored tallies
@@ -271,9 +274,9 @@ def test_a_stored_plan_is_typed_again_only_for_the_old_rule(tmp_path, monkeypatc
 
     stored = storage.read_json(str(out / PLAN_NAME))
     old = json.loads(json.dumps(stored))
-    old["options"][csv_source.TYPES_BASIS_OPTION]["pass"] = 1
-    old["options"][csv_source.TYPES_OPTION] = {c.name: "string" for c in plan.schema.columns}
-    del old["options"][csv_source.TYPE_EVIDENCE_OPTION], old["options"][TYPE_NOTES_OPTION]
+    old["options"][plan_options.TYPES_BASIS_OPTION]["pass"] = 1
+    old["options"][plan_options.TYPES_OPTION] = {c.name: "string" for c in plan.schema.columns}
+    del old["options"][plan_options.TYPE_EVIDENCE_OPTION], old["options"][TYPE_NOTES_OPTION]
     storage.write_json(str(out / PLAN_NAME), old)
     assert sharding.build_plan(_config(path, out, label="cleared", max_bad_fraction=0.01)) == plan
     assert len(runs) == 2  # the old rule's types are not taken

@@ -31,6 +31,9 @@ from csv_corpus import CASES, ENCODED, LABELS, _compare, _quote, _shard, _types
 from helpers import european_export_csv, pandas_examples, read_examples
 from helpers import quoted_text_csv as _tweets
 from shardtrain.data.schema import DEFAULT_NULL_VALUES
+from shardtrain.data.sources import csv as csv_source
+from shardtrain.data.sources.csv import align as csv_align
+from shardtrain.data.sources.csv import source as csv_source_hooks
 from shardtrain.errors import DataError
 
 
@@ -328,7 +331,6 @@ def test_floats_beyond_float32_are_reported(tmp_path, caplog):
 def test_the_schema_sample_ends_at_a_record_end(tmp_path, monkeypatch):
     """The 4 MB sample of a large file is cut after its last complete record, not at a line
     feed inside a quoted field (which would fail the sample's parse)."""
-    from shardtrain.data.sources import csv as csv_source
 
     path = tmp_path / "tweets.csv"
     path.write_text(_tweets(3000, seed=4))
@@ -337,21 +339,20 @@ def test_the_schema_sample_ends_at_a_record_end(tmp_path, monkeypatch):
     for size in range(20_000, 30_000, 97):
         cut = data.rfind(b"\n", 0, size)
         cuts += data[:cut].count(b'"') % 2  # an odd count: that line feed is inside quotes
-        monkeypatch.setattr(csv_source, "SAMPLE_BYTES", size)
+        monkeypatch.setattr(csv_source_hooks, "SAMPLE_BYTES", size)
         sample = csv_source.read_sample(csv_source.list_sources([str(path)])[0], size)
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
         assert pd.read_csv(io.BytesIO(sample), dtype=str, keep_default_na=False).equals(
             frame.head(len(pd.read_csv(io.BytesIO(sample), dtype=str)))
         )
     assert cuts > 0  # some plain cuts would have split a quoted field
-    monkeypatch.setattr(csv_source, "SAMPLE_BYTES", 25_000)
+    monkeypatch.setattr(csv_source_hooks, "SAMPLE_BYTES", 25_000)
     _compare(path, tmp_path / "ds", {"label": "label"}, {})
 
 
 def test_an_unclosed_quote_fails_with_one_line_not_unbounded_memory(tmp_path, monkeypatch):
-    from shardtrain.data.sources import csv as csv_source
 
-    monkeypatch.setattr(csv_source, "MAX_RECORD_BYTES", 200_000)
+    monkeypatch.setattr(csv_align, "MAX_RECORD_BYTES", 200_000)
     path = tmp_path / "open.csv"
     path.write_text('id,text,label\n1,ok,x\n2,"never closed,y\n' + "3,z,x\n" * 100_000)
     with pytest.raises(DataError, match=r"open\.csv: a record starting at byte 21 is longer"):
@@ -364,9 +365,8 @@ def test_types_from_all_rows_accept_what_the_sample_did_not_show(tmp_path, monke
     sample`` rejects those rows (documented: bad_value, nothing changed); ``all`` (the
     default) types the columns by every row and accepts them all, exactly as pandas reads
     them."""
-    from shardtrain.data.sources import csv as csv_source
 
-    monkeypatch.setattr(csv_source, "SAMPLE_BYTES", 4096)
+    monkeypatch.setattr(csv_source_hooks, "SAMPLE_BYTES", 4096)
     rows = ["zip,fee,id,label"]
     rows += [f"{10000 + i},0,{i},{i % 2}" for i in range(2000)]
     rows += ["98115-4820,45.12,18446744073709551616,1", "K1A 0B1,0,7,0"]
@@ -395,9 +395,8 @@ def test_a_row_that_is_not_utf8_is_one_reject_whatever_else_is_wrong(tmp_path, m
     """Past the schema sample, a row with a byte that is not UTF-8 is rejected with its line,
     also when its field count is wrong too (Arrow then raised its row error instead of calling
     the invalid-row handler: the whole run failed, naming a line of the piece)."""
-    from shardtrain.data.sources import csv as csv_source
 
-    monkeypatch.setattr(csv_source, "SAMPLE_BYTES", 4096)
+    monkeypatch.setattr(csv_source_hooks, "SAMPLE_BYTES", 4096)
     quoted = '"a, b"'
     lines = [f"{i},{quoted if i % 10 == 0 else 'plain'},{i % 7},{i % 2}" for i in range(3000)]
     data = ("id,text,n,label\n" + "\n".join(lines) + "\n").encode()

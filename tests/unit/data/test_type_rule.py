@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from shardtrain.data.schema import MAX_JUNK_FRACTION, TypeTally, code_shaped, type_notes
+from shardtrain.data.type_rule import MAX_JUNK_FRACTION, TypeTally, code_shaped, type_notes
 
 CODES = [
     "98115-4820",  # ZIP+4

@@ -3,7 +3,7 @@
 
 The dialect's validation, the type inference (sample and all rows), the block parser's two
 Arrow paths (typed, and text converted after a bad value) and the delimiter detection. The
-whole-file comparisons with pandas are in ``test_csv_corpus.py``.
+whole-file comparisons with pandas are in ``test_corpus.py``.
 """
 
 from __future__ import annotations
@@ -13,10 +13,13 @@ import pyarrow as pa
 import pytest
 
 from shardtrain.data.csv_dialect import CsvDialect, detect_delimiter
-from shardtrain.data.schema import Column, Schema, TypeTally, _infer_type, infer_schema
+from shardtrain.data.schema import Column, Schema, TypeTally, infer_schema
 from shardtrain.data.shard_config import ShardConfig
 from shardtrain.data.sources import csv as csv_source
+from shardtrain.data.sources.csv import readers
+from shardtrain.data.type_rule import infer_type
 from shardtrain.errors import ConfigError
+from shardtrain.kernels import csv_parse
 
 COMMA = CsvDialect(delimiter=";", decimal=",")
 
@@ -73,7 +76,7 @@ def test_detection_never_takes_the_decimal_comma_for_the_delimiter():
 )
 def test_types_read_the_decimal_mark(values, decimal, expected):
     arr = pa.array(values, pa.string())
-    assert _infer_type(arr, decimal) == expected
+    assert infer_type(arr, decimal) == expected
     tally = TypeTally(decimal=decimal)
     tally.add(arr.slice(0, 1))
     tally.add(arr.slice(1))
@@ -103,19 +106,18 @@ def test_blocks_are_read_typed_with_the_decimal_comma_and_exactly_rounded():
     block_comma = block_dot.replace(b".", b",")
     dot_dialect = CsvDialect(delimiter=";")
     nonblank = np.arange(len(texts))
-    starts, ends = csv_source.csv_parse.line_bounds(np.frombuffer(block_comma, np.uint8))
+    starts, ends = csv_parse.line_bounds(np.frombuffer(block_comma, np.uint8))
     types = {"c0": pa.float32(), "label": pa.string()}
-    table, invalid, converted = csv_source._read_arrow(
-        block_comma, starts, ends, nonblank, schema, types, "b.csv", 0, COMMA, quoted=False
-    )
-    assert not converted and not invalid
+    inp = readers.BlockInput(block_comma, starts, ends, nonblank, schema, types, COMMA, "b.csv")
+    parsed = readers.read_arrow(inp, quoted=False)
+    assert not parsed.as_text and not parsed.invalid
     comma = csv_source.parse_block(block_comma, schema, lines_before=0, dialect=COMMA)
     dot = csv_source.parse_block(block_dot, schema, lines_before=0, dialect=dot_dialect)
     assert not comma.rejects and not dot.rejects
     a = comma.table.column("c0").to_numpy()
     b = dot.table.column("c0").to_numpy()
     assert a.dtype == np.float32 and np.array_equal(a.view(np.uint32), b.view(np.uint32))
-    assert np.array_equal(table.column("c0").to_numpy().view(np.uint32), a.view(np.uint32))
+    assert np.array_equal(parsed.table.column("c0").to_numpy().view(np.uint32), a.view(np.uint32))
 
 
 def test_a_point_in_a_decimal_comma_float_column_is_a_bad_value():

@@ -18,6 +18,9 @@ from shardtrain.data.schema import TypeTally
 from shardtrain.data.sharding.plan import build_plan
 from shardtrain.data.sources import csv as csv_source
 from shardtrain.data.sources.base import Piece, plan_pieces
+from shardtrain.data.sources.csv import plan_options
+from shardtrain.data.sources.csv import source as csv_source_hooks
+from shardtrain.data.sources.csv import types as csv_types_pass
 from shardtrain.kernels import csv_types
 from shardtrain.kernels.arrow import contiguous
 
@@ -29,17 +32,13 @@ def _planned(path, **kw):
     source = config.source()
     inputs = source.plan_inputs()
     piece_bytes = max(1024, inputs.sources[0].size // 5)
-    pieces = source.align_pieces(plan_pieces(inputs.sources, piece_bytes), inputs)
-    return source, inputs, pieces
+    aligned = source.align_pieces(plan_pieces(inputs.sources, piece_bytes), inputs)
+    return source, inputs, aligned.pieces
 
 
 def _reference_tallies(inputs, dialect) -> list[TypeTally]:
     """:func:`csv_source.all_row_types`'s tallies (it returns only the types)."""
-    text = csv_source.Schema(
-        columns=tuple(csv_source.Column(c.name, "string") for c in inputs.schema.columns),
-        label=inputs.schema.label,
-        null_values=inputs.schema.null_values,
-    )
+    text = csv_types_pass.as_text(inputs.schema)
     tallies = [TypeTally(decimal=dialect.decimal) for _ in text.columns]
     for src in inputs.sources:
         piece = Piece(src.uri, 0, src.size, src.gzip)
@@ -53,14 +52,10 @@ def _compiled_tallies(inputs, pieces, dialect) -> list[TypeTally]:
     schema = inputs.schema
     total = csv_types.new_tally(len(schema.columns))
     for piece in pieces:
-        text = csv_source.Schema(
-            columns=tuple(csv_source.Column(c.name, "string") for c in schema.columns),
-            label=schema.label,
-            null_values=schema.null_values,
-        )
-        for block, _ in csv_source._iter_record_blocks(piece, text, 4096, dialect):
+        text = csv_types_pass.as_text(schema)
+        for block in csv_source.iter_record_blocks(piece, text, 4096, dialect):
             csv_types.classify_block(
-                block,
+                block.data,
                 total,
                 label=schema.names.index(schema.label),
                 delim=dialect.delim_byte,
@@ -75,7 +70,7 @@ def _compiled_tallies(inputs, pieces, dialect) -> list[TypeTally]:
 def _assert_same(path, **kw) -> dict:
     """The compiled pass and the reference agree on every column's counts and type."""
     _, inputs, pieces = _planned(path, **kw)
-    dialect = csv_source._dialect(inputs.options)
+    dialect = csv_source.plan_dialect(inputs.options)
     reference = _reference_tallies(inputs, dialect)
     names = inputs.schema.names
     expected = {n: t.type() for n, t in zip(names, reference, strict=True)}
@@ -206,7 +201,7 @@ def _random_file(
     ids=["default", "semicolon", "tab", "escape", "no-quotes", "null-words", "decimal-comma"],
 )
 def test_same_counts_on_random_adversarial_files(tmp_path, monkeypatch, seed, dialect):
-    monkeypatch.setattr(csv_source, "SAMPLE_BYTES", 8192)  # invalid UTF-8 after the sample
+    monkeypatch.setattr(csv_source_hooks, "SAMPLE_BYTES", 8192)  # invalid UTF-8 after the sample
     rng = random.Random(seed)
     delim = dialect.get("delimiter", ",")
     quote = dialect.get("quote_char", '"') or None
@@ -287,4 +282,4 @@ def test_default_options_type_by_all_rows_and_reject_nothing(tmp_path):
     )
     config = sharding.ShardConfig(sources=(str(path),), output=str(tmp_path / "x"), label="label")
     assert config.infer_types == "all"
-    assert build_plan(config).options[csv_source.TYPES_OPTION]["zip"] == "string"
+    assert build_plan(config).options[plan_options.TYPES_OPTION]["zip"] == "string"

@@ -22,6 +22,8 @@ from shardtrain.data.csv_dialect import CsvDialect
 from shardtrain.data.schema import DEFAULT_NULL_VALUES, FALSE_VALUES, TRUE_VALUES, Column, Schema
 from shardtrain.data.sources import csv as csv_source
 from shardtrain.data.sources.base import Batch
+from shardtrain.data.sources.csv import readers
+from shardtrain.data.sources.csv.align import RecordBounds
 from shardtrain.kernels import csv_parse, csv_records
 from shardtrain.kernels.csv_parse import (
     KIND_BOOL,
@@ -594,9 +596,9 @@ def _parse_both(
     key_index = schema.names.index(schema.key) if schema.key else None
     results = []
     arrow_calls = []
-    real_read_arrow = csv_source._read_arrow
+    real_read_arrow = readers.read_arrow
     monkeypatch.setattr(
-        csv_source, "_read_arrow", lambda *a: arrow_calls.append(1) or real_read_arrow(*a)
+        readers, "read_arrow", lambda *a: arrow_calls.append(1) or real_read_arrow(*a)
     )
     for fast in (True, False):
         try:
@@ -904,10 +906,10 @@ def _quoted_block(rng: np.random.Generator, n: int, share: float, extras: list[b
 
 
 def _parse_mixed(block: bytes, schema: Schema, monkeypatch, dialect=None) -> tuple[dict, bool]:
-    """:func:`_parse_both`, and whether the fast side went through ``_read_mixed``."""
+    """:func:`_parse_both`, and whether the fast side went through ``read_mixed``."""
     used = []
-    real = csv_source._read_mixed
-    monkeypatch.setattr(csv_source, "_read_mixed", lambda *a: used.append(r := real(*a)) or r)
+    real = readers.read_mixed
+    monkeypatch.setattr(readers, "read_mixed", lambda *a: used.append(r := real(*a)) or r)
     summary, _ = _parse_both(block, schema, monkeypatch, dialect)
     return summary, bool(used) and used[0] is not None
 
@@ -931,7 +933,7 @@ def test_blocks_with_quoted_records_are_the_same_through_the_kernel_and_arrow(se
     # The record bounds the reader found while cutting the block give the same batch.
     bounds = csv_records.record_bounds(block, delim=44, quote=34, escape=-1)
     given = csv_source.parse_block(
-        block, SCHEMA, lines_before=7, source="f.csv", records=bounds[:3]
+        block, SCHEMA, lines_before=7, source="f.csv", bounds=RecordBounds(*bounds[:3])
     )
     assert _batch_summary(given) == summary
     keyed = Schema(columns=SCHEMA.columns, label="cleared", key="level")

@@ -4,6 +4,7 @@ takes the record starts and the types by all rows from it instead of reading the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -14,6 +15,8 @@ from shardtrain.data import sharding
 from shardtrain.data.sharding import plan as plan_module
 from shardtrain.data.sources import csv as csv_source
 from shardtrain.data.sources.base import plan_pieces
+from shardtrain.data.sources.csv import align as csv_align
+from shardtrain.data.sources.csv import source as csv_source_hooks
 from shardtrain.kubeflow import steps
 
 
@@ -45,7 +48,7 @@ def _config(source, output, **kw) -> sharding.ShardConfig:
 def counted(monkeypatch):
     """Counts of the two full reads of planning: record alignment and the all-rows types."""
     calls = {"align": 0, "types": 0}
-    align, types = csv_source._record_starts_after, csv_source.type_pass
+    align, types = csv_align._record_starts_after, csv_source_hooks.type_pass
 
     def counted_align(*args, **kw):
         calls["align"] += 1
@@ -55,8 +58,8 @@ def counted(monkeypatch):
         calls["types"] += 1
         return types(*args, **kw)
 
-    monkeypatch.setattr(csv_source, "_record_starts_after", counted_align)
-    monkeypatch.setattr(csv_source, "type_pass", counted_types)
+    monkeypatch.setattr(csv_align, "_record_starts_after", counted_align)
+    monkeypatch.setattr(csv_source_hooks, "type_pass", counted_types)
     return calls
 
 
@@ -156,8 +159,8 @@ def test_recall_is_refused_for_another_label_or_a_stored_plan_of_another_size(tm
 def _plan(source) -> None:
     """What planning asks of a source: inputs, aligned pieces, the schema by all rows."""
     inputs = source.plan_inputs()
-    pieces = source.align_pieces(plan_pieces(inputs.sources, 64 * 1024), inputs)
-    source.final_schema(pieces, inputs)
+    aligned = source.align_pieces(plan_pieces(inputs.sources, 64 * 1024), inputs)
+    source.final_schema(aligned.pieces, dataclasses.replace(inputs, options=aligned.options))
 
 
 def test_the_plan_step_publishes_the_plan_for_its_workers(tmp_path, counted):

@@ -1,0 +1,304 @@
+"""JSON-lines sources → TFRecord shards on local disk: types by all the data, values (compared
+with pandas), rejects, errors, resume; the same sharder as CSV."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpers import read_examples, read_rejects, run_cli, shard, shard_config
+from shardtrain.data import sharding
+from shardtrain.data.sharding.plan import build_plan
+from shardtrain.errors import DataError
+from typed_sources import as_example_value, crc_lists
+
+
+def test_jsonl_types_are_decided_by_all_the_data_not_the_first_block(tmp_path):
+    lines = []
+    for i in range(3000):
+        row = {"id": i, "zip": 98115, "fee": 0, "uid": i, "ok": True, "cleared": i % 2}
+        row["w"] = i / 8
+        if i == 2500:  # far past the first block: the column must still hold it
+            row.update(zip="K1A 0B1", fee=45.12, uid=18446744073709551616, w=2**64)
+        if i == 2600:
+            row.update(zip="07919", ok=None)
+        lines.append(json.dumps(row))
+    path = tmp_path / "logs.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "ds"
+    meta = shard([path], out, key="id", block_bytes=20_000, compression="none")
+    types = {c["name"]: c["type"] for c in meta["schema"]["columns"]}
+    assert types == {
+        "id": "int",
+        "zip": "string",
+        "fee": "float",
+        "uid": "string",
+        "ok": "bool",
+        "cleared": "int",
+        "w": "string",  # an integer beyond int64 among floats: exact text, not rounded
+    }
+    assert meta["rows_read"] == meta["rows_accepted"] == 3000 and meta["rows_rejected"] == 0
+    rows = {r["id"]: r for r in read_examples(str(out))}
+    assert rows[0]["zip"] == b"98115" and rows[2500]["zip"] == b"K1A 0B1"
+    assert rows[2600]["zip"] == b"07919"  # a code stays text, leading zero and all
+    assert rows[2500]["fee"] == pytest.approx(45.12) and rows[0]["fee"] == 0.0
+    assert rows[2500]["uid"] == b"18446744073709551616" and rows[7]["uid"] == b"7"
+    assert "ok" not in rows[2600] and rows[1]["ok"] == 1
+    assert rows[2500]["w"] == b"18446744073709551616" and rows[3]["w"] == b"0.375"
+
+
+def _logs_with_bad_lines(tmp_path) -> tuple:
+    rng = np.random.default_rng(3)
+    good = []
+    text_lines = []
+    expected_rejects = {}
+    for i in range(4000):
+        row = {
+            "id": f"e{i:05d}",
+            "level": int(rng.integers(1, 60)) if i % 13 else None,
+            "score": float(np.round(rng.normal(), 4)),
+            "region": str(rng.choice(["eu", "us", "jp"])),
+            "agent": 'Mozilla/5.0 (X11; Linux) "quoted", commas, ünïcode',
+            "cleared": int(rng.integers(0, 2)),
+        }
+        if i % 17 == 0:
+            del row["region"]  # absent key: missing
+        if i % 401 == 5:
+            text_lines.append('{"id": "broken", "level": 3,')
+            expected_rejects[len(text_lines)] = "malformed_json"
+        if i % 503 == 7:
+            text_lines.append("[1, 2, 3]")
+            expected_rejects[len(text_lines)] = "not_an_object"
+        if i % 211 == 9:
+            text_lines.append("")  # blank lines are skipped, and still counted as lines
+        if i % 307 == 11:
+            text_lines.append(json.dumps({"id": f"nolabel{i}", "level": 1, "cleared": None}))
+            expected_rejects[len(text_lines)] = "missing_label"
+        text_lines.append(json.dumps(row, ensure_ascii=False))
+        good.append(row)
+    path = tmp_path / "events.jsonl"
+    path.write_text("\r\n".join(text_lines) + "\r\n", encoding="utf-8")
+    return path, good, expected_rejects, text_lines
+
+
+def test_jsonl_values_against_pandas_and_malformed_lines_are_located_rejects(tmp_path):
+    path, good, expected_rejects, text_lines = _logs_with_bad_lines(tmp_path)
+    out = tmp_path / "ds"
+    meta = shard(
+        [path], out, key="id", task_bytes=100_000, block_bytes=30_000, max_bad_fraction=0.05
+    )
+    plan = sharding.Plan.from_dict(str(out), json.loads((out / "_plan.json").read_text()))
+    assert len(plan.tasks) > 3  # line-boundary pieces inside one file
+    rejects = read_rejects(out)
+    assert {r["line"]: r["reason"] for r in rejects} == expected_rejects
+    for r in rejects:
+        assert r["source"] == str(path) and text_lines[r["line"] - 1].startswith(r["text"])
+    assert meta["rows_read"] == len(good) + len(expected_rejects)
+    assert meta["rows_accepted"] == len(good)
+    assert meta["blank_lines"] == sum(1 for line in text_lines if not line)
+    types = {c["name"]: c["type"] for c in meta["schema"]["columns"]}
+    assert types == {
+        "id": "string",
+        "level": "int",
+        "score": "float",
+        "region": "string",
+        "agent": "string",
+        "cleared": "int",
+    }
+    # pandas reading the good lines gives the same values.
+    frame = pd.DataFrame(good)
+    rows = {r["id"].decode(): r for r in read_examples(str(out))}
+    assert len(rows) == len(frame)
+    for record in frame.to_dict("records"):
+        got = rows[record["id"]]
+        for name, column_type in types.items():
+            want = as_example_value(record.get(name), column_type)
+            if want is None:
+                assert name not in got
+            else:
+                assert got[name] == want, (record["id"], name)
+
+
+def test_jsonl_gzip_glob_and_the_same_dataset_in_one_or_three_workers(tmp_path):
+    path, good, expected_rejects, _ = _logs_with_bad_lines(tmp_path)
+    zipped = tmp_path / "z" / "events.jsonl.gz"
+    zipped.parent.mkdir()
+    zipped.write_bytes(gzip.compress(path.read_bytes()))
+    common = {"key": "id", "max_bad_fraction": 0.05}
+    plain = shard([path], tmp_path / "plain", **common)
+    gz = shard([tmp_path / "z" / "*.jsonl.gz"], tmp_path / "gz", **common)
+    for w in range(3):
+        sharding.shard(
+            shard_config(
+                [path],
+                tmp_path / "three",
+                num_workers=3,
+                worker_index=w,
+                task_bytes=80_000,
+                **common,
+            )
+        )
+    three = sharding.finalize(str(tmp_path / "three")).to_dict()
+    for m in (gz, three):
+        assert m["rows_accepted"] == plain["rows_accepted"] == len(good)
+        assert m["rejects_by_reason"] == plain["rejects_by_reason"]
+    assert [r["line"] for r in read_rejects(tmp_path / "gz")] == sorted(expected_rejects)
+    assert [r["line"] for r in read_rejects(tmp_path / "three")] == sorted(expected_rejects)
+    split_of = {
+        d: {r["id"]: r["__split__"] for r in read_examples(str(tmp_path / d))}
+        for d in ("plain", "gz", "three")
+    }
+    assert split_of["plain"] == split_of["gz"] == split_of["three"]
+
+
+def test_jsonl_byte_order_mark_and_a_last_line_without_newline(tmp_path):
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"k": "a", "cleared": 1}\n{"k": "b", "cleared": 0}')
+    meta = shard([path], tmp_path / "ds", key="k", min_shards=1)
+    assert meta["rows_read"] == meta["rows_accepted"] == 2
+    assert sorted(r["k"] for r in read_examples(str(tmp_path / "ds"))) == [b"a", b"b"]
+
+
+def test_jsonl_a_line_longer_than_the_limit_is_one_error_naming_file_and_byte(
+    tmp_path, monkeypatch
+):
+    from shardtrain.data.sources import jsonl
+    from shardtrain.data.sources.base import Piece
+
+    monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr(jsonl, "SCAN_BLOCK_BYTES", 256)  # blocks smaller than the long line
+    short = json.dumps({"k": "a", "cleared": 1}) + "\n"
+    long = json.dumps({"k": "x" * 5000, "cleared": 0}) + "\n"
+    path = tmp_path / "long.jsonl"
+    path.write_text(short * 3 + long + short)
+    at = len(short) * 3
+    message = rf"^{path}: the line starting at byte {at:,} is longer than 1,000 bytes"
+    with pytest.raises(DataError, match=message):
+        build_plan(shard_config([path], tmp_path / "ds"))
+    size = path.stat().st_size
+    with pytest.raises(DataError, match=message):  # the reader, in blocks smaller than a line
+        list(jsonl.read_piece(Piece(str(path), 0, size), _jsonl_schema(), block_bytes=256))
+    # A piece starting inside the long line does not read the whole of it to skip it.
+    with pytest.raises(DataError, match=rf"^{path}: the line holding byte {at + 9:,} is longer"):
+        list(jsonl.read_piece(Piece(str(path), at + 10, size), _jsonl_schema(), block_bytes=256))
+    # Lines within the limit: read as before, whatever the block size.
+    monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 6000)
+    batches = list(jsonl.read_piece(Piece(str(path), 0, size), _jsonl_schema(), block_bytes=256))
+    assert sum(b.rows_read for b in batches) == 5
+
+
+def _jsonl_schema():
+    from shardtrain.data.schema import Column, Schema
+
+    return Schema((Column("k", "string"), Column("cleared", "int")), label="cleared")
+
+
+def test_jsonl_nested_values_are_one_error_and_can_be_dropped(tmp_path):
+    path = tmp_path / "nested.ndjson"
+    path.write_text('{"user": "a", "cleared": 1}\n{"user": {"id": 3}, "cleared": 0}\n')
+    proc = run_cli("shard", str(path), "-o", str(tmp_path / "ds"), "--label", "cleared")
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"error: {path}: column 'user' holds JSON ")
+    schema = tmp_path / "schema.yaml"
+    schema.write_text("drop: [user]\n")
+    meta = shard([path], tmp_path / "ds", schema_file=str(schema), min_shards=1)
+    assert meta["rows_accepted"] == 2
+
+
+def test_jsonl_without_the_label_or_any_object_is_one_line(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"x": 1}\n')
+    with pytest.raises(
+        DataError, match=rf"^{path}: label column 'cleared' not found \(columns: x\)$"
+    ):
+        build_plan(shard_config([path], tmp_path / "ds"))
+    path.write_text("not json\n[1]\n")
+    with pytest.raises(DataError, match=rf"^{path}: no JSON object in the file"):
+        build_plan(shard_config([path], tmp_path / "ds"))
+
+
+def test_format_flag_reads_a_jsonl_file_with_another_name_and_resumes(tmp_path):
+    path = tmp_path / "events.log"
+    path.write_text("".join(json.dumps({"k": i, "cleared": i % 2}) + "\n" for i in range(50)))
+    out = tmp_path / "ds"
+    args = ["shard", str(path), "-o", str(out), "--label", "cleared", "--format", "jsonl"]
+    first = run_cli(*args, check=True)
+    assert "sharded" in first.stdout
+    assert json.loads((out / "metadata.json").read_text())["options"]["format"] == "jsonl"
+    again = run_cli(*args, check=True)  # complete: nothing to do
+    assert "is already complete" in again.stdout
+    shutil.rmtree(out)
+    proc = run_cli("shard", str(path), "-o", str(out), "--label", "cleared")  # read as CSV
+    assert proc.returncode == 1 and "label column 'cleared' not found" in proc.stderr
+
+
+def test_jsonl_arrow_and_line_by_line_reads_give_the_same_batch(monkeypatch):
+    from shardtrain.data.schema import Column, Schema
+    from shardtrain.data.sources import jsonl
+
+    schema = Schema(
+        (
+            Column("zip", "string"),
+            Column("n", "int"),
+            Column("x", "float"),
+            Column("b", "bool"),
+            Column("s", "string"),
+            Column("gone", "string", drop=True),
+            Column("cleared", "int"),
+        ),
+        label="cleared",
+        null_values=(),
+    )
+    lines = [
+        {"zip": 98115, "n": -3, "x": 0.1, "b": True, "s": 'a, "b"', "gone": 1, "cleared": 1},
+        {"zip": 7919, "n": 9223372036854775807, "x": 1e39, "b": False, "cleared": 0},
+        {"zip": None, "n": None, "x": 3, "s": "ünï ✓", "cleared": 1, "extra": [1]},
+        {"zip": 1, "x": -2.5e-7, "b": None, "s": "", "cleared": None},
+        {},
+    ]
+    block = ("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n\n").encode()
+    assert jsonl._read_arrow(block, schema, 5) is not None  # Arrow reads this block
+    fast = jsonl.parse_block(block, schema, lines_before=10)
+    monkeypatch.setattr(jsonl, "_read_arrow", lambda *a: None)
+    slow = jsonl.parse_block(block, schema, lines_before=10)
+    assert fast.table.equals(slow.table)
+    assert fast.table.column("zip").to_pylist() == ["98115", "7919", None]
+    assert list(fast.row_hash) == list(slow.row_hash)
+    assert [(r.line, r.reason) for r in fast.rejects] == [
+        (14, "missing_label"),
+        (15, "missing_label"),
+    ]
+    assert [(r.line, r.reason) for r in slow.rejects] == [
+        (14, "missing_label"),
+        (15, "missing_label"),
+    ]
+    assert fast.rows_read == slow.rows_read == 5 and fast.blank_lines == 1 and fast.lines == 6
+
+
+def test_jsonl_type_pass_is_taken_from_the_stored_plan_for_the_same_files(tmp_path, monkeypatch):
+    from shardtrain.data.sources import jsonl
+
+    path = tmp_path / "e.jsonl"
+    path.write_text(
+        "".join(json.dumps({"k": f"k{i}", "cleared": i % 2}) + "\n" for i in range(300))
+    )
+    common = {"key": "k", "task_bytes": 11_000, "min_shards": 2}
+    whole = shard([path], tmp_path / "whole", **common)
+    sharding.shard(shard_config([path], tmp_path / "two", num_workers=2, worker_index=0, **common))
+    scans = []
+    real_scan = jsonl.scan_types
+    monkeypatch.setattr(jsonl, "scan_types", lambda s: scans.append(s) or real_scan(s))
+    sharding.shard(shard_config([path], tmp_path / "two", num_workers=2, worker_index=1, **common))
+    assert scans == []  # worker 1 read the types from worker 0's plan
+    two = sharding.finalize(str(tmp_path / "two")).to_dict()
+    assert crc_lists(two) == crc_lists(whole)
+    # Other content at the same path: the stored types do not apply, and the run says so.
+    path.write_text(path.read_text() + json.dumps({"k": "new", "cleared": "yes"}) + "\n")
+    with pytest.raises(DataError, match="holds a dataset sharded from other inputs"):
+        sharding.shard(shard_config([path], tmp_path / "two", **common))
+    assert len(scans) == 1
