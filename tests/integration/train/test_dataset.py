@@ -106,7 +106,7 @@ def test_train_and_eval_datasets_read_every_row(both, fmt, batch):
 
 
 def test_shardtrain_train_on_columnar_shards_learns(both, tmp_path):
-    """AUC bar 0.80, as the per-row runs of tests/integration/test_trainer.py (same data,
+    """AUC bar 0.80, as the per-row runs of tests/integration/train/test_trainer.py (same data,
     same steps and batch)."""
     model_dir = str(tmp_path / "model")
     proc = run_cli(

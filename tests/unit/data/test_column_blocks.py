@@ -1,7 +1,7 @@
 """The columnar record format: blocks of rows per Example, the same rows as the per-row shards.
 
 Read back without TensorFlow (``example_proto``); the TensorFlow parse of both formats is
-compared in tests/integration/test_tf_interop.py.
+compared in tests/integration/kernels/test_tf_interop.py.
 """
 
 from __future__ import annotations

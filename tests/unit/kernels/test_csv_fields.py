@@ -1,7 +1,7 @@
 """The field-level pieces of the compiled CSV readers, called on their own.
 
 The block parser and the type pass are checked against Arrow and Python references in
-``tests/unit/test_csv_fast.py`` and ``tests/unit/test_csv_types.py``; here the shared pieces
+``tests/unit/data/sources/csv/test_readers.py`` and ``test_types.py``; here the shared pieces
 are checked directly: the null-token match both use, UTF-8 validation, int64 and bool fields.
 The helpers take the address of the bytes, so each test keeps its array alive while they run.
 """

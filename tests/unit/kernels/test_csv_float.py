@@ -1,6 +1,6 @@
 """Float32 fields: the compiled parser against NumPy's correctly rounded conversion, and the
 exact conversion of the values it leaves pending. The whole parser is checked against
-Arrow in ``tests/unit/test_csv_fast.py``."""
+Arrow in ``tests/unit/data/sources/csv/test_readers.py``."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Every compiled routine is compared with an independent implementation on random 
 include the awkward cases (empty values, varint length boundaries, NaN payloads, int64
 extremes, sliced Arrow buffers): Examples built and serialised by the protobuf runtime from
 ``tf.train.Example``'s own message definition (tests/example_proto.py). TensorFlow parsing
-them back is tests/integration/test_tf_interop.py's job.
+them back is tests/integration/kernels/test_tf_interop.py's job.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """TF_CONFIG → role → strategy: the table in shardtrain.train.cluster's docstring, case by case.
 
 Role resolution is pure and tested here without TensorFlow; the strategies built from roles
-are tested in tests/integration/test_strategies.py.
+are tested in tests/integration/train/test_cluster.py.
 """
 
 from __future__ import annotations
