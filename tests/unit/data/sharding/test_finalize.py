@@ -84,3 +84,41 @@ def test_finalize_can_be_stricter_than_the_workers_and_needs_a_plan(tmp_path):
     assert tops and max(tops) == 1
     with pytest.raises(DataError, match=r"no sharding run found \(_plan\.json is missing\)"):
         sharding.finalize(str(tmp_path / "nothing"))
+
+
+def _config(sources, output, **kw) -> sharding.ShardConfig:
+    kw.setdefault("label", "cleared")
+    kw.setdefault("processes", 1)
+    return sharding.ShardConfig(sources=tuple(map(str, sources)), output=str(output), **kw)
+
+
+def test_too_many_rejects_fail_the_run_without_committing(tmp_path):
+    csv_path = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(csv_path), 5_000, seed=2, bad_fraction=0.02)
+    out = tmp_path / "ds"
+    with pytest.raises(DataError, match=r"rejected .*more than --max-bad-fraction 0.001"):
+        sharding.shard(_config([csv_path], out))
+    assert not (out / "metadata.json").exists()
+    # A file of nothing but malformed rows fails too, through the CLI with one line.
+    junk = tmp_path / "junk.csv"
+    good = csv_path.read_text().splitlines()[0]
+    junk.write_text(good + "\n" + "\n".join("a,b" for _ in range(3000)) + "\n")
+    proc = run_cli("shard", str(junk), "--output", str(tmp_path / "junk"), "--label", "cleared")
+    assert proc.returncode == 1
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and proc.stderr.splitlines()[-1] == errors[0]
+    assert "wrong_field_count" in errors[0] and "Traceback" not in proc.stderr
+    # With the threshold raised every row is accounted for as rejected... and none accepted.
+    proc = run_cli(
+        "shard",
+        str(junk),
+        "--output",
+        str(tmp_path / "junk2"),
+        "--label",
+        "cleared",
+        "--max-bad-fraction",
+        "1",
+    )
+    assert proc.returncode == 1 and "no row was accepted" in proc.stderr
+    rejects = (tmp_path / "junk2" / "rejects" / "rejects.jsonl").read_text().splitlines()
+    assert len(rejects) == 3000
