@@ -249,6 +249,14 @@ def _renew(lease: Lease) -> None:
         write_bytes(lease.uri, lease.record())
 
 
+_CONDITION_FAILED = (
+    "PreconditionFailed",
+    "412",
+    "ConditionalRequestConflict",
+    "pre-conditions you specified did not hold",
+)
+
+
 def _s3_put(lease: Lease, body: bytes, *, if_match: str | None = None) -> str | None:
     """A conditional put: create-only without ``if_match``; the new ETag, or None when the
     condition failed (someone else created or changed the lease first)."""
@@ -260,8 +268,9 @@ def _s3_put(lease: Lease, body: bytes, *, if_match: str | None = None) -> str | 
         try:
             out = fs.call_s3("put_object", Bucket=bucket, Key=key, Body=body, **condition)
         except Exception as exc:
-            text = f"{type(exc).__name__} {exc}"
-            if any(m in text for m in ("PreconditionFailed", "412", "ConditionalRequestConflict")):
+            text = f"{type(exc).__name__} {exc} {exc.__cause__!r}"
+            # s3fs reports a 412 as an OSError quoting the server's message.
+            if any(m in text for m in _CONDITION_FAILED):
                 return None
             if if_match and ("NoSuchKey" in text or "404" in text):
                 return None

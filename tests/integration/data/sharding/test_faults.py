@@ -27,7 +27,7 @@ def quest_csv(tmp_path_factory) -> Path:
     return path
 
 
-def _shard_args(csv: Path, out: Path, *extra: str) -> list[str]:
+def _shard_args(csv: Path, out: Path | str, *extra: str) -> list[str]:
     common = ["--label", "cleared", "--key", "attempt_id", "--task-mb", "1"]
     return ["shard", str(csv), "--output", str(out), *common, *extra]
 
@@ -194,3 +194,27 @@ def test_overwrite_of_a_damaged_dataset_keeps_foreign_files_unless_told(
     assert both.returncode == 0, both.stderr
     assert not (out / "notes.txt").exists()
     _assert_every_row_once(out)
+
+
+@pytest.mark.minio
+def test_two_runs_on_one_s3_output_one_waits_or_refuses_naming_the_other(quest_csv, minio):
+    from shardtrain import storage
+
+    out = storage.join(minio.uri(), f"faults-{time.time_ns()}")
+    lease = storage.join(out, "_leases", "worker-00000-of-00001.json")
+    first = _start(_shard_args(quest_csv, out, "--processes", "1"))
+    deadline = time.monotonic() + 120
+    while not storage.exists(lease):
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+        time.sleep(0.05)
+    refused = run_cli(*_shard_args(quest_csv, out), env={"SHARDTRAIN_LEASE_WAIT": "0"})
+    waited = _start(_shard_args(quest_csv, out), {"SHARDTRAIN_LEASE_WAIT": "600"})
+    _, err1 = first.communicate(timeout=600)
+    out3, err3 = waited.communicate(timeout=600)
+    assert first.returncode == 0, err1
+    assert refused.returncode == 3, refused.stderr
+    assert f"pid {first.pid}" in _last_line(refused.stderr)
+    assert waited.returncode == 0 and "already complete" in out3, err3
+    meta = storage.read_json(storage.join(out, "metadata.json"))
+    assert meta["rows_read"] == ROWS
+    assert not storage.exists(lease)
