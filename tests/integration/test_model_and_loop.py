@@ -272,3 +272,18 @@ def test_small_sparse_gradients_go_dense_with_duplicate_rows_added():
     was_sparse, still_sparse, after = kinds(tf.constant([3, 3, 7]))
     assert was_sparse and not still_sparse
     assert after.shape == (101, 8) and float(after[3, 0]) == 2.0 and float(after[7, 0]) == 1.0
+
+
+def test_a_csv_line_with_another_number_of_fields_names_the_expected_columns(all_types):
+    import tensorflow as tf
+
+    _, meta = all_types
+    spec = FeatureSpec.from_metadata(meta)
+    names = [n for n, _ in spec.csv_columns]
+    good = ",".join("" for _ in names)
+    assert spec.parse_csv(tf.constant([good, '"a, b"' + good]))  # a quoted comma is no separator
+    with pytest.raises(tf.errors.InvalidArgumentError) as caught:
+        spec.parse_csv(tf.constant([good, good + ",extra"]))
+    text = str(caught.value)
+    assert f"every line must have {len(names)} comma-separated fields" in text
+    assert ", ".join(names[:3]) in text

@@ -695,6 +695,26 @@ class FeatureSpec:
         import tensorflow as tf
 
         names = [n for n, _ in self.csv_columns]
+        # A line with another number of fields: one message naming the expected columns
+        # instead of decode_csv's bare "Expect N fields". Separators inside quotes (a quoted
+        # field, doubled quotes included) are not counted.
+        unquoted = tf.strings.regex_replace(lines, '"[^"]*"', "")
+        separators = tf.strings.length(unquoted) - tf.strings.length(
+            tf.strings.regex_replace(unquoted, ",", "")
+        )
+        shown = ", ".join(names[:20]) + (f", ... ({len(names)} in all)" if len(names) > 20 else "")
+        check = tf.debugging.assert_equal(
+            separators + 1,
+            tf.fill(tf.shape(separators), len(names)),
+            message=(
+                f"predict_csv: every line must have {len(names)} comma-separated fields, the "
+                f"dataset's columns in their source order, without a header: {shown}; a line "
+                "has another number of fields"
+            ),
+            summarize=1,
+        )
+        with tf.control_dependencies([check]):
+            lines = tf.identity(lines)
         fields = tf.io.decode_csv(lines, record_defaults=[[""]] * len(names), na_value="\x00")
         by_name = dict(zip(names, fields, strict=True))
         nulls = tf.constant(list(self.null_values) or [""])
