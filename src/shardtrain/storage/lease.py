@@ -246,6 +246,9 @@ def _renew(lease: Lease) -> None:
         if lease._etag is None:
             raise StorageError(f"{lease.uri}: the lease was taken over by another writer")
     else:
+        current = Holder.from_bytes(read_bytes(lease.uri))
+        if current is None or current.run != lease.run:
+            raise StorageError(f"{lease.uri}: the lease was taken over by another writer")
         write_bytes(lease.uri, lease.record())
 
 

@@ -1,5 +1,5 @@
-"""Leases on a live MinIO: conditional create (If-None-Match), renewal and takeover of an
-expired lease (If-Match)."""
+"""Leases on live object stores: MinIO (conditional create with If-None-Match, renewal and
+takeover of an expired lease with If-Match) and fake-gcs-server (write, read back)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ import pytest
 from shardtrain import storage
 from shardtrain.storage import lease as leases
 
-pytestmark = pytest.mark.minio
 
-
+@pytest.mark.minio
 def test_only_one_of_two_writers_holds_an_s3_lease(minio):
     uri = storage.join(minio.uri(), "leases", f"l-{time.time_ns()}.json")
     first = leases.try_acquire(uri, {"n": 1}, ttl=30)
@@ -29,6 +28,7 @@ def test_only_one_of_two_writers_holds_an_s3_lease(minio):
     again.release()
 
 
+@pytest.mark.minio
 def test_an_expired_s3_lease_is_taken_over_and_its_renewal_then_fails(minio):
     uri = storage.join(minio.uri(), "leases", f"l-{time.time_ns()}.json")
     stale = leases.Lease(uri, leases.new_run_id(), {}, ttl=1.0)
@@ -45,3 +45,16 @@ def test_an_expired_s3_lease_is_taken_over_and_its_renewal_then_fails(minio):
         assert leases.holder(uri).run == taker.run
     finally:
         taker.release()
+
+
+@pytest.mark.gcs
+def test_a_gcs_lease_is_held_by_the_writer_read_back(gcs):
+    uri = gcs.uri("leases", f"l-{time.time_ns()}.json")
+    first = leases.try_acquire(uri, {"n": 1}, ttl=30)
+    assert isinstance(first, leases.Lease)
+    try:
+        second = leases.try_acquire(uri, ttl=30)
+        assert isinstance(second, leases.Holder) and second.run == first.run
+    finally:
+        first.release()
+    assert leases.holder(uri) is None
