@@ -10,6 +10,12 @@ the result against the input:
 * **minio-outage**: MinIO is SIGKILLed at a random point of a sharding run and restarted 1-5 s
   later (inside the retry window): the run must complete (or, if it gave up, the re-run must),
   every row exactly once.
+* **concurrent**: a second identical ``shard`` run started at a random point of the first
+  (local disk and MinIO): it waits for the first run's lease or stops with one line (exit 3);
+  the first run completes and the dataset holds every row exactly once.
+* **disk-full**: sharding into a tmpfs of 10-90 % of the dataset's size ends in one line
+  naming the object (exit 3); after the tmpfs is grown the same command completes, every row
+  exactly once. (Needs ``mount``, i.e. root; reported as skipped otherwise.)
 * **train-kill** (one process; chief + worker with ``run-local``): ``kill -9`` or SIGTERM of a
   replica at a random step, then the same command again until it succeeds (at most 3 times):
   training must finish at exactly ``--train-steps`` with the final checkpoint and metrics.
@@ -18,6 +24,7 @@ Usage (from the repository root, in the project environment)::
 
     .venv/bin/python benchmarks/fault_injection.py                 # 24 trials, ~10 minutes
     .venv/bin/python benchmarks/fault_injection.py --trials 8 --seed 3
+    .venv/bin/python benchmarks/fault_injection.py --kinds concurrent,disk-full --trials 8
 
 Prints one line per trial and a summary; exits 1 if any trial lost or duplicated a row or
 ended training at the wrong step. Record the summary in benchmarks/RESULTS.md.
@@ -132,6 +139,88 @@ def shard_kill(rng, csv_path: Path, rows, out: str, env, processes: int, seconds
     return trial
 
 
+def _shard_args(csv_path: Path, out: str, processes: int) -> list[str]:
+    return [
+        "shard", str(csv_path), "-o", out, "--label", "cleared", "--key", "attempt_id",
+        "--task-mb", "1", "--min-shards", "16", "--processes", str(processes),
+        "--max-bad-fraction", "0.01",
+    ]  # fmt: skip
+
+
+def _one_line(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def concurrent_run(rng, csv_path: Path, rows, out: str, env, seconds: float):
+    """Two identical shard runs on one output, the second started at a random point of the
+    first: the second waits for the first's lease (then finds the dataset complete) or, when
+    its wait runs out, stops with one line (exit 3); no live temporary is deleted, and the
+    dataset holds every row exactly once."""
+    trial = Trial("concurrent", f"{'minio' if out.startswith('s3') else 'local'}, 2 runs")
+    args = _shard_args(csv_path, out, 1)
+    first = subprocess.Popen(
+        _cli(*args), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    time.sleep(rng.uniform(0.0, 0.6) * seconds)
+    wait = rng.choice(["0", "600"])  # refuse at once, or wait for the first run
+    second = subprocess.run(
+        _cli(*args), env={**env, "SHARDTRAIN_LEASE_WAIT": wait}, capture_output=True, text=True
+    )
+    _, err1 = first.communicate()
+    trial.facts.update(first_exit=first.returncode, second_exit=second.returncode, wait=wait)
+    refused = second.returncode == 3 and "another run is writing" in _one_line(second.stderr)
+    clean = "Traceback" not in err1 + second.stderr
+    if first.returncode == 0 and (second.returncode == 0 or refused) and clean:
+        got, distinct, read = _rows_in_dataset(out, env)
+        trial.facts.update(rows=f"{got}/{rows[1]}", duplicated=got - distinct)
+        trial.ok = (read, got) == rows and got == distinct
+    else:
+        trial.facts["error"] = _one_line(err1 + second.stderr)[:120]
+    return trial
+
+
+def disk_full(rng, csv_path: Path, rows, where: Path, env, dataset_bytes: int):
+    """Shard into a tmpfs too small for the dataset (10-90 % of it): one line naming the
+    object, exit 3; then the space is freed (the tmpfs grown) and the same command resumes,
+    every row exactly once."""
+    fraction = rng.uniform(0.1, 0.9)
+    trial = Trial("disk-full", f"local tmpfs, {fraction:.0%} of the dataset")
+    where.mkdir(parents=True, exist_ok=True)
+    size = max(1 << 20, int(dataset_bytes * fraction))
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        trial.facts["skipped"] = f"cannot mount a tmpfs: {_one_line(mounted.stderr)}"
+        trial.ok = True
+        return trial
+    try:
+        out = str(where / "out")
+        args = _shard_args(csv_path, out, 2)
+        full = subprocess.run(_cli(*args), env=env, capture_output=True, text=True)
+        line = _one_line(full.stderr)
+        trial.facts.update(full_exit=full.returncode)
+        one_line = "no space left" in line and "Traceback" not in full.stderr
+        if full.returncode == 0:
+            one_line = True  # it fitted after all (a small fraction of rejects, gzip)
+        grow = subprocess.run(["mount", "-o", f"remount,size={4 * dataset_bytes}", str(where)])
+        assert grow.returncode == 0
+        rerun = subprocess.run(_cli(*args), env=env, capture_output=True, text=True)
+        trial.facts["rerun_exit"] = rerun.returncode
+        if rerun.returncode == 0 and one_line and full.returncode in (0, 3):
+            got, distinct, read = _rows_in_dataset(out, env)
+            trial.facts.update(rows=f"{got}/{rows[1]}", duplicated=got - distinct)
+            trial.ok = (read, got) == rows and got == distinct
+        else:
+            trial.facts["error"] = line[:120]
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+    return trial
+
+
 def minio_outage(rng, csv_path, rows, out, env, state: Path, seconds: float):
     trial = Trial("minio-outage", "kill -9 of MinIO, restart 1-5 s later")
     args = [
@@ -226,10 +315,18 @@ def train_kill(rng, data: str, model_dir: Path, env, workers: int, sig: int, sec
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trials", type=int, default=24, help="total trials (a multiple of 8)")
+    parser.add_argument(
+        "--trials", type=int, default=24, help="total trials (rounds of every kind chosen)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rows", type=int, default=400_000, help="rows of the sharded CSV")
     parser.add_argument("--workdir", default=None)
+    parser.add_argument(
+        "--kinds",
+        default=None,
+        help="comma-separated kinds to run (shard-kill, minio-outage, train-kill, concurrent, "
+        "disk-full); default: all",
+    )
     args = parser.parse_args()
     rng = random.Random(args.seed)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="fault-injection-"))
@@ -252,18 +349,24 @@ def main() -> None:
     # The reference, from that run without faults: (rows read, rows accepted).
     meta = json.loads((Path(data) / "metadata.json").read_text())
     rows = (meta["rows_read"], meta["rows_accepted"])
-    one = _clean_seconds(_train_command(data, work / "m-clean-1", 0), env)
-    two = _clean_seconds(_train_command(data, work / "m-clean-2", 1), env)
+    kinds = set(args.kinds.split(",")) if args.kinds else None
+    one = two = 0.0
+    if kinds is None or "train-kill" in kinds:
+        one = _clean_seconds(_train_command(data, work / "m-clean-1", 0), env)
+        two = _clean_seconds(_train_command(data, work / "m-clean-2", 1), env)
     print(
         f"{csv_path}: {rows[0]:,} rows read, {rows[1]:,} accepted without faults, "
         f"sharded in {shard_seconds:.1f} s; training {TRAIN_STEPS} steps takes {one:.1f} s "
         f"(one process), {two:.1f} s (chief + worker)"
     )
     t = shard_seconds
-    rounds = max(1, args.trials // 8)
+    dataset_bytes = sum(p.stat().st_size for p in Path(data).rglob("*") if p.is_file())
     trials: list[Trial] = []
     try:
-        for r in range(rounds):
+        names = ["shard-kill"] * 4 + ["minio-outage"] + ["train-kill"] * 3
+        names += ["concurrent"] * 2 + ["disk-full"] * 2
+        per_round = sum(1 for n in names if kinds is None or n in kinds)
+        for r in range(max(1, args.trials // max(1, per_round))):
             plan = [
                 lambda i: shard_kill(rng, csv_path, rows, str(work / f"l-{i}"), env, 1, t),
                 lambda i: shard_kill(rng, csv_path, rows, str(work / f"l2-{i}"), env, 2, t / 2),
@@ -273,8 +376,13 @@ def main() -> None:
                 lambda i: train_kill(rng, data, work / f"mk-{i}", env, 0, signal.SIGKILL, one),
                 lambda i: train_kill(rng, data, work / f"mt-{i}", env, 1, signal.SIGTERM, two),
                 lambda i: train_kill(rng, data, work / f"mk2-{i}", env, 1, signal.SIGKILL, two),
+                lambda i: concurrent_run(rng, csv_path, rows, str(work / f"c-{i}"), env, t),
+                lambda i: concurrent_run(rng, csv_path, rows, f"s3://bench/c-{i}", minio, 2 * t),
+                lambda i: disk_full(rng, csv_path, rows, work / f"full-{i}", env, dataset_bytes),
+                lambda i: disk_full(rng, csv_path, rows, work / f"full2-{i}", env, dataset_bytes),
             ]
-            for step in plan:
+            chosen = [p for p, n in zip(plan, names, strict=True) if kinds is None or n in kinds]
+            for step in chosen:
                 trial = step(r)
                 trials.append(trial)
                 print(trial.line(), flush=True)

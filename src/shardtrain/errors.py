@@ -13,7 +13,9 @@ code  meaning
 0     success (or nothing to do)
 1     permanent failure: bad input, bad configuration, data that fails validation
 2     command-line usage error (unknown option, missing argument; reported by Click)
-3     storage unreachable after retries (transient cause, but the bound was exhausted)
+3     storage unusable for now, not a fault of the data: unreachable after retries, full
+      (ENOSPC/EDQUOT), or the output still leased by another live run after the wait; fix
+      the cause (or let the other run end) and run the same command again: it resumes
 130   retryable interruption: SIGINT (128 + 2) after a checkpoint
 143   retryable interruption: SIGTERM (128 + 15) after a checkpoint, on every training
       replica of a job when any one of them received it (and on the evaluator)
@@ -47,6 +49,27 @@ class StorageError(ShardtrainError):
 
 class StorageUnavailableError(StorageError):
     """Storage could not be reached even after the bounded retries (network, 5xx, throttling)."""
+
+    exit_code = 3
+
+
+class StorageFullError(StorageError):
+    """A write failed because the storage is full (no space left, quota exceeded).
+
+    Not a fault of the data, and not retried automatically either (a restarted pod would
+    find the same full volume): exit code 3, like unreachable storage. Free space and run the
+    same command again; a sharding run resumes from its committed tasks.
+    """
+
+    exit_code = 3
+
+
+class OutputBusyError(ShardtrainError):
+    """Another live run holds the lease on the output (or on this worker's tasks of it).
+
+    Exit code 3: a transient cause whose bounded wait was exhausted; run the same command
+    again once the other run has ended.
+    """
 
     exit_code = 3
 

@@ -92,6 +92,8 @@ Where things are
   directories.
 * :mod:`~shardtrain.storage.commit` — publish-last: :func:`publish`, :func:`is_committed`,
   :func:`read_committed`.
+* :mod:`~shardtrain.storage.lease` — leases: one live writer per lock object (owner, expiry;
+  ``flock`` locally, conditional writes on S3).
 """
 
 from __future__ import annotations

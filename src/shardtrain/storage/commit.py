@@ -21,8 +21,10 @@ from __future__ import annotations
 from typing import Any
 
 from shardtrain.errors import NotCommittedError, StorageError
+from shardtrain.storage.filesystems import filesystem
 from shardtrain.storage.objects import exists, read_json, write_json
-from shardtrain.storage.uri import join
+from shardtrain.storage.retry import retrying
+from shardtrain.storage.uri import is_local, join
 
 #: Name of the manifest that commits a directory written with the publish pattern.
 MANIFEST_NAME = "_MANIFEST.json"
@@ -59,6 +61,7 @@ def read_committed(uri: str, name: str = MANIFEST_NAME) -> dict[str, Any]:
     """
     target = join(uri, name)
     if not exists(target):
+        _check_bucket(uri)
         raise NotCommittedError(
             f"{uri}: not committed ({name} is missing: the writer has not finished or crashed)"
         )
@@ -66,3 +69,13 @@ def read_committed(uri: str, name: str = MANIFEST_NAME) -> dict[str, Any]:
     if not isinstance(manifest, dict):
         raise StorageError(f"{target}: manifest is not a JSON object")
     return manifest
+
+
+def _check_bucket(uri: str) -> None:
+    """A missing bucket is named as such, not taken for a writer that never finished."""
+    if is_local(uri):
+        return
+    fs, path = filesystem(uri)
+    bucket = path.split("/", 1)[0]
+    if bucket and not retrying("check", uri, lambda: fs.exists(bucket)):
+        raise StorageError(f"{uri}: bucket '{bucket}' does not exist")

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import IO, Any, TypeVar
 
-from shardtrain.errors import StorageError, StorageUnavailableError
+from shardtrain.errors import StorageError, StorageFullError, StorageUnavailableError
 from shardtrain.storage.uri import scheme
 
 # The retry warnings keep the logger name they always had: the storage layer's.
@@ -145,6 +145,16 @@ def _translate(exc: BaseException, uri: str, op: str) -> StorageError:
             else "check the credentials and permissions"
         )
         return StorageError(f"{uri}: access denied while trying to {op} ({hint})")
+    errnos = {getattr(e, "errno", None) for e in _chain(exc)}
+    if errnos & {errno.ENOSPC, errno.EDQUOT} or "no space left" in text:
+        return StorageFullError(
+            f"{uri}: {op} failed: no space left on the device (or quota exceeded); free "
+            "space and run the same command again"
+        )
+    if errno.EROFS in errnos:
+        return StorageError(f"{uri}: {op} failed: the file system is read-only")
+    if errno.EIO in errnos:
+        return StorageError(f"{uri}: {op} failed: input/output error of the device ({_short(exc)})")
     if isinstance(exc, IsADirectoryError):
         return StorageError(f"{uri}: is a directory, expected a file")
     if isinstance(exc, NotADirectoryError):

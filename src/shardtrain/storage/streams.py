@@ -186,16 +186,19 @@ def _open_write(uri: str, block_size: int | None, direct: bool = False) -> Itera
     """A byte stream whose object appears at ``uri`` only if the block exits cleanly."""
     fs, path = filesystem(uri)
     if is_local(uri):
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         tmp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"
         try:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             fobj = open_local_for_writing(tmp, direct)
         except OSError as exc:
             raise _translate(exc, uri, "write") from exc
         try:
-            yield fobj
-            fobj.close()
-            os.replace(tmp, path)
+            yield cast(IO[bytes], _LocalNamedErrors(fobj, uri))
+            try:
+                fobj.close()
+                os.replace(tmp, path)
+            except OSError as exc:
+                raise _translate(exc, uri, "write") from exc
         except BaseException:
             # Nothing may stop the clean-up or hide the first error (a full disk fails the
             # close too): drop what is staged and the temporary file.
@@ -223,6 +226,44 @@ def _open_write(uri: str, block_size: int | None, direct: bool = False) -> Itera
     except BaseException:
         _abandon(upload)
         raise
+
+
+class _LocalNamedErrors:
+    """A local file being written whose I/O errors (a full disk, a read-only or failing
+    device) name its object: a task writes many files at once, and a bare ``OSError`` says
+    neither which nor what to do. Everything else is the file's own."""
+
+    def __init__(self, fobj: Any, uri: str):
+        self.raw = self._f = fobj  # the file itself
+        self._uri = uri
+        if hasattr(fobj, "write_in_place"):
+            self.write_in_place = self._named(fobj.write_in_place)
+
+    def _named(self, method: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(*args, **kwargs)
+            except StorageError:
+                raise
+            except OSError as exc:
+                raise _translate(exc, self._uri, "write") from exc
+
+        return call
+
+    def write(self, data: Any) -> int:
+        try:
+            return self._f.write(data)
+        except OSError as exc:
+            raise _translate(exc, self._uri, "write") from exc
+
+    def flush(self) -> None:
+        try:
+            self._f.flush()
+        except OSError as exc:
+            raise _translate(exc, self._uri, "write") from exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._f, name)
 
 
 def _abandon(upload: Any) -> None:

@@ -35,6 +35,7 @@ picks up a half-uploaded export)::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -118,6 +119,27 @@ def serving_inputs(spec: FeatureSpec) -> list[dict[str, str]]:
     return out
 
 
+#: Local staging folders of exports: the prefix, the exporting process's pid, a random tail.
+_STAGING_PREFIX = "shardtrain-export-"
+
+
+def _remove_orphaned_staging() -> None:
+    """Delete the staging folders of exporting processes that no longer run (a kill -9
+    during an export leaves its folder behind; the next export on the machine cleans up)."""
+    root = tempfile.gettempdir()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(root):
+            pid = name.removeprefix(_STAGING_PREFIX).split("-", 1)[0]
+            if not name.startswith(_STAGING_PREFIX) or not pid.isdigit():
+                continue
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+            except OSError:
+                pass  # alive under another user
+
+
 def export_saved_model(
     model: Any, spec: FeatureSpec, model_dir: str, *, step: int, extra: dict | None = None
 ) -> str:
@@ -137,7 +159,8 @@ def export_saved_model(
 
     module = _serving_module(model, spec)
     version = str(int(time.time()))
-    local = tempfile.mkdtemp(prefix="shardtrain-export-")
+    _remove_orphaned_staging()
+    local = tempfile.mkdtemp(prefix=f"{_STAGING_PREFIX}{os.getpid()}-")
     try:
         path = os.path.join(local, version)
         signatures = {"serving_default": module.serve}

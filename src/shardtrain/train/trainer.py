@@ -52,6 +52,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -70,7 +71,8 @@ from shardtrain.train.evaluator import (
     final_metrics,
     run_evaluator,
 )
-from shardtrain.train.features import FeatureSpec, image_size_from_stats
+from shardtrain.train.features import FeatureSpec
+from shardtrain.train.image_size import image_size_from_stats
 from shardtrain.train.loop import build_train_loop
 from shardtrain.train.summaries import Summaries
 
@@ -129,6 +131,8 @@ def _train(
             latest.step,
         )
         return TrainResult(role.task_type, latest.step, latest.step, status="already-complete")
+    if latest is None and role.is_chief:
+        _check_model_dir(config.model_dir)
     # The strategy next: it must exist before anything initialises the TF runtime.
     strategy, mixed = _start_strategy(
         config, role, spec, resume_step=latest.step if latest else None
@@ -224,6 +228,28 @@ def _train(
     result.export_uri, result.metrics = _export(config, role, spec, store, evaluator, step)
     summaries.sync()
     return result
+
+
+#: What training writes in a model directory (relative paths); anything else is foreign.
+_MODEL_DIR_LAYOUT = re.compile(r"(?:train_config\.yaml|(?:checkpoints|logs|eval|export)/.+)")
+
+
+def _check_model_dir(model_dir: str) -> None:
+    """Refuse to start a model in a directory holding files that training did not write:
+    it would overwrite a user's own ``train_config.yaml`` or ``eval/metrics.json`` among
+    them (the sharder refuses a foreign ``--output`` the same way)."""
+    base = storage.filesystem(model_dir)[1].rstrip("/") + "/"
+    files = [storage.filesystem(u)[1].removeprefix(base) for u in storage.walk_files(model_dir)]
+    foreign = [f for f in files if not _MODEL_DIR_LAYOUT.fullmatch(f)]
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (
+            f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        )
+        raise ConfigError(
+            f"{model_dir}: holds files that are not part of a shardtrain model ({shown}); "
+            "training writes train_config.yaml, checkpoints/, logs/, eval/ and export/ there: "
+            "choose another --model-dir or move them away"
+        )
 
 
 def _mismatch(uri: str, step: int, spec: FeatureSpec) -> ConfigError:
@@ -335,7 +361,7 @@ def resolve_image_size(config: TrainConfig, metadata: DatasetMetadata) -> TrainC
     An explicit size (``--image-size``, a config file) wins. Otherwise the size saved in
     ``MODEL_DIR/train_config.yaml`` by an earlier run of this model (a resumed run keeps
     its size), else the size the dataset's statistics suggest
-    (:func:`~shardtrain.train.features.image_size_from_stats`). Every replica resolves the
+    (:func:`~shardtrain.train.image_size.image_size_from_stats`). Every replica resolves the
     same size, and the chief saves it in ``train_config.yaml``, so a restart, the evaluator
     and the export all use it. Tabular datasets: ``config`` unchanged.
     """

@@ -97,3 +97,18 @@ def test_examples_and_csv_lines_parse_to_the_same_features(all_types):
     r3 = [k.decode() for k in keys.numpy()].index("r3")
     assert np.isnan(from_examples["level"].numpy()[r3])  # missing int → NaN
     assert from_examples["cls"].numpy()[r3] == b""  # missing string → ""
+
+
+def test_a_csv_line_with_another_number_of_fields_names_the_expected_columns(all_types):
+    import tensorflow as tf
+
+    _, meta = all_types
+    spec = FeatureSpec.from_metadata(meta)
+    names = [n for n, _ in spec.csv_columns]
+    good = ",".join("" for _ in names)
+    assert spec.parse_csv(tf.constant([good, '"a, b"' + good]))  # a quoted comma is no separator
+    with pytest.raises(tf.errors.InvalidArgumentError) as caught:
+        spec.parse_csv(tf.constant([good, good + ",extra"]))
+    text = str(caught.value)
+    assert f"every line must have {len(names)} comma-separated fields" in text
+    assert ", ".join(names[:3]) in text

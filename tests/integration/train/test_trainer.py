@@ -735,3 +735,20 @@ def test_a_corrupt_shard_ends_training_with_one_line_naming_it(local_data, tmp_p
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert last.startswith(f"error: {shard}: corrupt (CRC-32C "), last
     assert last.endswith("re-shard the dataset")
+
+
+def test_train_refuses_a_model_dir_holding_a_users_own_files(all_types, tmp_path):
+    uri, _ = all_types
+    model_dir = tmp_path / "mine"
+    (model_dir / "eval").mkdir(parents=True)
+    (model_dir / "notes.txt").write_text("my notes\n")
+    (model_dir / "train_config.yaml").write_text("mine: true\n")
+    (model_dir / "eval" / "metrics.json").write_text('{"mine": 1}\n')
+    before = {p: p.read_bytes() for p in model_dir.rglob("*") if p.is_file()}
+    args = ("--model-dir", str(model_dir), "--train-steps", "2", "--eval-split", "train")
+    out = run_cli("train", "--data", uri, *args)
+    assert out.returncode == 1, out.stderr
+    last = [ln for ln in out.stderr.splitlines() if ln.strip()][-1]
+    assert last.startswith(f"error: {model_dir}: holds files that are not part of a shardtrain")
+    assert "notes.txt" in last and "Traceback" not in out.stderr
+    assert {p: p.read_bytes() for p in model_dir.rglob("*") if p.is_file()} == before

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from shardtrain import storage
+from shardtrain.errors import StorageFullError
 from shardtrain.storage import direct
 
 
@@ -30,7 +31,8 @@ def test_direct_writes_give_the_same_bytes_for_every_size(tmp_path, monkeypatch,
         uri = str(tmp_path / f"direct-{total}.bin")
         with storage.open(uri, "wb", direct=True) as f:
             expected = direct_io == "1" and supported and direct._on_block_device(tmp_path)
-            assert isinstance(f, direct._DirectWriter) == expected
+            # The file as written (storage names its I/O errors through a thin wrapper).
+            assert isinstance(f.raw, direct._DirectWriter) == expected
             pos = 0
             while pos < total:  # writes of every size, some larger than the staging buffer
                 step = rng.choice([1, 511, 4096, 65_537, 1_500_000])
@@ -60,7 +62,7 @@ def test_in_place_direct_writes_mixed_with_copying_writes(tmp_path, monkeypatch)
     uri = str(tmp_path / "in-place.bin")
     expected, in_place = bytearray(), 0
     with storage.open(uri, "wb", direct=True) as f:
-        assert isinstance(f, direct._DirectWriter)
+        assert isinstance(f.raw, direct._DirectWriter)
         for step in range(90):
             n = int(rng.choice([1, 100, page - 1, page + 1, 50_000, 131_072, 1_300_000]))
             data = rng.integers(0, 256, n, dtype=np.uint8)
@@ -113,7 +115,8 @@ def test_direct_writes_fall_back_where_o_direct_is_refused(tmp_path):
 @pytest.mark.parametrize("fail_at", ["write", "close"])
 def test_a_full_disk_during_a_direct_write_leaves_nothing_open(tmp_path, monkeypatch, fail_at):
     """ENOSPC from a staged chunk (write) or from the last blocks (close): the disk's error
-    reaches the caller, the descriptor is closed and the temporary file is gone."""
+    reaches the caller as one line naming the object (exit 3: a full disk is not a data
+    error), the descriptor is closed and the temporary file is gone."""
     real_write = os.write
 
     def full_disk(fd, data):
@@ -121,7 +124,7 @@ def test_a_full_disk_during_a_direct_write_leaves_nothing_open(tmp_path, monkeyp
 
     uri = str(tmp_path / "full.bin")
     fds = len(os.listdir("/proc/self/fd"))
-    with pytest.raises(OSError) as caught, storage.open(uri, "wb", direct=True) as f:
+    with pytest.raises(StorageFullError) as caught, storage.open(uri, "wb", direct=True) as f:
         f.write(b"a" * 5000)
         if fail_at == "write":
             monkeypatch.setattr(os, "write", full_disk)
@@ -129,7 +132,9 @@ def test_a_full_disk_during_a_direct_write_leaves_nothing_open(tmp_path, monkeyp
         else:
             monkeypatch.setattr(os, "write", full_disk)  # the write at close fails
     monkeypatch.setattr(os, "write", real_write)
-    assert caught.value.errno == 28
+    assert caught.value.__cause__.errno == 28
+    assert str(caught.value).startswith(f"{uri}: write failed: no space left")
+    assert caught.value.exit_code == 3
     assert os.listdir(tmp_path) == []
     assert len(os.listdir("/proc/self/fd")) == fds
 

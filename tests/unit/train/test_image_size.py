@@ -9,7 +9,8 @@ import pytest
 from shardtrain.data import datagen, sharding
 from shardtrain.errors import ConfigError
 from shardtrain.train.config import TrainConfig, resolve_config
-from shardtrain.train.features import FeatureSpec, image_size_from_stats
+from shardtrain.train.features import FeatureSpec
+from shardtrain.train.image_size import image_size_from_stats
 from shardtrain.train.trainer import resolve_image_size
 
 

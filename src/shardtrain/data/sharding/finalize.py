@@ -17,6 +17,7 @@ from shardtrain.data.metadata import (
     SplitInfo,
 )
 from shardtrain.data.schema import Schema
+from shardtrain.data.sharding.lease import live_leases
 from shardtrain.data.sharding.plan import PLAN_NAME, Plan
 from shardtrain.data.sharding.task import task_uri
 from shardtrain.data.statistics import LabelStats, new_stats, stats_from_dict
@@ -30,7 +31,11 @@ REJECTS_PATH = "rejects/rejects.jsonl"
 
 
 def finalize(
-    output: str, *, max_bad_fraction: float | None = None, top_k: int | None = None
+    output: str,
+    *,
+    max_bad_fraction: float | None = None,
+    top_k: int | None = None,
+    held_lease: str | None = None,
 ) -> DatasetMetadata:
     """Merge the committed tasks of a run into ``metadata.json`` (the dataset's commit).
 
@@ -39,6 +44,9 @@ def finalize(
         max_bad_fraction: fail when more rows than this fraction were rejected
             (default: the value the workers were given).
         top_k: vocabulary entries kept per categorical column (default: the workers').
+        held_lease: the URI of the lease the caller holds on ``output``
+            (:mod:`.lease`), if any: the leftovers of killed writers are deleted only when
+            no other lease is live.
 
     Returns:
         The metadata written.
@@ -66,7 +74,15 @@ def finalize(
             f"(tasks {shown}); run the missing workers (task t belongs to worker t % n) first"
         )
 
-    _remove_stale_temporaries(plan)
+    live = live_leases(output, exclude=held_lease)
+    if live:
+        log.info(
+            "%s: another run holds a lease (%s): its temporary files are left alone",
+            output,
+            live[0][1].describe(),
+        )
+    else:
+        _remove_stale_temporaries(plan)
 
     rows_read = sum(m["rows_read"] for m in manifests)
     rejected = sum(m["rows_rejected"] for m in manifests)

@@ -29,8 +29,8 @@ class WorkerPool:
     numba's cache (a noticeable share of a job's CPU; see benchmarks/RESULTS.md).
     Arrow, jemalloc, OpenBLAS and fsspec reset their own threads in a forked child. Forking
     is not safe when other threads may hold locks the child would need, so the pool spawns
-    instead when the process runs threads of its own (fsspec's I/O thread aside) or has
-    TensorFlow loaded, and where there is no ``fork`` (macOS, Windows).
+    instead when the process runs threads of its own (fsspec's I/O thread and a lease's
+    renewal aside) or has TensorFlow loaded, and where there is no ``fork`` (macOS, Windows).
     """
 
     def __init__(self, config: ShardConfig, tasks: int):
@@ -166,7 +166,9 @@ def _fork_is_safe() -> bool:
     if "fork" not in multiprocessing.get_all_start_methods() or "tensorflow" in sys.modules:
         return False
     main = threading.main_thread()
-    return all(t is main or t.name == "fsspecIO" for t in threading.enumerate())
+    # fsspec's I/O loop and a lease's renewal hold no lock a child would take.
+    harmless = ("fsspecIO", "lease-renewal")
+    return all(t is main or t.name in harmless for t in threading.enumerate())
 
 
 def _die_with_parent() -> None:

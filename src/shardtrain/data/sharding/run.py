@@ -14,10 +14,11 @@ from shardtrain import storage
 from shardtrain.data.metadata import METADATA_NAME, DatasetMetadata
 from shardtrain.data.shard_config import ShardConfig
 from shardtrain.data.sharding.finalize import finalize
+from shardtrain.data.sharding.lease import LEASES_DIR, take_lease
 from shardtrain.data.sharding.plan import PLAN_NAME, Plan, build_plan
 from shardtrain.data.sharding.pool import WorkerPool, run_tasks
 from shardtrain.data.sharding.task import task_uri
-from shardtrain.errors import DataError
+from shardtrain.errors import DataError, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -36,16 +37,54 @@ class ShardOutcome:
     metadata: DatasetMetadata | None = None
 
 
+class _Damaged(Exception):
+    """A dataset document (``_plan.json``, ``metadata.json``) that cannot be read."""
+
+
+def _read_document(uri: str) -> dict | None:
+    """A dataset document, None when absent; :class:`_Damaged` when unreadable."""
+    if not storage.exists(uri):
+        return None
+    try:
+        doc = storage.read_json(uri)
+    except StorageError as exc:
+        if "not valid JSON" not in str(exc):
+            raise
+        raise _Damaged(str(exc)) from exc
+    if not isinstance(doc, dict):
+        raise _Damaged(f"{uri}: not a JSON object")
+    return doc
+
+
+def _damaged_error(config: ShardConfig, why: _Damaged) -> DataError:
+    return DataError(
+        f"{why}; the dataset at {config.output} is damaged: --overwrite deletes it and shards "
+        "again (add --overwrite-foreign if other files share the folder)"
+    )
+
+
 def _check_existing(config: ShardConfig, plan: Plan) -> str | None:
     """Compare with what is already at the output; returns 'complete' if nothing to do."""
+    try:
+        return _compare_existing(config, plan)
+    except _Damaged as why:
+        if config.overwrite:
+            log.warning("%s; --overwrite deletes the damaged dataset", why)
+            return None
+        raise _damaged_error(config, why) from None
+
+
+def _compare_existing(config: ShardConfig, plan: Plan) -> str | None:
     plan_uri = storage.join(config.output, PLAN_NAME)
     meta_uri = storage.join(config.output, METADATA_NAME)
-    existing_plan = storage.read_json(plan_uri) if storage.exists(plan_uri) else None
+    existing_plan = _read_document(plan_uri)
     if existing_plan is None:
-        occupied = storage.exists(meta_uri) or storage.walk_files(config.output)
-        if occupied and storage.exists(plan_uri):
+        occupied = storage.exists(meta_uri) or any(
+            not _is_lease(config.output, u) for u in storage.walk_files(config.output)
+        )
+        if occupied:
             # Another worker of the same job wrote its plan (then files) since we looked.
-            existing_plan = storage.read_json(plan_uri)
+            existing_plan = _read_document(plan_uri)
     if existing_plan is None:
         if occupied and not config.overwrite:
             raise DataError(
@@ -55,13 +94,13 @@ def _check_existing(config: ShardConfig, plan: Plan) -> str | None:
             )
         return None
     if existing_plan.get("fingerprint") == plan.fingerprint:
-        return "complete" if storage.exists(meta_uri) else "resume"
+        return "complete" if _read_document(meta_uri) is not None else "resume"
     earlier = plan.earlier_fingerprint()
     if earlier is not None and existing_plan.get("fingerprint") == earlier:
         # Written by a version that kept columnar rows in source order: complete, it is
         # read correctly (its rows are permuted as they are read); half-written, resuming
         # would mix both orders.
-        if storage.exists(meta_uri):
+        if _read_document(meta_uri) is not None:
             log.info(
                 "%s: complete, written before columnar blocks were hash-ordered: kept as it "
                 "is (--overwrite re-shards it)",
@@ -83,32 +122,49 @@ def _check_existing(config: ShardConfig, plan: Plan) -> str | None:
     return None
 
 
-def _foreign_files(output: str) -> list[str]:
+def _is_lease(output: str, uri: str) -> bool:
+    """Whether ``uri`` is a lease of a run on ``output`` (see :mod:`.lease`)."""
+    base = storage.filesystem(output)[1].rstrip("/") + "/"
+    return storage.filesystem(uri)[1].removeprefix(base).startswith(LEASES_DIR + "/")
+
+
+def _foreign_files(output: str, splits_now: list[str]) -> list[str]:
     """Files under ``output`` (relative paths) that are not part of the shardtrain dataset
-    there: all of them when there is none (neither ``_plan.json`` nor ``metadata.json``)."""
+    there: all of them when there is none (neither ``_plan.json`` nor ``metadata.json``).
+    The split names come from those documents; from ``splits_now`` (the new plan's) when
+    every one present is unreadable."""
     base = storage.filesystem(output)[1].rstrip("/") + "/"
     files = [storage.filesystem(u)[1].removeprefix(base) for u in storage.walk_files(output)]
     splits: set[str] = set()
     documents = [storage.join(output, n) for n in (PLAN_NAME, METADATA_NAME)]
     present = [uri for uri in documents if storage.exists(uri)]
+    lease = rf"{LEASES_DIR}/worker-\d{{5}}-of-\d{{5}}\.json"
     if not present:
-        return files
+        return [f for f in files if not re.fullmatch(lease, f)]
+    readable = 0
     for uri in present:
-        doc = storage.read_json(uri)
-        for split in doc.get("splits", ()) if isinstance(doc, dict) else ():
+        try:
+            doc = _read_document(uri)
+        except _Damaged:
+            continue
+        readable += 1
+        for split in (doc or {}).get("splits", ()):
             splits.add(split[0] if isinstance(split, list) else str(split))
+    if not readable:
+        splits.update(splits_now)
     shards = "|".join(map(re.escape, sorted(splits))) or "(?!)"
     own = re.compile(
-        r"(?:_plan\.json|metadata\.json|rejects/rejects\.jsonl"
+        rf"(?:_plan\.json|metadata\.json|rejects/rejects\.jsonl|{lease}"
         r"|_tasks/task-\d{5}(?:\.json|\.rejects\.jsonl)"
         rf"|(?:{shards})/part-\d{{5}}-of-\d{{5}}\.tfrecord(?:\.gz)?)(?:\.tmp-[0-9a-f]{{12}})?"
     )
     return [f for f in files if not own.fullmatch(f)]
 
 
-def _delete_previous(config: ShardConfig) -> None:
-    """--overwrite: delete the dataset at the output, and nothing else unless told so."""
-    foreign = _foreign_files(config.output)
+def _delete_previous(config: ShardConfig, plan: Plan) -> None:
+    """--overwrite: delete the dataset at the output, and nothing else unless told so; the
+    leases of live runs (this one's among them) stay."""
+    foreign = _foreign_files(config.output, [name for name, _ in plan.splits])
     if foreign and not config.overwrite_foreign:
         shown = ", ".join(foreign[:3]) + (
             f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
@@ -125,7 +181,9 @@ def _delete_previous(config: ShardConfig) -> None:
     )
     # metadata.json first: a deletion cut short never leaves a "complete" dataset behind.
     storage.delete(storage.join(config.output, METADATA_NAME))
-    storage.delete(config.output, recursive=True)
+    for uri in storage.ls(config.output):
+        if storage.basename(uri.rstrip("/")) != LEASES_DIR:
+            storage.delete(uri, recursive=True)
 
 
 def publish_plan(config: ShardConfig) -> tuple[Plan, bool]:
@@ -145,7 +203,7 @@ def publish_plan(config: ShardConfig) -> tuple[Plan, bool]:
     if state == "complete":
         return plan, True
     if state is None and config.overwrite:
-        _delete_previous(config)
+        _delete_previous(config, plan)
     storage.write_json(storage.join(config.output, PLAN_NAME), plan.to_dict())
     return plan, False
 
@@ -165,6 +223,18 @@ def shard(
         ``worker-done`` (this worker's tasks are committed; run finalize after all workers).
     """
     started = time.monotonic()
+    # The lease of this worker's tasks first: nothing is deleted, planned or written while
+    # another live run writes any of them (see .lease).
+    with take_lease(config.output, config.worker_index, config.num_workers) as lease:
+        return _shard(config, progress_factory, started, lease.uri)
+
+
+def _shard(
+    config: ShardConfig,
+    progress_factory: Callable[[int], Any] | None,
+    started: float,
+    lease: str,
+) -> ShardOutcome:
     plan, complete = publish_plan(config)
     if complete:
         meta = DatasetMetadata.load(config.output)
@@ -199,7 +269,10 @@ def shard(
     outcome.bytes_read = sum(r.bytes_read for r in results)
     if config.num_workers == 1:
         outcome.metadata = finalize(
-            config.output, max_bad_fraction=config.max_bad_fraction, top_k=config.top_k
+            config.output,
+            max_bad_fraction=config.max_bad_fraction,
+            top_k=config.top_k,
+            held_lease=lease,
         )
         outcome.status = "complete"
     outcome.seconds = time.monotonic() - started
