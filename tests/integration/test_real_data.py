@@ -17,7 +17,6 @@ from __future__ import annotations
 import csv
 import gzip
 import importlib.util
-import io
 import json
 import math
 from dataclasses import dataclass
@@ -65,9 +64,6 @@ class Case:
     shard: tuple[tuple[str, object], ...] = ()
     #: Extra training options a user passes (flags of ``shardtrain train``).
     train: tuple[tuple[str, object], ...] = ()
-    #: Score the file's own lines through ``predict_csv`` (else the fields re-written as
-    #: plain CSV: see ``sprint``).
-    raw_lines: bool = True
     #: Columns read as time (the export's date features).
     dates: tuple[str, ...] = ()
     #: Columns left out of the features as ID-like (among others).
@@ -105,16 +101,8 @@ CASES = {
     "elements": Case(BOKEH / "elements.csv", "metal", "multiclass"),
     # Fields padded with spaces after the commas (`"Usain Bolt",     "JAM",   "GOLD",`): a
     # user must pass --skip-initial-space, else the classes are `   "GOLD"` and so on (no
-    # warning says so). Gap: predict_csv does not know the dataset's dialect and fails on the
-    # file's own padded lines (DecodeCSV: "Unquoted fields cannot have quotes/CRLFs
-    # inside"); its rows are scored re-written as plain CSV.
-    "sprint": Case(
-        BOKEH / "sprint.csv",
-        "Medal",
-        "multiclass",
-        (("skip_initial_space", True),),
-        raw_lines=False,
-    ),
+    # warning says so). predict_csv reads the padded lines in that dialect.
+    "sprint": Case(BOKEH / "sprint.csv", "Medal", "multiclass", (("skip_initial_space", True),)),
     # Its only feature is one name per row (ID-like, left out: see the error test): a user
     # keeps it with --include.
     "browsers": Case(
@@ -145,10 +133,6 @@ def _rows(case: Case, skip: frozenset[int] = frozenset()):
     header = [h.strip() for h in next(csv.reader(lines[:1], skipinitialspace=padded))]
     kept = [line for n, line in enumerate(lines[1:], start=2) if n not in skip][:SCORED]
     rows = list(csv.reader(kept, skipinitialspace=padded))
-    if not case.raw_lines:
-        buf = io.StringIO()
-        csv.writer(buf, lineterminator="\n").writerows(rows)
-        kept = buf.getvalue().splitlines()
     return header, rows, kept
 
 

@@ -7,7 +7,8 @@ CSV's values and gets probabilities back. Two signatures::
                                   #   numeric columns float32 (NaN = missing),
                                   #   string columns string ("" = missing)
     predict_csv(lines)            # string [batch]: raw CSV lines (UTF-8) in the source's
-                                  #   column order, no header (the label column is ignored)
+                                  #   column order and dialect (delimiter, decimal mark,
+                                  #   padded fields), no header (the label is ignored)
 
 ``serving_default`` takes each feature by the column's own name when TensorFlow accepts it
 as a signature input (ASCII ``[A-Za-z][A-Za-z0-9_]*``, not a Python keyword), else by a name

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -189,6 +190,17 @@ def _label_head(
     return {"task": "regression", "classes": (), "label_mean": mean, "label_std": std}
 
 
+def _csv_dialect(metadata: DatasetMetadata) -> dict[str, Any]:
+    """How the source CSV writes its fields (``metadata.json``'s ``options.csv_dialect``; a
+    dataset from Parquet, JSON lines or an older sharder: plain comma-separated)."""
+    dialect = metadata.options.get("csv_dialect") or {}
+    return {
+        "csv_delimiter": str(dialect.get("delimiter") or ","),
+        "csv_decimal": str(dialect.get("decimal") or "."),
+        "csv_skip_initial_space": bool(dialect.get("skip_initial_space")),
+    }
+
+
 @dataclass(frozen=True)
 class FeatureSpec:
     """The model's inputs and label, derived from a dataset's ``metadata.json``.
@@ -204,6 +216,11 @@ class FeatureSpec:
         csv_columns: every column of the source CSV, in order, as ``(name, type)``: what the
             ``predict_csv`` serving signature parses.
         null_values: CSV field values that mean "missing".
+        csv_delimiter: the source CSV's field delimiter (``predict_csv`` reads lines in the
+            dialect the data was sharded in).
+        csv_decimal: its decimal mark (``.``, or ``,`` for ``--decimal ,``).
+        csv_skip_initial_space: the source pads fields with spaces after each delimiter
+            (``--skip-initial-space``).
         excluded: columns written by the sharder but not used by the model.
         key: the split key column (a row identifier, used to name sample predictions).
         key_type: its schema type.
@@ -225,6 +242,9 @@ class FeatureSpec:
     classes: tuple[str, ...]
     csv_columns: tuple[tuple[str, str], ...] = ()
     null_values: tuple[str, ...] = ("",)
+    csv_delimiter: str = ","
+    csv_decimal: str = "."
+    csv_skip_initial_space: bool = False
     excluded: tuple[str, ...] = field(default=())
     key: str | None = None
     key_type: str = "string"
@@ -419,6 +439,7 @@ class FeatureSpec:
             label_type=label_type,
             csv_columns=tuple((c.name, c.type) for c in columns),
             null_values=tuple(schema.null_values),
+            **_csv_dialect(metadata),
             excluded=tuple(o.column for o in left_out),
             key=key,
             key_type=schema.column(key).type if key else "string",
@@ -634,6 +655,10 @@ class FeatureSpec:
 
         The label and any other columns are read and ignored. Missing values follow the
         dataset's ``null_values``; ``true``/``false`` spellings become 1/0 as in the sharder.
+        Lines are read in the source's dialect: its delimiter and decimal mark, and with
+        ``--skip-initial-space`` the spaces after each delimiter (before a quoted field, and
+        at the start of an unquoted one) are skipped; a quoted field's own leading spaces are
+        then lost too (``serving_default`` takes values exactly).
 
         Args:
             lines: string tensor ``[batch]``.
@@ -647,16 +672,21 @@ class FeatureSpec:
         # A line with another number of fields: one message naming the expected columns
         # instead of decode_csv's bare "Expect N fields". Separators inside quotes (a quoted
         # field, doubled quotes included) are not counted.
+        delim = self.csv_delimiter
+        escaped = re.escape(delim)
+        if self.csv_skip_initial_space:
+            lines = tf.strings.regex_replace(lines, f'(^|{escaped}) +"', '\\1"')
         unquoted = tf.strings.regex_replace(lines, '"[^"]*"', "")
         separators = tf.strings.length(unquoted) - tf.strings.length(
-            tf.strings.regex_replace(unquoted, ",", "")
+            tf.strings.regex_replace(unquoted, escaped, "")
         )
         shown = ", ".join(names[:20]) + (f", ... ({len(names)} in all)" if len(names) > 20 else "")
+        separated = "comma-separated" if delim == "," else f"{delim!r}-separated"
         check = tf.debugging.assert_equal(
             separators + 1,
             tf.fill(tf.shape(separators), len(names)),
             message=(
-                f"predict_csv: every line must have {len(names)} comma-separated fields, the "
+                f"predict_csv: every line must have {len(names)} {separated} fields, the "
                 f"dataset's columns in their source order, without a header: {shown}; a line "
                 "has another number of fields"
             ),
@@ -664,7 +694,11 @@ class FeatureSpec:
         )
         with tf.control_dependencies([check]):
             lines = tf.identity(lines)
-        fields = tf.io.decode_csv(lines, record_defaults=[[""]] * len(names), na_value="\x00")
+        fields = tf.io.decode_csv(
+            lines, record_defaults=[[""]] * len(names), field_delim=delim, na_value="\x00"
+        )
+        if self.csv_skip_initial_space:
+            fields = [tf.strings.regex_replace(f, "^ +", "") for f in fields]
         by_name = dict(zip(names, fields, strict=True))
         nulls = tf.constant(list(self.null_values) or [""])
 
@@ -681,7 +715,10 @@ class FeatureSpec:
                 lowered = tf.strings.lower(tf.strings.strip(text))
                 value = tf.cast(tf.equal(lowered, "true"), tf.float32)
             else:
-                safe = tf.where(missing, tf.fill(tf.shape(text), "0"), tf.strings.strip(text))
+                number = tf.strings.strip(text)
+                if self.csv_decimal != ".":
+                    number = tf.strings.regex_replace(number, re.escape(self.csv_decimal), ".")
+                safe = tf.where(missing, tf.fill(tf.shape(text), "0"), number)
                 value = tf.strings.to_number(safe, tf.float32)
             features[f.name] = tf.where(missing, float("nan"), value)
         for c in self.categorical:

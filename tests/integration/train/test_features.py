@@ -112,3 +112,49 @@ def test_a_csv_line_with_another_number_of_fields_names_the_expected_columns(all
     text = str(caught.value)
     assert f"every line must have {len(names)} comma-separated fields" in text
     assert ", ".join(names[:3]) in text
+
+
+def _spec_of(tmp_path, name: str, text: str, **shard) -> FeatureSpec:
+    from shardtrain.data import sharding
+    from shardtrain.data.metadata import DatasetMetadata
+
+    source = tmp_path / name
+    source.write_text(text, encoding="utf-8")
+    out = tmp_path / f"{name}.ds"
+    config = sharding.ShardConfig(
+        sources=(str(source),), output=str(out), label="label", min_shards=1, **shard
+    )
+    sharding.shard(config)
+    return FeatureSpec.from_metadata(DatasetMetadata.load(str(out)), include=("name",))
+
+
+@pytest.mark.parametrize(
+    ("dialect", "shard"),
+    [
+        ("semicolon, decimal comma", {"decimal": ","}),
+        ("tab", {}),
+        ("padded after the commas", {"skip_initial_space": True}),
+    ],
+)
+def test_predict_csv_reads_lines_in_the_dialect_the_data_was_sharded_in(tmp_path, dialect, shard):
+    """The file's own lines, as a serving client sends them, parse to the values the sharder
+    read: the delimiter, the decimal mark and padded fields follow the dataset's dialect."""
+    import tensorflow as tf
+
+    rows = [(f"n{i}", 1.5 + i, f"c{i % 3}", i % 2) for i in range(60)]
+    if dialect.startswith("semicolon"):
+        lines = [f"{n};{str(x).replace('.', ',')};{c};{y}" for n, x, c, y in rows]
+        header = "name;x;cat;label"
+    elif dialect == "tab":
+        lines = [f"{n}\t{x}\t{c}\t{y}" for n, x, c, y in rows]
+        header = "name\tx\tcat\tlabel"
+    else:
+        lines = [f'"{n}",   {x},  "{c}",   {y}' for n, x, c, y in rows]
+        header = "name,x,cat,label"
+    spec = _spec_of(tmp_path, "d.csv", "\n".join([header, *lines]) + "\n", **shard)
+    features = spec.parse_csv(tf.constant(lines))
+    np.testing.assert_allclose(features["x"].numpy(), [x for _, x, _, _ in rows], rtol=1e-6)
+    assert [v.decode() for v in features["cat"].numpy()] == [c for _, _, c, _ in rows]
+    assert [v.decode() for v in features["name"].numpy()] == [n for n, _, _, _ in rows]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="every line must have 4"):
+        spec.parse_csv(tf.constant([lines[0] + spec.csv_delimiter + "9"]))
