@@ -249,6 +249,20 @@ def _decimal_comma_numbers(values: pa.Array, dialect: CsvDialect | None) -> bool
     return bool(pc.all(number).as_py())
 
 
+def _padded_fields(values: pa.Array, dialect: CsvDialect | None) -> bool:
+    """Whether a text column looks padded with spaces after the delimiter (``,   "GOLD"``,
+    ``,  x``): every value starts with a space, in a file read without
+    ``--skip-initial-space`` (its values then keep the spaces, and quotes, as text)."""
+    import pyarrow.compute as pc
+
+    if dialect is None or dialect.skip_initial_space:
+        return False
+    present = values.drop_null()
+    if len(present) == 0:
+        return False
+    return bool(pc.all(pc.match_substring_regex(present, r"^ +\S")).as_py())
+
+
 def _first_value(values: pa.ChunkedArray) -> str:
     import pyarrow.compute as pc
 
@@ -420,12 +434,15 @@ def infer_schema(
     decimal = dialect.decimal if dialect is not None else "."
     columns = []
     comma_numbers = []
+    padded: list[str] = []
     for name, values in zip(names, table.columns, strict=True):
         typ = overrides.types.get(name)
         if typ is None:
             typ = infer_type(values.combine_chunks(), decimal)
             if typ == "string" and _decimal_comma_numbers(values.combine_chunks(), dialect):
                 comma_numbers.append(name)
+            if typ == "string" and _padded_fields(values.combine_chunks(), dialect):
+                padded.append(name)
             if typ is None and table.num_rows:
                 log.warning(
                     "column '%s' is empty in the sample of %s: treated as string "
@@ -442,5 +459,13 @@ def infer_schema(
             source,
             _preview([f"'{n}'" for n in comma_numbers], limit=5),
             _first_value(table.column(comma_numbers[0])),
+        )
+    if padded:
+        log.warning(
+            "%s: every value of column(s) %s starts with spaces (e.g. %r), kept as text; if "
+            "the fields are padded after the delimiter, shard with --skip-initial-space",
+            source,
+            _preview([f"'{n}'" for n in padded], limit=5),
+            table.column(padded[0]).drop_null()[0].as_py(),
         )
     return Schema(columns=tuple(columns), label=label, key=key, null_values=tuple(null_values))

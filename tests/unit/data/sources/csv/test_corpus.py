@@ -188,6 +188,28 @@ def test_decimal_comma_file_read_with_the_point_gets_a_hint(tmp_path, caplog):
     )
 
 
+def test_fields_padded_after_the_delimiter_get_a_hint(tmp_path, caplog):
+    """A file padded after each comma (``"Usain Bolt",   "JAM",   "GOLD",    9.63``) read
+    without ``--skip-initial-space`` keeps the spaces and quotes as text: the sharder says
+    so once, naming the columns; with the option the values are clean and nothing is said."""
+    rows = [
+        f'"Runner {i}",   "{c}",   "{m}",    {9.6 + i / 100:.2f}'
+        for i, (c, m) in enumerate([("JAM", "GOLD"), ("USA", "SILVER"), ("CAN", "BRONZE")] * 10)
+    ]
+    path = tmp_path / "sprint.csv"
+    path.write_text("Name,Country,Medal,Time\n" + "\n".join(rows) + "\n")
+    with caplog.at_level("WARNING"):
+        _shard(path, tmp_path / "ds", label="Medal")
+    hints = [r.getMessage() for r in caplog.records if "--skip-initial-space" in r.getMessage()]
+    assert len(hints) == 1
+    assert "sprint.csv: every value of column(s) 'Country', 'Medal' starts with spaces" in hints[0]
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        meta = _shard(path, tmp_path / "ds2", label="Medal", skip_initial_space=True)
+    assert not [r for r in caplog.records if "--skip-initial-space" in r.getMessage()]
+    assert sorted(meta["label_info"]["classes"]) == ["BRONZE", "GOLD", "SILVER"]
+
+
 @pytest.mark.parametrize(
     ("encoding", "words"),
     [
