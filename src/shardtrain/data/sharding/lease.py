@@ -57,11 +57,16 @@ def lease_wait() -> float:
 
 
 def live_leases(output: str, exclude: str | None = None) -> list[tuple[tuple[int, int], Holder]]:
-    """The live leases on ``output`` (their task sets and holders), ``exclude`` left out."""
+    """The live leases on ``output`` (their task sets and holders), ``exclude`` left out.
+
+    Leases are told apart by name: a listing spells URIs its own way (a relative local
+    ``output`` is listed as absolute paths), and every lease of ``output`` is in one folder."""
     found = []
+    skip = storage.basename(exclude) if exclude else None
     for uri in storage.ls(storage.join(output, LEASES_DIR)):
-        match = _NAME.fullmatch(storage.basename(uri))
-        if match is None or uri == exclude:
+        name = storage.basename(uri)
+        match = _NAME.fullmatch(name)
+        if match is None or name == skip:
             continue
         owner = holder(uri)
         if owner is not None:

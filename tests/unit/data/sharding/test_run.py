@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -88,10 +89,16 @@ def test_rerun_after_success_does_nothing_and_other_inputs_are_refused(tmp_path)
     assert DatasetMetadata.load(str(out)).to_dict()["splits"]["train"]["fraction"] == 0.5
 
 
-def test_rerun_removes_the_temporary_files_a_killed_run_left(tmp_path):
+@pytest.mark.parametrize("relative", [False, True], ids=["absolute", "relative"])
+def test_rerun_removes_the_temporary_files_a_killed_run_left(tmp_path, monkeypatch, relative):
+    """Also with a relative --output, which a listing spells as absolute paths: the run's own
+    lease is not taken for another run's (that left every temporary in place)."""
     csv_path = tmp_path / "quest.csv"
     datagen.generate_quest_logs(str(csv_path), 3_000, seed=3, bad_fraction=0.01)
     out = tmp_path / "ds"
+    if relative:
+        monkeypatch.chdir(tmp_path)
+        out = Path("ds")
     config = _config([csv_path], out, task_bytes=100_000, max_bad_fraction=0.05)
     sharding.shard(config)
     # What kill -9 leaves: a task killed while writing, a finalize killed while merging.
