@@ -54,6 +54,18 @@ def read_examples(uri: str, split: str | None = None) -> list[dict]:
     return rows
 
 
+def cli_exit_code(*args: str) -> int:
+    """Run the ``shardtrain`` command in this process (as its console script does) and return
+    its exit code; its output is left to pytest's capture (``capsys``)."""
+    import pytest
+
+    from shardtrain import cli
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(list(args))
+    return exit_info.value.code or 0
+
+
 def run_cli(*args: str, env: dict | None = None, check: bool = False, timeout: float = 600):
     """Run `shardtrain ARGS` in a subprocess; returns the CompletedProcess."""
     proc = subprocess.run(

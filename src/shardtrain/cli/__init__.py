@@ -12,6 +12,7 @@ subject and are attached to the root group here:
 * :mod:`.data`: ``gen-data quest|images``, ``shard``, ``finalize``, ``inspect``, ``warm-up``;
 * :mod:`.train`: ``train``, ``run-local``;
 * :mod:`.jobs`: ``tfjob render|submit``;
+* :mod:`.serve`: ``serve render`` (a KServe InferenceService of a published model);
 * :mod:`.node`: ``node run`` (a node agent for a local control plane);
 * :mod:`.pipeline`: ``pipeline params|compile|submit|run-local``, ``demo``.
 
@@ -30,7 +31,7 @@ import sys
 import click
 
 from shardtrain import __version__
-from shardtrain.cli import data, jobs, node, pipeline, train
+from shardtrain.cli import data, jobs, node, pipeline, serve, train
 from shardtrain.errors import ShardtrainError
 
 
@@ -53,6 +54,7 @@ cli.add_command(data.warm_up_cmd)
 cli.add_command(train.train_cmd)
 cli.add_command(train.run_local_cmd)
 cli.add_command(jobs.tfjob_group)
+cli.add_command(serve.serve_group)
 cli.add_command(node.node_group)
 cli.add_command(pipeline.pipeline_group)
 cli.add_command(pipeline.demo_cmd)

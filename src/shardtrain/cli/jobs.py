@@ -3,33 +3,41 @@ it on a cluster.
 
 Both commands take the same settings (:func:`_tfjob_options`), those of
 :class:`shardtrain.kubeflow.jobs.tfjob.JobConfig`. A setting left out keeps the base manifest's
-value, which the option's help shows; it is read only when help is shown (:class:`_TFJobOption`),
+value, which the option's help shows; it is read only when help is shown (:class:`SettingsOption`),
 so that importing the CLI reads no manifest.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
 
 
-class _TFJobOption(click.Option):
-    """An option whose help ends with its JobConfig default (the base manifest's value).
+class SettingsOption(click.Option):
+    """An option whose help ends with its default in a job's settings class (JobConfig's: the
+    base manifest's value).
 
     The default is looked up when help is shown, not when the CLI is defined: that reads
     the base manifest with PyYAML, which every command's start-up would pay otherwise.
+    ``settings`` returns the class (imported then); without it, the TFJob's ``JobConfig``.
     """
 
-    def __init__(self, *args: Any, default_of: str, **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        default_of: str,
+        settings: Callable[[], Any] | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(*args, **kwargs)
         self.default_of = default_of
+        self.settings = settings or _tfjob_config
 
     def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
         if self.default_of:
-            from shardtrain.kubeflow.jobs.tfjob import JobConfig
-
-            value = JobConfig.default(self.default_of)
+            value = self.settings().default(self.default_of)
             if isinstance(value, bool) or value is None:
                 value = {None: "none", True: "yes", False: "no"}[value]
             self.help = f"{self.help} [default: {value}]"
@@ -37,9 +45,15 @@ class _TFJobOption(click.Option):
         return super().get_help_record(ctx)
 
 
+def _tfjob_config() -> Any:
+    from shardtrain.kubeflow.jobs.tfjob import JobConfig
+
+    return JobConfig
+
+
 def _tfjob_help(name: str, text: str) -> dict[str, Any]:
     """Keyword arguments of ``click.option`` for help ``text`` + the default of ``name``."""
-    return {"cls": _TFJobOption, "default_of": name, "help": text}
+    return {"cls": SettingsOption, "default_of": name, "help": text}
 
 
 def _tfjob_options(*, required: bool):

@@ -36,6 +36,7 @@ from typing import Any
 
 from shardtrain.data.shard_config import ShardConfig
 from shardtrain.kubeflow.jobs.tfjob import DEFAULT_IMAGE, JobConfig
+from shardtrain.kubeflow.serving import ServingConfig
 from shardtrain.options import Option, options, pipeline_help
 from shardtrain.train.config import TrainConfig
 
@@ -205,6 +206,25 @@ RUN = (
         "Run the TFJob as local processes (kfp.local runs; never on a cluster).",
         False,
     ),
+    Param(
+        "deploy",
+        "bool",
+        "After the export, render a KServe InferenceService serving serving_uri (an s3:// or "
+        "gs:// base) and apply it to the cluster (not in a local run).",
+        False,
+    ),
+    Param(
+        "deploy_name",
+        "str",
+        "The InferenceService's name, also the model's in /v1/models/<name>:predict.",
+        ServingConfig.default("name"),
+    ),
+    Param(
+        "deploy_namespace",
+        "str",
+        "The InferenceService's namespace ('' is the namespace the run is in).",
+        "",
+    ),
 )
 #: Every parameter of the pipeline, the required ones first.
 PIPELINE = tuple(sorted((*SHARDING, *TRAINING, *RUN), key=lambda p: not p.required))
@@ -298,6 +318,20 @@ EXPORT = (
     Param("model", "Input[Model]", "The trained model (train's output)."),
     passed("serving_uri"),
     Param("served_model", "Output[Model]", "Points at the published version."),
+)
+
+DEPLOY = (
+    Param("served_model", "Input[Model]", "The published model (export's output)."),
+    passed("serving_uri"),
+    passed("deploy_name", "name"),
+    passed("deploy_namespace", "namespace"),
+    passed("secret_name", "secret"),
+    passed("local"),
+    Param(
+        "inference_service",
+        "Output[Artifact]",
+        "The ServiceAccount and the KServe InferenceService that serve serving_uri (YAML).",
+    ),
 )
 
 

@@ -13,6 +13,7 @@ finalize_shards    :func:`finalize_step`   commit ``metadata.json`` (``dsl.Colle
 train              :func:`train_step`      the TFJob: submit and wait, or run it locally
 evaluate           :func:`evaluate_step`   metrics, ROC, confusion matrix, Markdown report
 export             :func:`export_step`     publish the SavedModel at the serving URI
+deploy             :func:`deploy_step`     a KServe InferenceService of it (``deploy``)
 =================  ======================  =================================================
 
 * :func:`plan_step` lists the sources and settles the schema once (a missing file or label
@@ -29,6 +30,9 @@ export             :func:`export_step`     publish the SavedModel at the serving
   (:mod:`shardtrain.kubeflow.report`); its gate (``min_auc``, a regression's ``max_rmse``)
   fails the step and so skips the export.
 * :func:`export_step` copies the newest SavedModel to a serving location, publish-last.
+* :func:`deploy_step` (only with the ``deploy`` parameter) renders the KServe InferenceService
+  serving that location (:mod:`shardtrain.kubeflow.serving`), records it as an artifact and,
+  on a cluster, applies it.
 
 The logic lives here, not in the component bodies, because KFP embeds a body's source in the
 compiled YAML: here it is plain Python, tested without KFP (the steps take any object with
@@ -661,3 +665,70 @@ def export_step(*, model: Any, serving_uri: str, served_model: Any) -> str:
         served_model, target, framework="tensorflow", step=latest.get("step"), source=latest["uri"]
     )
     return target
+
+
+# --------------------------------------------------------------------------------------------
+# Deploy
+# --------------------------------------------------------------------------------------------
+
+
+def deploy_step(
+    *,
+    served_model: Any,
+    serving_uri: str,
+    name: str,
+    namespace: str,
+    secret: str,
+    local: bool,
+    inference_service: Any,
+) -> None:
+    """Serve ``serving_uri`` with KServe: render, record, and on a cluster apply.
+
+    Checks the base first (:func:`shardtrain.kubeflow.serving.check_published`: TensorFlow
+    Serving will serve the version ``latest.json`` names), renders the ServiceAccount and the
+    InferenceService (:func:`shardtrain.kubeflow.serving.render`), writes them as YAML to the
+    ``inference_service`` artifact, and unless ``local`` applies them server-side.
+
+    Args:
+        served_model: the ``dsl.Model`` input (from :func:`export_step`).
+        serving_uri: the serving base (``s3://`` or ``gs://``).
+        name: the InferenceService's name.
+        namespace: its namespace; '' for the namespace this pod runs in.
+        secret: the storage Secret, listed for the storage initializer (``s3://`` only).
+        local: a ``kfp.local`` run: render and record, apply nothing.
+        inference_service: the output artifact the YAML is written to.
+
+    Raises:
+        ConfigError: ``serving_uri`` is a local path or a setting is invalid.
+        ClusterError: the cluster refused the documents or is unreachable.
+    """
+    from shardtrain.kubeflow import serving
+
+    _setup_logging()
+    published_here = read_pointer(served_model)["uri"]
+    config = serving.ServingConfig.from_overrides(
+        serving_uri=serving_uri,
+        name=name,
+        namespace=namespace or current_namespace(serving.ServingConfig.default("namespace")),
+        secret=(secret or "") if storage.scheme(serving_uri) in ("s3", "s3a") else None,
+    )
+    published = serving.check_published(serving_uri)
+    if published.uri.rstrip("/") != published_here.rstrip("/"):
+        log.warning("%s serves %s, published since this run's %s", serving_uri, published.uri,
+                    published_here)  # fmt: skip
+    documents = serving.render(config)
+    os.makedirs(os.path.dirname(inference_service.path) or ".", exist_ok=True)
+    with open(inference_service.path, "w", encoding="utf-8") as f:
+        f.write(serving.to_yaml(documents))
+    inference_service.metadata.update(
+        {"name": config.name, "namespace": config.namespace, "storageUri": config.serving_uri,
+         "version": published.version}
+    )  # fmt: skip
+    if local:
+        log.info("local run: %s/%s rendered, not applied", config.namespace, config.name)
+        return
+    serving.apply(documents)
+    log.info(
+        "InferenceService %s/%s serves %s (version %d)",
+        config.namespace, config.name, serving_uri, published.version,
+    )  # fmt: skip

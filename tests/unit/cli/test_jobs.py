@@ -6,9 +6,9 @@ import logging
 import os
 import sys
 
-import pytest
 import yaml
 
+from helpers import cli_exit_code
 from shardtrain import cli
 from shardtrain.kubeflow.jobs import tfjob
 from tfjob_examples import DATA, MODEL_DIR, make_config, make_manifest
@@ -29,14 +29,8 @@ def _rendered(capsys) -> dict:
         ) from exc
 
 
-def _main(*args: str) -> int:
-    with pytest.raises(SystemExit) as exit_info:
-        cli.main(list(args))
-    return exit_info.value.code or 0
-
-
 def test_render_prints_the_generators_yaml(capsys):
-    code = _main(
+    code = cli_exit_code(
         "tfjob", "render", "--data", DATA, "--model-dir", MODEL_DIR, "--workers", "1",
         "--gpus-per-worker", "0", "--no-evaluator", "--secret", "", "--", "--train-steps", "9",
     )  # fmt: skip
@@ -81,20 +75,20 @@ def test_render_warns_when_the_grace_period_is_shorter_than_a_stop_needs(caplog)
 
 
 def test_render_needs_data_and_model_dir(capsys):
-    assert _main("tfjob", "render", "--data", DATA) == 2
+    assert cli_exit_code("tfjob", "render", "--data", DATA) == 2
     assert "--model-dir" in capsys.readouterr().err
 
 
 def test_submit_refuses_job_options_with_a_manifest_file(tmp_path):
     path = tmp_path / "job.yaml"
     path.write_text(tfjob.to_yaml(make_manifest(name="from-file")))
-    assert _main("tfjob", "submit", "-f", str(path), "--workers", "4") == 2
+    assert cli_exit_code("tfjob", "submit", "-f", str(path), "--workers", "4") == 2
 
 
 def test_submit_without_a_cluster_is_one_clear_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    assert _main("tfjob", "submit", "--data", DATA, "--model-dir", MODEL_DIR) == 1
+    assert cli_exit_code("tfjob", "submit", "--data", DATA, "--model-dir", MODEL_DIR) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("error: no Kubernetes configuration")
 
@@ -102,7 +96,7 @@ def test_submit_without_a_cluster_is_one_clear_line(tmp_path, monkeypatch, capsy
 def test_nothing_here_prints_secret_values(monkeypatch, capsys, caplog, tmp_path):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "super-secret-value-123")
     with caplog.at_level(logging.DEBUG):
-        _main("tfjob", "render", "--data", DATA, "--model-dir", MODEL_DIR)
+        cli_exit_code("tfjob", "render", "--data", DATA, "--model-dir", MODEL_DIR)
         tfjob.local_replicas(make_manifest())
     assert "super-secret-value-123" not in capsys.readouterr().out + caplog.text
     assert os.environ["AWS_SECRET_ACCESS_KEY"] == "super-secret-value-123"
@@ -130,14 +124,14 @@ def test_cli_help_shows_the_manifest_defaults_which_start_up_does_not_read():
 
 
 def test_render_writes_the_queue_options(capsys):
-    code = _main(
+    code = cli_exit_code(
         "tfjob", "render", "--data", DATA, "--model-dir", MODEL_DIR,
         "--queue", "gpu-team", "--priority-class", "high",
     )  # fmt: skip
     assert code == 0
     m = _rendered(capsys)
     assert m == make_manifest(queue="gpu-team", priority_class="high")
-    code = _main(
+    code = cli_exit_code(
         "tfjob", "render", "--data", DATA, "--model-dir", MODEL_DIR,
         "--gang-scheduler", "volcano", "--queue", "research",
     )  # fmt: skip

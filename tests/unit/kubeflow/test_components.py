@@ -29,6 +29,7 @@ def test_a_checked_in_component_loads_into_a_pipeline_of_ones_own():
 def test_components_alone_pin_the_image_and_install_nothing_at_start():
     client.load_pipeline()
     from shardtrain.kubeflow.components import (
+        deploy,
         evaluate,
         export,
         finalize_shards,
@@ -37,7 +38,7 @@ def test_components_alone_pin_the_image_and_install_nothing_at_start():
         train,
     )
 
-    modules = (plan_shards, shard, finalize_shards, train, evaluate, export)
+    modules = (plan_shards, shard, finalize_shards, train, evaluate, export, deploy)
     for module in modules:
         name = module.__name__.rsplit(".", 1)[-1]
         component = getattr(module, name)
@@ -56,6 +57,7 @@ COMPONENT_STEPS = [
     ("train", "train_step"),
     ("evaluate", "evaluate_step"),
     ("export", "export_step"),
+    ("deploy", "deploy_step"),
 ]
 
 

@@ -3,6 +3,7 @@
 ::
 
     plan_shards ──► shard × N (ParallelFor) ──► finalize_shards ──► train ──► evaluate ──► export
+                                                                              [deploy] ◄──┘
 
 Only the graph is here; every step is one call into :mod:`shardtrain.kubeflow.steps`. What the
 graph adds, and why:
@@ -23,6 +24,9 @@ graph adds, and why:
   to ``plan_shards`` and to every ``shard`` worker, so both build the same configuration (the
   workers check the plan's fingerprint); ``shard_workers`` and ``shard_cpu`` set how the run
   is spread (``num_workers``, ``processes``).
+* **Deploy on request.** The ``deploy`` step (a KServe InferenceService of ``serving_uri``)
+  runs only when the ``deploy`` parameter is true (``dsl.If``), so its output is not one of
+  the run's outputs; the step's ``inference_service`` artifact holds the YAML it applied.
 * **No caching.** The steps write to external storage and resume by themselves (a re-run
   skips committed shards, a finished model, a published export), so KFP's cache, which would
   skip a step whose outputs were deleted since, is turned off.
@@ -35,6 +39,7 @@ from kfp import dsl, kubernetes
 from kfp.dsl import ClassificationMetrics, Markdown, Metrics, Model
 
 from shardtrain.kubeflow.components import STORAGE_SECRET_KEYS
+from shardtrain.kubeflow.components.deploy import deploy
 from shardtrain.kubeflow.components.evaluate import evaluate
 from shardtrain.kubeflow.components.export import export
 from shardtrain.kubeflow.components.finalize_shards import finalize_shards
@@ -42,6 +47,7 @@ from shardtrain.kubeflow.components.plan_shards import plan_shards
 from shardtrain.kubeflow.components.shard import shard
 from shardtrain.kubeflow.components.train import train
 from shardtrain.kubeflow.parameters import (
+    DEPLOY,
     EVALUATE,
     EXPORT,
     FINALIZE_SHARDS,
@@ -125,6 +131,10 @@ def _graph(p: Mapping[str, Any]) -> Outputs:
     published = export(**arguments(EXPORT, p), model=trained.outputs["model"])
     _small(_step(published, image, secret, "export"))
     published.after(evaluation)  # the AUC / RMSE gate: no export when evaluate fails
+
+    with dsl.If(p["deploy"] == True, name="deploy-requested"):  # noqa: E712 (a KFP condition)
+        deployed = deploy(**arguments(DEPLOY, p), served_model=published.outputs["served_model"])
+        _small(_step(deployed, image, secret, "deploy (KServe)"))
 
     return Outputs(
         model=trained.outputs["model"],

@@ -34,6 +34,7 @@ STEP_EXECUTORS = {
     "exec-train",
     "exec-evaluate",
     "exec-export",
+    "exec-deploy",
 }
 IMAGE_PARAM = "{{$.inputs.parameters['pipelinechannel--image']}}"
 
@@ -124,6 +125,7 @@ def test_graph_fans_out_shard_workers_and_collects_them(compiled):
         "train",
         "evaluate",
         "export",
+        "condition-2",
     }
     loop = root["for-loop-1"]
     assert loop["parameterIterator"]["items"]["inputParameter"].endswith("plan-shards-Output")
@@ -135,7 +137,7 @@ def test_graph_fans_out_shard_workers_and_collects_them(compiled):
     assert set(root["export"]["dependentTasks"]) == {"train", "evaluate"}
     # The steps resume by themselves; KFP's cache must not skip one whose outputs are gone.
     for name, task in root.items():
-        if name != "for-loop-1":
+        if name not in ("for-loop-1", "condition-2"):
             assert not task.get("cachingOptions", {}).get("enableCache"), name
     # Every run gets its own TFJob name from the run id.
     run_id = root["train"]["inputs"]["parameters"]["run_id"]["runtimeValue"]["constant"]
@@ -152,3 +154,25 @@ def test_the_pipeline_passes_its_queue_parameters_to_the_train_step(compiled):
     for name in ("queue", "gang_scheduler", "priority_class"):
         assert params[name]["defaultValue"] == "", name
         assert train[name]["componentInputParameter"] == name, name
+
+
+def test_the_deploy_step_runs_after_the_export_only_when_asked(compiled):
+    _, spec, _ = compiled
+    params = spec["root"]["inputDefinitions"]["parameters"]
+    assert params["deploy"]["defaultValue"] is False
+    assert params["deploy_namespace"]["defaultValue"] == ""
+    condition = spec["root"]["dag"]["tasks"]["condition-2"]
+    assert condition["triggerPolicy"]["condition"] == (
+        "inputs.parameter_values['pipelinechannel--deploy'] == true"
+    )
+    assert condition["dependentTasks"] == ["export"]
+    inner = spec["components"][condition["componentRef"]["name"]]["dag"]["tasks"]
+    (task,) = inner.values()
+    assert task["componentRef"]["name"] == "comp-deploy"
+    assert not task.get("cachingOptions", {}).get("enableCache")
+    inputs = task["inputs"]
+    served = inputs["artifacts"]["served_model"]["componentInputArtifact"]
+    assert served == "pipelinechannel--export-served_model"
+    assert inputs["parameters"]["name"]["componentInputParameter"] == (
+        "pipelinechannel--deploy_name"
+    )
