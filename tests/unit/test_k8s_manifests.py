@@ -15,6 +15,7 @@ from kubernetes_validate.utils import ValidationError as SchemaError
 from yamllint import linter
 from yamllint.config import YamlLintConfig
 
+from shardtrain.kubeflow import serving
 from shardtrain.kubeflow.jobs import tfjob
 
 K8S = Path(__file__).resolve().parents[2] / "k8s"
@@ -26,6 +27,9 @@ KUSTOMIZATIONS = (
     "overlays/kueue",
     "overlays/volcano",
     "rbac",
+    "serving/base",
+    "serving/overlays/gcp",
+    "serving/overlays/gpu",
 )
 SECRET_TEMPLATE = K8S / "overlays/local/storage-secret.template.yaml"
 NAMESPACE = "shardtrain"
@@ -47,6 +51,20 @@ EXPECTED_JOBS = {
     "overlays/kueue": tfjob.JobConfig(data=BASE.data, model_dir=BASE.model_dir, queue="shardtrain"),
     "overlays/volcano": tfjob.JobConfig(
         data=BASE.data, model_dir=BASE.model_dir, gang_scheduler="volcano"
+    ),
+}
+
+#: The generator's settings for the documents of each serving kustomization.
+SERVING = serving.ServingConfig(serving_uri="s3://shardtrain/serving/quest")
+EXPECTED_SERVING = {
+    "serving/base": SERVING,
+    "serving/overlays/gcp": serving.ServingConfig(
+        serving_uri="gs://shardtrain-data/serving/quest",
+        secret=None,
+        gcp_service_account="shardtrain-serving@PROJECT_ID.iam.gserviceaccount.com",
+    ),
+    "serving/overlays/gpu": serving.ServingConfig(
+        serving_uri=SERVING.serving_uri, gpus=1, cpu="4", memory="8Gi"
     ),
 }
 
@@ -109,13 +127,16 @@ def test_overlays_hold_the_resources_they_promise():
     assert kinds["overlays/gcp"] == ["ServiceAccount", "TFJob"]
     assert kinds["overlays/kueue"] == kinds["overlays/volcano"] == ["ServiceAccount", "TFJob"]
     assert kinds["rbac"] == ["Role", "RoleBinding", "ServiceAccount"]
+    for kustomization in EXPECTED_SERVING:
+        assert kinds[kustomization] == ["InferenceService", "ServiceAccount"], kustomization
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_core_resources_validate_strictly_against_the_kubernetes_schemas(version):
-    docs = [d for _, d in _all_rendered() if d["kind"] != "TFJob"]
+    # The TFJob and InferenceService CRDs have no schema here (the server dry-runs check them).
+    docs = [d for _, d in _all_rendered() if d["kind"] not in ("TFJob", "InferenceService")]
     docs.append(yaml.safe_load(SECRET_TEMPLATE.read_text()))
-    # The TFJob CRD has no schema here: its pod templates are checked as core PodTemplates.
+    # A TFJob's pod templates are checked as core PodTemplates.
     for _, doc in _all_rendered():
         for rtype, template in _pod_templates(doc) if doc["kind"] == "TFJob" else []:
             docs.append(
@@ -168,6 +189,33 @@ def test_tfjobs_run_as_the_dedicated_service_account_of_the_base():
         (job,) = _of_kind(docs, "TFJob")
         for _, template in _pod_templates(job):
             assert template["spec"]["serviceAccountName"] == account["metadata"]["name"]
+
+
+@pytest.mark.parametrize("kustomization", sorted(EXPECTED_SERVING))
+def test_each_rendered_inference_service_is_the_generators_output(kustomization):
+    docs = sorted(render(kustomization), key=lambda d: d["kind"])
+    expected = sorted(serving.render(EXPECTED_SERVING[kustomization]), key=lambda d: d["kind"])
+    assert docs == expected
+
+
+def test_the_base_serving_files_are_the_generators_output():
+    files = [K8S / "serving/base/serviceaccount.yaml", K8S / "serving/base/inferenceservice.yaml"]
+    assert [yaml.safe_load(f.read_text()) for f in files] == serving.render(SERVING)
+
+
+def test_serving_reads_the_training_pods_secret_and_minios_endpoint():
+    (account,) = _of_kind(render("serving/base"), "ServiceAccount")
+    assert account["secrets"] == [{"name": BASE.secret}]
+    # KServe's storage initializer takes the endpoint from the Secret's annotations: the
+    # template's say what its AWS_ENDPOINT_URL says.
+    template = yaml.safe_load(SECRET_TEMPLATE.read_text())
+    url = template["stringData"]["AWS_ENDPOINT_URL"]
+    notes = template["metadata"]["annotations"]
+    assert notes["serving.kserve.io/s3-endpoint"] == url.removeprefix("http://")
+    assert notes["serving.kserve.io/s3-usehttps"] == ("0" if url.startswith("http://") else "1")
+    assert notes["serving.kserve.io/s3-region"] == template["stringData"]["AWS_REGION"]
+    (gcp,) = _of_kind(render("serving/overlays/gcp"), "ServiceAccount")
+    assert "secrets" not in gcp
 
 
 def test_gcp_uses_workload_identity_and_no_keys():

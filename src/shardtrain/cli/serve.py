@@ -56,6 +56,15 @@ def serve_group() -> None:
     default=None,
     **_d("service_account", "The predictor's ServiceAccount (rendered too)."),
 )
+@click.option(
+    "--gcp-service-account",
+    default=None,
+    **_d(
+        "gcp_service_account",
+        "gs:// on GKE: the Google service account the ServiceAccount acts as (Workload "
+        "Identity annotation).",
+    ),
+)
 @click.option("--cpu", default=None, **_d("cpu", "CPU request and limit of the model server."))
 @click.option("--memory", default=None, **_d("memory", "Memory request and limit."))
 @click.option(

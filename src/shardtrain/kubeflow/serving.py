@@ -34,6 +34,7 @@ endpoint from the Secret's annotations (``serving.kserve.io/s3-endpoint``,
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
@@ -59,6 +60,9 @@ GPU_RESOURCE = "nvidia.com/gpu"
 #: its GPU build is this tag with ``-gpu`` (KServe picks the image by ``runtimeVersion``).
 TF_SERVING_VERSION = "2.6.2"
 LABELS = {"app.kubernetes.io/name": "shardtrain", "app.kubernetes.io/component": "serving"}
+#: Workload Identity's annotation: the Google service account a Kubernetes one acts as.
+GCP_SERVICE_ACCOUNT_ANNOTATION = "iam.gke.io/gcp-service-account"
+_GCP_ACCOUNT = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]@[-A-Za-z0-9_.]+\.gserviceaccount\.com")
 _SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs"}
 
 
@@ -81,6 +85,9 @@ class ServingConfig(JobSettings):
             ``AWS_SECRET_ACCESS_KEY`` the ServiceAccount lists for the storage initializer
             (None: the ServiceAccount's own identity, e.g. IRSA). ``gs://`` takes none.
         service_account: the predictor's ServiceAccount (rendered too).
+        gcp_service_account: for ``gs://`` on GKE, the Google service account the
+            ServiceAccount acts as (Workload Identity's ``iam.gke.io/gcp-service-account``
+            annotation); None: none rendered (the cluster grants access otherwise).
         cpu: CPU request and limit of the model server.
         memory: memory request and limit of the model server.
         gpus: ``nvidia.com/gpu`` limit (0: CPU only); with GPUs the runtime's GPU image.
@@ -96,6 +103,7 @@ class ServingConfig(JobSettings):
     namespace: str = "shardtrain"
     secret: str | None = DEFAULT_SECRET
     service_account: str = "shardtrain-serving"
+    gcp_service_account: str | None = None
     cpu: str = "1"
     memory: str = "2Gi"
     gpus: int = 0
@@ -104,7 +112,7 @@ class ServingConfig(JobSettings):
     max_replicas: int = 1
 
     KIND: ClassVar[str] = KIND
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("secret", "runtime_version")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("secret", "gcp_service_account", "runtime_version")
     REQUIRED: ClassVar[tuple[str, ...]] = ("serving_uri",)
 
     @classmethod
@@ -129,6 +137,13 @@ class ServingConfig(JobSettings):
                 f"{uri}: gs:// is read with the service account's own identity (Workload "
                 f"Identity); --secret ({self.secret}) applies to s3:// only"
             )
+        account = self.gcp_service_account
+        if account is not None and (store != "gs" or not _GCP_ACCOUNT.fullmatch(account)):
+            raise ConfigError(
+                f"gcp_service_account '{account}': "
+                + ("applies to gs:// only" if store != "gs" else "not a Google service account "
+                   "e-mail (NAME@PROJECT.iam.gserviceaccount.com)")
+            )  # fmt: skip
         settings.check_job_name(KIND, self.name)
         settings.check_namespace(self.namespace)
         settings.check_object_names(secret=self.secret, service_account=self.service_account)
@@ -160,7 +175,8 @@ class ServingConfig(JobSettings):
 
 
 def build_service_account(config: ServingConfig) -> dict[str, Any]:
-    """The predictor's ServiceAccount; for ``s3://`` it lists the storage Secret."""
+    """The predictor's ServiceAccount: for ``s3://`` it lists the storage Secret; for
+    ``gs://`` it may name the Google service account it acts as."""
     account: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
@@ -170,6 +186,10 @@ def build_service_account(config: ServingConfig) -> dict[str, Any]:
             "labels": dict(LABELS),
         },
     }
+    if config.gcp_service_account is not None:
+        account["metadata"]["annotations"] = {
+            GCP_SERVICE_ACCOUNT_ANNOTATION: config.gcp_service_account
+        }
     if config.secret is not None:
         account["secrets"] = [{"name": config.secret}]
     return account

@@ -69,6 +69,16 @@ def test_gs_reads_with_the_service_accounts_identity_and_takes_no_secret():
         _config(serving_uri=GS, secret="shardtrain-storage")
 
 
+def test_gs_on_gke_acts_as_a_google_service_account():
+    email = "shardtrain-serving@my-project.iam.gserviceaccount.com"
+    account, _ = serving.render(_config(serving_uri=GS, gcp_service_account=email))
+    assert account["metadata"]["annotations"] == {"iam.gke.io/gcp-service-account": email}
+    with pytest.raises(ConfigError, match="applies to gs:// only"):
+        _config(gcp_service_account=email)
+    with pytest.raises(ConfigError, match="not a Google service account e-mail"):
+        _config(serving_uri=GS, gcp_service_account="serving@example.com")
+
+
 def test_s3_without_a_secret_for_an_identity_of_its_own():
     account, _ = serving.render(_config(secret=""))
     assert "secrets" not in account
