@@ -15,12 +15,13 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from helpers import DETERMINISTIC_TF
 from shardtrain import storage
 from shardtrain.data import datagen
 from shardtrain.data.metadata import DatasetMetadata
-from shardtrain.kubeflow import client
+from shardtrain.kubeflow import client, serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.minio, pytest.mark.cluster]
 
@@ -67,6 +68,8 @@ def test_csv_to_model_end_to_end_on_minio(minio, tmp_path, capfd, deterministic_
         "evaluator": True,
         "gpus_per_worker": 1,  # on the manifest's replicas; not applied locally
         "min_auc": 0.8,
+        "deploy": True,  # rendered and recorded; a local run applies nothing
+        "deploy_name": "quest",
         **TRAIN,
     }
 
@@ -118,6 +121,14 @@ def test_csv_to_model_end_to_end_on_minio(minio, tmp_path, capfd, deterministic_
     assert storage.exists(f"{run.served}/saved_model.pb")
     pointer = storage.read_json(f"{arguments['serving_uri']}/latest.json")
     assert pointer["version"] == storage.basename(run.served)
+
+    # Deploy: the InferenceService serving that base, recorded as the step's artifact.
+    (recorded,) = run_dir.rglob("deploy/inference_service")
+    account, isvc = yaml.safe_load_all(recorded.read_text())
+    assert isvc["metadata"]["name"] == "quest"
+    assert isvc["spec"]["predictor"]["model"]["storageUri"] == arguments["serving_uri"]
+    assert account["secrets"] == [{"name": serving.DEFAULT_SECRET}]
+    assert "rendered, not applied" in text
 
     # No credential value of the environment was printed by any step or replica.
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
