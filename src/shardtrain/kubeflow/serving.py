@@ -63,7 +63,8 @@ LABELS = {"app.kubernetes.io/name": "shardtrain", "app.kubernetes.io/component":
 #: Workload Identity's annotation: the Google service account a Kubernetes one acts as.
 GCP_SERVICE_ACCOUNT_ANNOTATION = "iam.gke.io/gcp-service-account"
 _GCP_ACCOUNT = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]@[-A-Za-z0-9_.]+\.gserviceaccount\.com")
-_SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs"}
+#: The schemes KServe's storage initializer reads (it knows no s3a:// or gcs://).
+_SCHEMES = {"s3": "s3", "gs": "gs"}
 
 
 def _store(uri: str) -> str | None:

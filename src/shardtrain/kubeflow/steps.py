@@ -710,7 +710,7 @@ def deploy_step(
         serving_uri=serving_uri,
         name=name,
         namespace=namespace or current_namespace(serving.ServingConfig.default("namespace")),
-        secret=(secret or "") if storage.scheme(serving_uri) in ("s3", "s3a") else None,
+        secret=(secret or "") if storage.scheme(serving_uri) == "s3" else None,
     )
     published = serving.check_published(serving_uri)
     if published.uri.rstrip("/") != published_here.rstrip("/"):

@@ -116,6 +116,7 @@ def test_name_namespace_and_replicas():
         ({"serving_uri": "file:///srv/m"}, r"^file:///srv/m: a local path; "),
         ({"serving_uri": "http://h/m"}, r"^http://h/m: not an s3:// or gs:// URI; "),
         ({"serving_uri": "s3://"}, r"^s3://: not an s3:// or gs:// URI; "),
+        ({"serving_uri": "s3a://b/m"}, r"^s3a://b/m: not an s3:// or gs:// URI; "),
         ({"name": "Quest_Model"}, "not a DNS-1035 label"),
         ({"namespace": "Team A"}, "not a DNS-1123 label"),
         ({"min_replicas": 3, "max_replicas": 2}, "max_replicas 2 is below min_replicas 3"),
