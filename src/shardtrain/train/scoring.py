@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 #: Rows per scoring batch (images: decoded inside the model, so fewer at a time).
 BATCH_ROWS, IMAGE_BATCH_ROWS = 1024, 64
+#: Bound on the eval shards staged from ``s3://`` at a time.
+CACHE_BYTES = 1 << 30
 
 
 @dataclass
@@ -269,10 +271,9 @@ def score_split(
         )
         for name in models
     }
-    cache = None
-    if not storage.tf_can_open(data_uri):
-        cache = dataset.ShardCache(os.path.join(scratch, "shards"))
-    try:
+    with dataset.reading_split(
+        data_uri, meta, split, os.path.join(scratch, "shards"), max_bytes=CACHE_BYTES
+    ) as cache:
         ds = dataset.eval_dataset(
             data_uri,
             meta,
@@ -298,14 +299,6 @@ def score_split(
                     for value, mask in masks[column].items():
                         if mask.any():
                             by_value[value].update(predictions[mask], labels[mask])
-    except Exception as exc:
-        error = dataset.input_error(exc, data_uri, meta, [split], [cache] if cache else [])
-        if error is None:
-            raise
-        raise error from exc
-    finally:
-        if cache is not None:
-            cache.close()
     out = {}
     for name, s in scores.items():
         result = {**s.overall.result(), "task": task, "split": split}
