@@ -40,12 +40,9 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from shardtrain import storage
-from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.errors import DataError, NotCommittedError
 from shardtrain.options import check, option
-from shardtrain.train.evaluation import headline_keys
-from shardtrain.train.slices import MAX_SLICES, parse_columns, slice_values
+from shardtrain.train.slices import MAX_SLICES, parse_columns
 from shardtrain.train.thresholds import (
     Decision,
     Threshold,
@@ -54,6 +51,9 @@ from shardtrain.train.thresholds import (
     format_thresholds,
     parse_thresholds,
 )
+
+# Light at import (``shardtrain evaluate --help`` builds its flags from EvaluateConfig): the
+# storage layer, the dataset's metadata and numpy are imported by the functions that use them.
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +147,8 @@ class Blessing:
 
 def _scalars(metrics: dict[str, Any]) -> dict[str, Any]:
     """The scalar metrics (no ROC, confusion matrix or slices): what blessing.json keeps."""
+    from shardtrain.train.evaluation import headline_keys
+
     keys = (*headline_keys(metrics), "mse", "mean_error", "num_examples")
     return {k: metrics[k] for k in keys if k in metrics}
 
@@ -158,6 +160,8 @@ def find_baseline(serving_uri: str | None) -> dict[str, Any] | None:
     Raises:
         DataError: the pointer names a version that is not there.
     """
+    from shardtrain import storage
+
     if not serving_uri:
         return None
     pointer_uri = storage.join(serving_uri, SERVING_POINTER)
@@ -189,8 +193,11 @@ def evaluate_model(config: EvaluateConfig) -> Blessing:
             unknown or not categorical.
         DataError: the dataset cannot be scored by the candidate.
     """
+    from shardtrain import storage
+    from shardtrain.data.metadata import DatasetMetadata
     from shardtrain.train.export import latest_export
     from shardtrain.train.scoring import ExportedModel, incompatibility, score_split
+    from shardtrain.train.slices import slice_values
 
     export_uri = latest_export(config.model_dir)["uri"]
     metrics_uri = storage.join(config.model_dir, "eval", METRICS_NAME)
@@ -266,6 +273,8 @@ def evaluate_model(config: EvaluateConfig) -> Blessing:
 
 def _write(config: EvaluateConfig, blessing: Blessing, slices: dict[str, Any] | None) -> None:
     """``blessing.json``, and the slices into ``metrics.json`` (the trainer's, kept)."""
+    from shardtrain import storage
+
     eval_dir = storage.join(config.model_dir, "eval")
     if slices is not None:
         target = storage.join(eval_dir, METRICS_NAME)

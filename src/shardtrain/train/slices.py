@@ -17,9 +17,12 @@ does the counting.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.errors import ConfigError
+
+if TYPE_CHECKING:
+    from shardtrain.data.metadata import DatasetMetadata
 
 #: The slice of every value beyond a column's most frequent ones, and of missing values.
 OTHER = "(other)"
