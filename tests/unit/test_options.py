@@ -515,14 +515,14 @@ def test_the_pipelines_training_parameters_reach_the_trainer_as_flags(pipeline):
 
 def test_the_cli_imports_no_configuration_and_help_loads_nothing_heavy():
     """Importing the CLI (every command's and every TFJob replica's start-up) makes no flags;
-    `shard --help` and `train --help` make them from configuration modules that load neither
-    pyarrow, numpy nor PyYAML."""
+    `shard --help`, `train --help` and `evaluate --help` make them from configuration modules
+    that load neither pyarrow, numpy nor PyYAML."""
     heavy = ("pyarrow", "numpy", "yaml", "shardtrain.data.sharding", "shardtrain.storage")
     code = f"""
 import sys
 import shardtrain.cli
 print([m for m in ("shardtrain.options", *{heavy!r}) if m in sys.modules])
-for command in ("shard", "train"):
+for command in ("shard", "train", "evaluate"):
     try:
         shardtrain.cli.cli.main([command, "--help"], standalone_mode=False)
     except SystemExit:
@@ -533,3 +533,4 @@ print([m for m in {heavy!r} if m in sys.modules])
     lines = out.stdout.strip().splitlines()
     assert lines[0] == "[]" and lines[-1] == "[]", out.stdout
     assert "--target-shard-mb" in out.stdout and "--hidden-units" in out.stdout
+    assert "--thresholds" in out.stdout and "--slice-by" in out.stdout

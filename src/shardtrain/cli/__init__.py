@@ -10,7 +10,7 @@ script ``shardtrain`` and ``python -m shardtrain.cli``); the commands live in on
 subject and are attached to the root group here:
 
 * :mod:`.data`: ``gen-data quest|images``, ``shard``, ``finalize``, ``inspect``, ``warm-up``;
-* :mod:`.train`: ``train``, ``run-local``;
+* :mod:`.train`: ``train``, ``evaluate``, ``run-local``;
 * :mod:`.jobs`: ``tfjob render|submit``;
 * :mod:`.serve`: ``serve render`` (a KServe InferenceService of a published model);
 * :mod:`.node`: ``node run`` (a node agent for a local control plane);
@@ -52,6 +52,7 @@ cli.add_command(data.finalize_cmd)
 cli.add_command(data.inspect_cmd)
 cli.add_command(data.warm_up_cmd)
 cli.add_command(train.train_cmd)
+cli.add_command(train.evaluate_cmd)
 cli.add_command(train.run_local_cmd)
 cli.add_command(jobs.tfjob_group)
 cli.add_command(serve.serve_group)

@@ -116,8 +116,9 @@ def _echo_local_run(run) -> None:
     from shardtrain.train.evaluation import headline
 
     metrics = headline(run.metrics)
+    published = run.served or "nothing: not blessed (eval/blessing.json in the model dir)"
     click.echo(
-        f"\nmodel dir:    {run.model_dir}\nSavedModel:   {run.export}\npublished:    {run.served}"
+        f"\nmodel dir:    {run.model_dir}\nSavedModel:   {run.export}\npublished:    {published}"
         f"\nmetrics:      {metrics or 'n/a'} (eval/metrics.json in the model dir)"
         f"\nreport:       {run.report}\nTensorBoard:  tensorboard --logdir {run.tensorboard}"
         f"\ntask outputs: {run.pipeline_root}"

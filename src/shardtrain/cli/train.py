@@ -1,5 +1,6 @@
-"""``shardtrain train`` and ``run-local``: training, in one process or as a TFJob replica, and a
-TFJob-shaped cluster of such processes on this machine.
+"""``shardtrain train``, ``evaluate`` and ``run-local``: training, in one process or as a TFJob
+replica; the candidate scored against the served model (blessing); and a TFJob-shaped cluster
+of such processes on this machine.
 
 ``train`` is the command every replica of the TFJob runs (:mod:`shardtrain.train.trainer`; the
 replica's role comes from ``TF_CONFIG``). ``run-local`` starts a chief, workers and an
@@ -45,6 +46,43 @@ def train_cmd(config_file: str | None, options: dict[str, Any]) -> None:
         click.echo(f"eval at step {m['step']}: {headline(m)} ({m['num_examples']:,} examples)")
     if result.export_uri:
         click.echo(f"exported SavedModel: {result.export_uri}")
+
+
+@config_command("evaluate", "shardtrain.train.blessing:EvaluateConfig")
+def evaluate_cmd(options: dict[str, Any]) -> None:
+    """Score a trained model and the served one on the same eval split; bless it or not.
+
+    The candidate is MODEL_DIR's newest export, the baseline the model published at
+    --serving-uri (its latest.json). Both are scored through their serving signatures on the
+    eval split of --data; the candidate is blessed only if every --thresholds clause holds
+    (relative clauses are skipped without a baseline). Writes MODEL_DIR/eval/blessing.json,
+    and with --slice-by the metrics per value into MODEL_DIR/eval/metrics.json.
+
+    Exit codes: 0 blessed; 1 not blessed (one line names the failing threshold), or bad
+    input.
+    """
+    import sys
+
+    from shardtrain.train.blessing import EvaluateConfig, evaluate_model
+    from shardtrain.train.evaluation import headline
+
+    blessing = evaluate_model(EvaluateConfig(**options))
+    info = blessing.baseline_info
+    click.echo(f"candidate {blessing.export}: {headline(blessing.candidate)}")
+    if blessing.baseline is not None and info is not None:
+        click.echo(f"baseline {info['uri']}: {headline(blessing.baseline)}")
+    elif info is not None and info.get("error"):
+        click.echo(f"baseline {info['uri']} cannot score this data: {info['error']}")
+    for check in blessing.decision.checks:
+        click.echo(f"  {check.describe()}")
+    for column, rows in (blessing.candidate.get("slices") or {}).items():
+        click.echo(f"slices by {column}:")
+        for row in rows:
+            click.echo(f"  {row['value']}: {headline(row)} ({row['num_examples']:,} examples)")
+    if not blessing.blessed:
+        click.secho(blessing.summary(), err=True, fg="red")
+        sys.exit(1)
+    click.echo(blessing.summary())
 
 
 @click.command(

@@ -79,6 +79,12 @@ def parameters(pipeline: Any = None) -> list[Parameter]:
 
 _TRUE, _FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off")
 
+#: Parameters of earlier versions → what to write instead, given the old value.
+REPLACED = {
+    "min_auc": lambda value: f'set thresholds="auc>={value}"',
+    "max_rmse": lambda value: f'set thresholds="rmse<={value}"',
+}
+
 
 def _coerce(param: Parameter, text: str) -> Any:
     """``text`` as a value of ``param``'s KFP type (see :func:`parse_arguments`)."""
@@ -127,6 +133,8 @@ def parse_arguments(pairs: Iterable[str], pipeline: Any = None) -> dict[str, Any
         name = name.strip().replace("-", "_")
         if not sep:
             raise ConfigError(f"'{pair}': give pipeline arguments as NAME=VALUE")
+        if name in REPLACED:
+            raise ConfigError(f"pipeline parameter {name} was replaced: {REPLACED[name](text)}")
         if name not in params:
             raise ConfigError(
                 f"unknown pipeline parameter '{name}' (known: {', '.join(sorted(params))})"
@@ -275,20 +283,25 @@ class LocalRun:
     Attributes:
         model_dir: the model directory (checkpoints, ``logs/``, ``eval/``, ``export/``).
         export: the SavedModel the trainer exported.
-        served: the published copy at the serving URI.
+        served: the copy this run published at the serving URI (None: not blessed, so not
+            exported).
+        blessed: the evaluate step blessed the model.
         tensorboard: the TensorBoard log directory.
         metrics: the scalars of the ``dsl.Metrics`` output.
         classification: the ``dsl.ClassificationMetrics`` metadata (ROC, confusion matrix).
+        sliced: the ``dsl.SlicedClassificationMetrics`` metadata (per slice).
         report: the path of the ``dsl.Markdown`` report.
         pipeline_root: where kfp.local keeps every task's artifacts and outputs.
     """
 
     model_dir: str
     export: str
-    served: str
+    served: str | None
+    blessed: bool
     tensorboard: str
     metrics: dict[str, Any]
     classification: dict[str, Any]
+    sliced: dict[str, Any]
     report: str
     pipeline_root: str
 
@@ -364,10 +377,26 @@ def run_local(
     return LocalRun(
         model_dir=model["uri"],
         export=model["export"],
-        served=read_pointer(outputs["served_model"])["uri"],
+        served=_published(outputs["report"].path),
+        blessed=bool(outputs["blessed"]),
         tensorboard=model["tensorboard"],
         metrics=dict(outputs["metrics"].metadata),
         classification=dict(outputs["classification"].metadata),
+        sliced=dict(outputs["sliced"].metadata),
         report=outputs["report"].path,
         pipeline_root=root,
     )
+
+
+def _published(report_path: str) -> str | None:
+    """The version the run's export task published (None: it did not run), read from the
+    task's outputs in the run's directory (``<run>/evaluate/report`` → ``<run>/export/``):
+    the export runs under ``dsl.If``, so its output is not a pipeline output."""
+    run_dir = os.path.dirname(os.path.dirname(report_path))
+    path = os.path.join(run_dir, "export", "executor_output.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        output = json.load(f)
+    served = output["artifacts"]["served_model"]["artifacts"][0]["metadata"]
+    return str(served["uri"])

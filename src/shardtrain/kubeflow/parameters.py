@@ -2,10 +2,11 @@
 
 A pipeline parameter is either an option or one of the pipeline's own settings:
 
-* the sharding options (:data:`SHARDING`) and the training options the pipeline has
-  parameters for (:data:`TRAINING`) are fields of
-  :class:`~shardtrain.data.shard_config.ShardConfig` and
-  :class:`~shardtrain.train.config.TrainConfig` declared with ``pipeline=``: their name, type,
+* the sharding options (:data:`SHARDING`), the training options the pipeline has
+  parameters for (:data:`TRAINING`) and the evaluation's (:data:`EVALUATION`) are fields of
+  :class:`~shardtrain.data.shard_config.ShardConfig`,
+  :class:`~shardtrain.train.config.TrainConfig` and
+  :class:`~shardtrain.train.blessing.EvaluateConfig` declared with ``pipeline=``: their name, type,
   default and description come from the field's option (the description is the option's help,
   :func:`shardtrain.options.pipeline_help`);
 * the pipeline's own settings (:data:`RUN`: where the model is published, how the run is
@@ -38,6 +39,7 @@ from shardtrain.data.shard_config import ShardConfig
 from shardtrain.kubeflow.jobs.tfjob import DEFAULT_IMAGE, JobConfig
 from shardtrain.kubeflow.serving import ServingConfig
 from shardtrain.options import Option, options, pipeline_help
+from shardtrain.train.blessing import EvaluateConfig
 from shardtrain.train.config import TrainConfig
 
 
@@ -121,6 +123,8 @@ SHARDING = _from_options(ShardConfig)
 #: The training options the pipeline has parameters of its own for; any other ``shardtrain
 #: train`` flag goes into ``train_flags``.
 TRAINING = _from_options(TrainConfig)
+#: The evaluation options: the blessing thresholds and the slicing columns.
+EVALUATION = _from_options(EvaluateConfig)
 #: The pipeline's own settings.
 RUN = (
     Param("serving_uri", "str", "Where the exported SavedModel is published (<uri>/<version>/)."),
@@ -157,19 +161,6 @@ RUN = (
         "float",
         "Seconds the TFJob may take before the train step fails (time spent queued included).",
         86400.0,
-    ),
-    Param(
-        "min_auc",
-        "float",
-        "Skip the export when a classifier's eval AUC is lower (0 disables the gate).",
-        0.0,
-    ),
-    Param(
-        "max_rmse",
-        "float",
-        "Skip the export when a regression's eval RMSE (in the label's units) is higher "
-        "(0 disables the gate).",
-        0.0,
     ),
     Param("image", "str", "The project image of every step and of the TFJob.", DEFAULT_IMAGE),
     Param(
@@ -227,7 +218,7 @@ RUN = (
     ),
 )
 #: Every parameter of the pipeline, the required ones first.
-PIPELINE = tuple(sorted((*SHARDING, *TRAINING, *RUN), key=lambda p: not p.required))
+PIPELINE = tuple(sorted((*SHARDING, *TRAINING, *EVALUATION, *RUN), key=lambda p: not p.required))
 _BY_NAME = {p.name: p for p in PIPELINE}
 
 
@@ -303,17 +294,32 @@ EVALUATE = (
     Param(
         "metrics",
         "Output[Metrics]",
-        "The final evaluation's auc, accuracy, log_loss, num_examples and step.",
+        "The final evaluation's headline metrics (auc, accuracy, log_loss; a regression's "
+        "rmse, mae, r2...), num_examples, step, blessed (1 or 0) and the served model's "
+        "metrics as baseline_<metric>.",
     ),
     Param(
         "classification",
         "Output[ClassificationMetrics]",
         "The final evaluation's ROC curve and confusion matrix.",
     ),
-    Param("report", "Output[Markdown]", "The data's statistics and the evaluation, as Markdown."),
-    passed("min_auc"),
-    passed("max_rmse"),
+    Param(
+        "sliced",
+        "Output[SlicedClassificationMetrics]",
+        "A classifier's ROC curve and confusion matrix per slice_by value.",
+    ),
+    Param(
+        "report",
+        "Output[Markdown]",
+        "The blessing decision, the evaluation and the data's statistics, as Markdown.",
+    ),
+    passed("serving_uri"),
+    passed("thresholds"),
+    passed("slice_by"),
 )
+#: What ``evaluate`` returns (its ``Output``) and the pipeline outputs as ``blessed``: the
+#: export runs only when it is true.
+BLESSED = Param("blessed", "bool", "Every threshold holds: the model may replace the served one.")
 EXPORT = (
     Param("model", "Input[Model]", "The trained model (train's output)."),
     passed("serving_uri"),

@@ -4,8 +4,12 @@ The evaluate step (:func:`shardtrain.kubeflow.steps.evaluate_step`) writes
 :func:`render_report` to its ``dsl.Markdown`` output, beside the metrics table and the ROC
 curve it logs. One page answers "is this model any good, on what data, and where is it":
 
+* the decision: blessed or not, each threshold with the candidate's value, its bound and
+  whether it holds, and the candidate's and the served model's (the baseline's) metrics side
+  by side (``blessing.json``, :mod:`shardtrain.train.blessing`);
 * the evaluation on the eval split: a classifier's AUC, accuracy and log loss and its
-  confusion matrix; a regression's RMSE, MAE and R², its bias and the label's spread;
+  confusion matrix; a regression's RMSE, MAE and R², its bias and the label's spread; with
+  ``slice_by``, the same per value of each slicing column;
 * the data: the dataset summary of :mod:`shardtrain.data.report` — the same one
   ``shardtrain inspect`` prints — rows read, accepted and rejected (by reason), the splits,
   the label's classes and per-column statistics (numeric, categorical, image);
@@ -38,19 +42,24 @@ def render_report(
     *,
     dataset_uri: str,
     model: Mapping[str, Any],
+    blessing: Mapping[str, Any] | None = None,
 ) -> str:
-    """The Markdown report of a run: model metrics, the data's statistics, where things are.
+    """The Markdown report of a run: the decision, model metrics, the data's statistics,
+    where things are.
 
     Args:
         metrics: ``MODEL_DIR/eval/metrics.json``.
         meta: the dataset's metadata.
         dataset_uri: the dataset's URI.
         model: the model pointer (``uri``, ``export``, ``step``, ``tensorboard``).
+        blessing: ``MODEL_DIR/eval/blessing.json`` (None: no decision section).
 
     Returns:
         Markdown for a ``dsl.Markdown`` artifact (the UI renders it as a static card).
     """
     out = [f"# {PIPELINE_NAME}: {model['uri']}", ""]
+    if blessing is not None:
+        out += _blessing(blessing, headline_keys(metrics))
     out += ["## Evaluation", ""]
     out += [
         f"On the eval split, {fmt(metrics.get('num_examples'))} examples, at step "
@@ -79,6 +88,8 @@ def render_report(
             ],
         )
 
+    out += _slices(metrics.get("slices") or {}, headline_keys(metrics))
+
     out += ["## Data", ""]
     out += to_markdown(summarize(dataset_uri, meta))
 
@@ -91,3 +102,57 @@ def render_report(
         "",
     ]
     return "\n".join(out)
+
+
+def _blessing(blessing: Mapping[str, Any], keys: tuple[str, ...]) -> list[str]:
+    """The decision: verdict, thresholds, and both models' metrics side by side."""
+    verdict = "**Blessed**" if blessing.get("blessed") else "**Not blessed**: not exported"
+    out = ["## Blessing", "", f"{verdict}. {blessing.get('summary', '')}", ""]
+    checks = blessing.get("thresholds") or []
+    if checks:
+        out += markdown_table(
+            ["threshold", "candidate", "bound", "holds"],
+            [
+                (
+                    c["threshold"],
+                    fmt(c.get("value")),
+                    fmt(c.get("bound")),
+                    {True: "yes", False: "**no**", None: f"skipped ({c.get('note', '')})"}[
+                        c.get("pass")
+                    ],
+                )
+                for c in checks
+            ],
+        )
+    base = blessing.get("baseline") or {}
+    candidate = (blessing.get("candidate") or {}).get("metrics") or {}
+    if base.get("error"):
+        out += [f"The served model `{base['uri']}` cannot score this data: {base['error']}.", ""]
+    if base.get("metrics"):
+        served = f"`{base['uri']}` (version {fmt(base.get('version'))})"
+        out += [f"Candidate against the served model {served}, on the same eval rows:", ""]
+        out += markdown_table(
+            ["metric", "candidate", "served"],
+            [
+                (k, fmt(candidate.get(k)), fmt(base["metrics"].get(k)))
+                for k in (*keys, "num_examples")
+            ],
+        )
+    elif not base:
+        out += ["Nothing is served yet: no baseline to compare with.", ""]
+    return out
+
+
+def _slices(slices: Mapping[str, Any], keys: tuple[str, ...]) -> list[str]:
+    """The metrics per value of each slicing column."""
+    out: list[str] = []
+    for column, rows in slices.items():
+        out += [f"### By `{column}`", ""]
+        out += markdown_table(
+            [column, "examples", *keys],
+            [
+                (row["value"], fmt(row.get("num_examples")), *(fmt(row.get(k)) for k in keys))
+                for row in rows
+            ],
+        )
+    return out

@@ -11,8 +11,8 @@ plan_shards        :func:`plan_step`       check the inputs once, choose the sha
 shard (x N)        :func:`shard_step`      one shard worker (``dsl.ParallelFor``)
 finalize_shards    :func:`finalize_step`   commit ``metadata.json`` (``dsl.Collected``)
 train              :func:`train_step`      the TFJob: submit and wait, or run it locally
-evaluate           :func:`evaluate_step`   metrics, ROC, confusion matrix, Markdown report
-export             :func:`export_step`     publish the SavedModel at the serving URI
+evaluate           :func:`evaluate_step`   blessing, metrics, ROC, slices, Markdown report
+export             :func:`export_step`     publish the SavedModel (when blessed)
 deploy             :func:`deploy_step`     a KServe InferenceService of it (``deploy``)
 =================  ======================  =================================================
 
@@ -24,11 +24,13 @@ deploy             :func:`deploy_step`     a KServe InferenceService of it (``de
   generator as ``shardtrain tfjob render``) and, on a cluster, submits it and waits (the step
   fails when the job fails or times out); in local mode it runs the very same manifest as
   local processes, exactly like ``shardtrain run-local job.yaml``.
-* :func:`evaluate_step` turns ``MODEL_DIR/eval/metrics.json`` and the dataset's metadata into
-  what the Kubeflow Pipelines UI renders: ``dsl.Metrics`` scalars, a classifier's
-  ``dsl.ClassificationMetrics`` ROC curve and confusion matrix, and a ``dsl.Markdown`` report
-  (:mod:`shardtrain.kubeflow.report`); its gate (``min_auc``, a regression's ``max_rmse``)
-  fails the step and so skips the export.
+* :func:`evaluate_step` compares the trained model with the served one and blesses it or not
+  (:mod:`shardtrain.train.blessing`: ``thresholds``, ``slice_by``), and turns
+  ``MODEL_DIR/eval/metrics.json``, ``blessing.json`` and the dataset's metadata into what the
+  Kubeflow Pipelines UI renders: ``dsl.Metrics`` scalars, a classifier's
+  ``dsl.ClassificationMetrics`` ROC curve and confusion matrix (and per slice), and a
+  ``dsl.Markdown`` report (:mod:`shardtrain.kubeflow.report`); it returns ``blessed``, and
+  the export runs only then (``dsl.If``).
 * :func:`export_step` copies the newest SavedModel to a serving location, publish-last.
 * :func:`deploy_step` (only with the ``deploy`` parameter) renders the KServe InferenceService
   serving that location (:mod:`shardtrain.kubeflow.serving`), records it as an artifact and,
@@ -76,6 +78,7 @@ from shardtrain.kubeflow.report import fmt, render_report
 from shardtrain.options import from_params
 from shardtrain.progress import setup_logging
 from shardtrain.train import export
+from shardtrain.train.blessing import SERVING_POINTER, EvaluateConfig, evaluate_model
 from shardtrain.train.evaluation import headline_keys
 from shardtrain.train.evaluator import METRICS_NAME
 from shardtrain.train.trainer import finished_step as trained_step
@@ -84,8 +87,6 @@ log = logging.getLogger(__name__)
 
 #: The file a Kubernetes pod finds its own namespace in.
 _POD_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-#: The pointer at the serving location naming the newest published version.
-SERVING_POINTER = "latest.json"
 
 
 def _setup_logging() -> None:
@@ -477,42 +478,52 @@ def evaluate_step(
     model: Any,
     metrics: Any,
     classification: Any,
+    sliced: Any,
     report: Any,
-    min_auc: float = 0.0,
-    max_rmse: float = 0.0,
-) -> dict[str, Any]:
-    """Show the trained model's evaluation in the pipeline UI; optionally gate on it.
+    serving_uri: str = "",
+    thresholds: str = "",
+    slice_by: str = "",
+) -> bool:
+    """Compare the trained model with the served one, bless it or not, and show it all in the UI.
 
-    Reads ``MODEL_DIR/eval/metrics.json`` (written by the trainer for the final step) and the
-    dataset's ``metadata.json``, then logs:
+    :func:`shardtrain.train.blessing.evaluate_model` scores the candidate and the model
+    published at ``serving_uri`` on the dataset's eval split, checks ``thresholds`` and writes
+    ``MODEL_DIR/eval/blessing.json`` (and, with ``slice_by``, the metrics per slice into
+    ``metrics.json``). Then this step logs:
 
     * ``metrics`` (``dsl.Metrics``): the scalars auc, accuracy, log_loss (a classifier) or
       rmse, mae, r2, mean_error, label_std (a regression), and num_examples, step (the UI's
       metrics table; a value that is not finite, e.g. the AUC of a one-class eval split, is
-      left out with a warning);
+      left out with a warning); ``blessed`` (1 or 0) and the baseline's headline metrics as
+      ``baseline_<metric>`` when one was scored;
     * ``classification`` (``dsl.ClassificationMetrics``): a classifier's ROC curve and
       confusion matrix (the UI draws both; a regression has neither);
-    * ``report`` (``dsl.Markdown``): :func:`render_report`.
+    * ``sliced`` (``dsl.SlicedClassificationMetrics``): a classifier's ROC curve and
+      confusion matrix per slice (:func:`_log_slices`);
+    * ``report`` (``dsl.Markdown``): :func:`render_report`, with the decision, both models'
+      metrics, the thresholds and the slices.
 
-    The gates fail the step, so the export that follows does not run: ``min_auc`` on a
-    classifier, ``max_rmse`` on a regression (a gate of the other task is ignored, with a
-    warning, so one pipeline definition serves both).
+    A candidate that is not blessed is not an error: the step says why in one line and
+    returns False, and the pipeline skips the export (``dsl.If``), so the run ends green with
+    the decision in the UI.
 
     Args:
         dataset: the ``dsl.Dataset`` input.
         model: the ``dsl.Model`` input (from :func:`train_step`).
         metrics: the ``dsl.Metrics`` output.
         classification: the ``dsl.ClassificationMetrics`` output.
+        sliced: the ``dsl.SlicedClassificationMetrics`` output.
         report: the ``dsl.Markdown`` output.
-        min_auc: fail the step (and so skip the export) below this AUC; 0 disables the gate.
-        max_rmse: fail the step above this RMSE (in the label's units); 0 disables the gate.
+        serving_uri: where the served model is published ('' → no baseline).
+        thresholds: the clauses of :mod:`shardtrain.train.thresholds` ('' → none).
+        slice_by: categorical columns, comma-separated ('' → no slices).
 
     Returns:
-        The metrics read.
+        Whether the candidate is blessed (the export runs only then).
 
     Raises:
         NotCommittedError: the model directory has no metrics.
-        DataError: the AUC is below ``min_auc``, or the RMSE above ``max_rmse``.
+        ConfigError: a threshold or a slice column that does not fit the model or the data.
     """
     _setup_logging()
     model_pointer = read_pointer(model)
@@ -520,7 +531,12 @@ def evaluate_step(
     model_dir = model_pointer["uri"]
     target = storage.join(model_dir, "eval", METRICS_NAME)
     if not storage.exists(target):
-        raise NotCommittedError(f"{model_dir}: no evaluation metrics (eval/metrics.json)")
+        raise NotCommittedError(f"{model_dir}: no evaluation metrics (eval/{METRICS_NAME})")
+    options = from_params(EvaluateConfig, {"thresholds": thresholds, "slice_by": slice_by})
+    config = EvaluateConfig(
+        model_dir=model_dir, data=dataset_uri, serving_uri=serving_uri or None, **options
+    )
+    blessing = evaluate_model(config)
     values = storage.read_json(target)
     meta = DatasetMetadata.load(dataset_uri)
 
@@ -531,6 +547,34 @@ def evaluate_step(
             metrics.log_metric(key, values[key])
         else:
             log.warning("metric %s is %r: left out of the metrics table", key, values.get(key))
+    metrics.log_metric("blessed", 1.0 if blessing.blessed else 0.0)
+    baseline = blessing.baseline or {}
+    for key in headline_keys(values):
+        if _finite(baseline.get(key)):
+            metrics.log_metric(f"baseline_{key}", baseline[key])
+    _log_classification(classification, values)
+    _log_slices(sliced, values.get("slices") or {})
+    text = render_report(
+        values, meta, dataset_uri=dataset_uri, model=model_pointer, blessing=blessing.to_dict()
+    )
+    os.makedirs(os.path.dirname(report.path) or ".", exist_ok=True)
+    with open(report.path, "w", encoding="utf-8") as f:
+        f.write(text)
+    log.info(
+        "eval at step %s: %s (%s examples)",
+        fmt(values.get("step")),
+        ", ".join(f"{k} {fmt(values.get(k))}" for k in headline_keys(values)),
+        fmt(values.get("num_examples")),
+    )
+    if blessing.blessed:
+        log.info("%s", blessing.summary())
+    else:
+        log.warning("%s; not exporting", blessing.summary())
+    return blessing.blessed
+
+
+def _log_classification(classification: Any, values: Mapping[str, Any]) -> None:
+    """A classifier's ROC curve and confusion matrix into a ``dsl.ClassificationMetrics``."""
     roc = values.get("roc") or {}
     if roc.get("fpr"):
         classification.log_roc_curve(
@@ -543,44 +587,33 @@ def evaluate_step(
         classification.log_confusion_matrix(
             [str(c) for c in cm["labels"]], [[int(v) for v in row] for row in cm["matrix"]]
         )
-    text = render_report(values, meta, dataset_uri=dataset_uri, model=model_pointer)
-    os.makedirs(os.path.dirname(report.path) or ".", exist_ok=True)
-    with open(report.path, "w", encoding="utf-8") as f:
-        f.write(text)
-    log.info(
-        "eval at step %s: %s (%s examples)",
-        fmt(values.get("step")),
-        ", ".join(f"{k} {fmt(values.get(k))}" for k in headline_keys(values)),
-        fmt(values.get("num_examples")),
-    )
-    _gate(values, model_dir, regression=regression, min_auc=min_auc, max_rmse=max_rmse)
-    return values
 
 
-def _gate(
-    values: Mapping[str, Any], model_dir: str, *, regression: bool, min_auc: float, max_rmse: float
-) -> None:
-    """Raise DataError when the task's gate fails (:func:`evaluate_step`)."""
-    ignored = ("min_auc", min_auc) if regression else ("max_rmse", max_rmse)
-    if ignored[1] > 0:
-        log.warning(
-            "%s %g does not apply to a %s model: ignored",
-            ignored[0],
-            ignored[1],
-            "regression" if regression else "classification",
-        )
-    if regression:
-        rmse: Any = values.get("rmse")
-        if max_rmse > 0 and not (_finite(rmse) and rmse <= max_rmse):
-            raise DataError(
-                f"{model_dir}: eval RMSE {fmt(rmse)} is above max_rmse {max_rmse:g}; not exporting"
+def _log_slices(sliced: Any, slices: Mapping[str, Any]) -> None:
+    """A classifier's per-slice ROC curves and confusion matrices (``column=value``) into a
+    ``dsl.SlicedClassificationMetrics``, in the schema KFP defines for it
+    (``evaluationSlices``).
+
+    The metadata is written directly: kfp 2.17's own ``SlicedClassificationMetrics`` methods
+    fail (its ``_sliced_metrics`` is never initialised, ``load_roc_readings`` calls a
+    ``ClassificationMetrics`` method that does not exist, ``load_confusion_matrix`` passes the
+    wrong arguments), so each slice is built with a ``ClassificationMetrics``, whose methods
+    work.
+    """
+    from kfp import dsl
+
+    entries = []
+    for column, rows in slices.items():
+        for row in rows:
+            if not (row.get("roc") or row.get("confusion_matrix")):
+                continue  # a regression's slice: scalars only (report and metrics.json)
+            one = dsl.ClassificationMetrics(name="slice", metadata={})
+            _log_classification(one, row)
+            entries.append(
+                {"slice": f"{column}={row['value']}", "sliceClassificationMetrics": one.metadata}
             )
-        return
-    auc: Any = values.get("auc")
-    if min_auc > 0 and not (_finite(auc) and auc >= min_auc):
-        raise DataError(
-            f"{model_dir}: eval AUC {fmt(auc)} is below min_auc {min_auc:g}; not exporting"
-        )
+    if entries:
+        sliced.metadata["evaluationSlices"] = entries
 
 
 # --------------------------------------------------------------------------------------------

@@ -134,6 +134,29 @@ def input_error(
     )
 
 
+@contextlib.contextmanager
+def reading_split(
+    data_uri: str, metadata: DatasetMetadata, split: str, cache_dir: str, *, max_bytes: int
+) -> Iterator[ShardCache | None]:
+    """The context of one pass over ``split`` (an evaluation): a :class:`ShardCache` in
+    ``cache_dir`` when TensorFlow cannot open ``data_uri`` (``s3://``; None otherwise), closed
+    on exit; an error out of the ``tf.data`` pipeline inside becomes the user-facing one of
+    :func:`input_error` (TensorFlow's error for a corrupt shard does not name the file)."""
+    cache = None
+    if not storage.tf_can_open(data_uri):
+        cache = ShardCache(cache_dir, max_bytes=max_bytes)
+    try:
+        yield cache
+    except Exception as exc:
+        error = input_error(exc, data_uri, metadata, [split], [cache] if cache else [])
+        if error is None:
+            raise
+        raise error from exc
+    finally:
+        if cache is not None:
+            cache.close()
+
+
 def split_shards(data_uri: str, metadata: DatasetMetadata, split: str) -> list[ShardFile]:
     """The committed shards of ``split`` with absolute URIs.
 

@@ -89,9 +89,6 @@ class CheckpointEvaluator:
             ``split``, ``data``.
         """
         cfg = self.config
-        cache = None
-        if not storage.tf_can_open(cfg.data):
-            cache = dataset.ShardCache(self._cache_dir, max_bytes=cfg.input.cache_mb << 20)
         started = time.monotonic()
         acc: MetricsAccumulator | RegressionAccumulator = (
             RegressionAccumulator()
@@ -99,12 +96,15 @@ class CheckpointEvaluator:
             else MetricsAccumulator(self.spec.classes)
         )
         samples: list[dict[str, Any]] = []
-        try:
+        split = cfg.input.eval_split
+        with dataset.reading_split(
+            cfg.data, self.metadata, split, self._cache_dir, max_bytes=cfg.input.cache_mb << 20
+        ) as cache:
             ds = dataset.eval_dataset(
                 cfg.data,
                 self.metadata,
                 self.spec,
-                split=cfg.input.eval_split,
+                split=split,
                 # Decoded images are large (224x224x3 float32 = 0.6 MB): evaluate them in
                 # training-sized batches, not 1024 at a time.
                 batch_size=(
@@ -121,15 +121,6 @@ class CheckpointEvaluator:
                 features, labels = batch
                 probs = self._predict(features).numpy()
                 acc.update(probs, labels.numpy())
-        except Exception as exc:  # a corrupt shard: TensorFlow's error does not name the file
-            split, caches = [cfg.input.eval_split], [cache] if cache is not None else []
-            error = dataset.input_error(exc, cfg.data, self.metadata, split, caches)
-            if error is None:
-                raise
-            raise error from exc
-        finally:
-            if cache is not None:
-                cache.close()
         if sample:
             samples = self._sample_predictions()
         result = acc.result()

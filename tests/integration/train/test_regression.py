@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,6 @@ from helpers import DETERMINISTIC_TF, run_cli
 from shardtrain import storage
 from shardtrain.data import sharding
 from shardtrain.data.metadata import DatasetMetadata
-from shardtrain.errors import DataError
 
 pytestmark = [pytest.mark.slow]
 
@@ -172,12 +172,13 @@ def test_a_chief_and_a_worker_train_the_same_regression(linear_model, tmp_path):
     assert m["task"] == "regression" and m["rmse"] < 1.5 * NOISE and m["r2"] > 0.95, m
 
 
-def test_the_evaluate_step_gates_a_regression_on_max_rmse(linear_model, tmp_path):
-    """The pipeline's evaluate step on the trained model: the UI's scalars, and max_rmse
-    failing the step (so the export step does not run) with one line."""
+def test_the_evaluate_step_blesses_a_regression_by_rmse(linear_model, tmp_path):
+    """The pipeline's evaluate step on the trained model: the UI's scalars; rmse thresholds,
+    absolute and against a served copy of the same model scored through its signature."""
     from kfp import dsl
 
     from shardtrain.kubeflow import pointers, steps
+    from shardtrain.train.export import latest_export
 
     data, model_dir = linear_model
     rmse = _metrics(model_dir)["rmse"]
@@ -191,16 +192,38 @@ def test_the_evaluate_step_gates_a_regression_on_max_rmse(linear_model, tmp_path
     outputs = dict(
         metrics=artifact(dsl.Metrics, "metrics"),
         classification=artifact(dsl.ClassificationMetrics, "classification"),
+        sliced=artifact(dsl.SlicedClassificationMetrics, "sliced"),
         report=artifact(dsl.Markdown, "report"),
     )
-    steps.evaluate_step(dataset=dataset, model=model, **outputs, max_rmse=rmse * 1.5)
+    assert steps.evaluate_step(
+        dataset=dataset, model=model, **outputs, thresholds=f"rmse<={rmse * 1.5}"
+    )
     shown = outputs["metrics"].metadata
     assert shown["rmse"] == rmse and {"mae", "r2", "num_examples", "step"} <= set(shown)
     assert outputs["classification"].metadata == {}
     report = Path(outputs["report"].path).read_text()
     assert "| rmse |" in report and "Label `y` (regression, float)" in report
-    with pytest.raises(DataError, match=r"eval RMSE .* is above max_rmse .*; not exporting$"):
-        steps.evaluate_step(dataset=dataset, model=model, **outputs, max_rmse=rmse / 2)
+    assert not steps.evaluate_step(
+        dataset=dataset, model=model, **outputs, thresholds=f"rmse<={rmse / 2}"
+    )
+
+    # The same weights served from another export: scored through serving_default on the
+    # same rows, the same RMSE (so rmse<=baseline holds, rmse<baseline does not).
+    copy = tmp_path / "copy" / "1"
+    shutil.copytree(latest_export(model_dir)["uri"], copy)
+    serving = tmp_path / "serving"
+    steps.publish_export(str(copy), str(serving))
+    thresholds = "rmse<=baseline,r2>=baseline-0.001,rmse<baseline"
+    blessed = steps.evaluate_step(
+        dataset=dataset, model=model, **outputs, serving_uri=str(serving), thresholds=thresholds
+    )
+    blessing = json.loads(Path(model_dir, "eval", "blessing.json").read_text())
+    assert not blessed and [t["pass"] for t in blessing["thresholds"]] == [True, True, False]
+    cand, base = blessing["candidate"]["metrics"], blessing["baseline"]["metrics"]
+    assert cand["rmse"] == pytest.approx(base["rmse"]) and cand["rmse"] == pytest.approx(
+        rmse, rel=1e-4
+    )
+    assert outputs["metrics"].metadata["baseline_rmse"] == pytest.approx(rmse, rel=1e-4)
 
 
 def test_task_regression_on_an_int_label(linear_csv, tmp_path):
@@ -265,12 +288,12 @@ def test_a_real_file_seattle_weather(tmp_path):
     np.testing.assert_allclose(by_column["predictions"].numpy(), predictions, rtol=1e-5)
 
 
-def test_the_pipeline_trains_a_regression_by_its_task_parameter_and_gates_it(
+def test_the_pipeline_trains_a_regression_by_its_task_parameter_and_blesses_it(
     linear_csv, tmp_path, monkeypatch
 ):
     """kfp.local, local storage: the pipeline's ``task`` parameter makes an int label (auto:
-    classes) a regression; its metrics reach the UI's table; ``max_rmse`` skips the export."""
-    from shardtrain.errors import ShardtrainError
+    classes) a regression; its metrics reach the UI's table; an rmse threshold it does not
+    meet skips the export, and the run still ends well."""
     from shardtrain.kubeflow import client
 
     for name, value in DETERMINISTIC_TF.items():  # the steps' processes only: no TF here
@@ -282,7 +305,7 @@ def test_the_pipeline_trains_a_regression_by_its_task_parameter_and_gates_it(
         "label": "stars",
         "key": "id",
         "task": "regression",
-        "max_rmse": 0.5,
+        "thresholds": "rmse<=0.5",
         "shard_workers": 1,
         "shard_cpu": "1",
         "tfjob_workers": 0,
@@ -299,9 +322,9 @@ def test_the_pipeline_trains_a_regression_by_its_task_parameter_and_gates_it(
     assert run.metrics["rmse"] < 0.5 and "auc" not in run.metrics
     assert run.classification == {}
     assert "| rmse |" in Path(run.report).read_text()
-    assert storage.exists(f"{run.served}/saved_model.pb")
+    assert run.blessed and storage.exists(f"{run.served}/saved_model.pb")
 
-    gated = arguments | {"serving_uri": str(tmp_path / "serving-gated"), "max_rmse": 0.01}
-    with pytest.raises(ShardtrainError, match="'evaluate'"):
-        client.run_local(gated, pipeline_root=str(tmp_path / "runs-gated"))
-    assert not storage.exists(gated["serving_uri"])  # evaluate failed: no export
+    gated = arguments | {"serving_uri": str(tmp_path / "serving-gated"), "thresholds": "rmse<=0.01"}
+    run = client.run_local(gated, pipeline_root=str(tmp_path / "runs-gated"))
+    assert not run.blessed and run.served is None and run.metrics["blessed"] == 0.0
+    assert not storage.exists(gated["serving_uri"])  # not blessed: no export

@@ -38,6 +38,8 @@ def test_parse_arguments_converts_by_parameter_type():
             "evaluator=no",
             "secret_name=",
             "splits=train=0.8,eval=0.2",
+            "thresholds=auc>=0.8,auc>=baseline-0.002",
+            "slice_by=difficulty,platform",
         ]
     )
     assert args == {
@@ -47,6 +49,8 @@ def test_parse_arguments_converts_by_parameter_type():
         "evaluator": False,
         "secret_name": "",
         "splits": "train=0.8,eval=0.2",
+        "thresholds": "auc>=0.8,auc>=baseline-0.002",
+        "slice_by": "difficulty,platform",
     }
     assert client.parse_arguments(['sources=["x,1.csv"]']) == {"sources": ["x,1.csv"]}
     for bad, message in (
@@ -54,6 +58,9 @@ def test_parse_arguments_converts_by_parameter_type():
         ("evaluator=maybe", "expected true or false"),
         ("nope=1", "unknown pipeline parameter 'nope'"),
         ("train_steps", "NAME=VALUE"),
+        # The gates of earlier versions: the thresholds to write instead.
+        ("min_auc=0.8", 'pipeline parameter min_auc was replaced: set thresholds="auc>=0.8"'),
+        ("max_rmse=3", 'pipeline parameter max_rmse was replaced: set thresholds="rmse<=3"'),
     ):
         with pytest.raises(ConfigError, match=re.escape(message)):
             client.parse_arguments([bad])

@@ -23,7 +23,6 @@ from shardtrain.data import datagen, sharding
 from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.errors import (
     ConfigError,
-    DataError,
     NotCommittedError,
     ShardtrainError,
     StorageError,
@@ -187,23 +186,24 @@ def _inputs(root: Path, dataset_uri: str, model_dir: str):
     return dataset, model
 
 
-def _outputs(root: Path):
-    return (
-        _artifact(dsl.Metrics, root, "metrics"),
-        _artifact(dsl.ClassificationMetrics, root, "classification"),
-        _artifact(dsl.Markdown, root, "report"),
-    )
+def _outputs(root: Path) -> dict:
+    return {
+        "metrics": _artifact(dsl.Metrics, root, "metrics"),
+        "classification": _artifact(dsl.ClassificationMetrics, root, "classification"),
+        "sliced": _artifact(dsl.SlicedClassificationMetrics, root, "sliced"),
+        "report": _artifact(dsl.Markdown, root, "report"),
+    }
 
 
 def test_evaluate_step_logs_ui_metrics_and_writes_the_report(tmp_path, tiny_dataset):
     model_dir = _model_dir(tmp_path)
     dataset, model = _inputs(tmp_path, tiny_dataset, model_dir)
-    metrics, classification, report = _outputs(tmp_path)
-    steps.evaluate_step(
-        dataset=dataset, model=model, metrics=metrics, classification=classification, report=report
-    )
+    outputs = _outputs(tmp_path)
+    metrics, classification, report = (outputs[k] for k in ("metrics", "classification", "report"))
+    assert steps.evaluate_step(dataset=dataset, model=model, **outputs) is True
     shown = ("auc", "accuracy", "log_loss", "num_examples", "step")
-    assert metrics.metadata == {k: METRICS[k] for k in shown}
+    assert metrics.metadata == {**{k: METRICS[k] for k in shown}, "blessed": 1.0}
+    assert outputs["sliced"].metadata == {}  # no slice_by
     roc = classification.metadata["confidenceMetrics"]
     assert [(p["falsePositiveRate"], p["recall"], p["confidenceThreshold"]) for p in roc] == [
         (0.0, 0.0, 1.0),
@@ -225,6 +225,9 @@ def test_evaluate_step_logs_ui_metrics_and_writes_the_report(tmp_path, tiny_data
         assert f"| {split} | {s['fraction']:g} | {s['num_records']:,} |" in text
     assert "| player_level |" in text and "| player_class |" in text  # numeric, categorical
     assert f"tensorboard --logdir {model_dir}/logs" in text
+    assert "**Blessed**. blessed: no thresholds" in text
+    blessing = json.loads(Path(model_dir, "eval", "blessing.json").read_text())
+    assert blessing["blessed"] is True and blessing["thresholds"] == []
 
 
 def test_report_covers_columns_of_any_kind_and_a_multiclass_label(tiny_dataset):
@@ -261,30 +264,85 @@ def test_report_covers_columns_of_any_kind_and_a_multiclass_label(tiny_dataset):
     assert "Label `cleared` (multiclass, int)" in text and "| cat | 5 | 41.7% |" in text
 
 
-def test_evaluate_step_leaves_out_non_finite_metrics_and_gates_on_auc(tmp_path, tiny_dataset):
+def test_evaluate_step_leaves_out_non_finite_metrics_and_blesses_on_auc(tmp_path, tiny_dataset):
+    """The thresholds replace min_auc: a model below them is not blessed, which is no error
+    (the step returns False, the pipeline skips the export) and the UI says why."""
     model_dir = _model_dir(tmp_path, {**METRICS, "auc": math.nan})
     dataset, model = _inputs(tmp_path, tiny_dataset, model_dir)
-    metrics, classification, report = _outputs(tmp_path)
-    steps.evaluate_step(
-        dataset=dataset, model=model, metrics=metrics, classification=classification, report=report
-    )
+    outputs = _outputs(tmp_path)
+    steps.evaluate_step(dataset=dataset, model=model, **outputs)
+    metrics = outputs["metrics"]
     assert "auc" not in metrics.metadata and metrics.metadata["accuracy"] == 0.77
-    assert "| auc | n/a |" in Path(report.path).read_text()
+    assert "| auc | n/a |" in Path(outputs["report"].path).read_text()
     json.dumps(metrics.metadata, allow_nan=False)  # what KFP's backend can parse
 
     model_dir = _model_dir(tmp_path / "low", {**METRICS, "auc": 0.61})
     dataset, model = _inputs(tmp_path / "low", tiny_dataset, model_dir)
-    metrics, classification, report = _outputs(tmp_path / "low")
-    with pytest.raises(DataError, match=r"AUC 0\.61 is below min_auc 0\.8"):
-        steps.evaluate_step(
-            dataset=dataset,
-            model=model,
-            metrics=metrics,
-            classification=classification,
-            report=report,
-            min_auc=0.8,
-        )
-    assert Path(report.path).is_file()  # the UI still shows why
+    outputs = _outputs(tmp_path / "low")
+    blessed = steps.evaluate_step(
+        dataset=dataset,
+        model=model,
+        **outputs,
+        serving_uri=str(tmp_path / "serving"),  # nothing published yet: no baseline
+        thresholds="auc>=0.8,auc>=baseline-0.002",
+    )
+    assert blessed is False
+    assert outputs["metrics"].metadata["blessed"] == 0.0
+    text = Path(outputs["report"].path).read_text()  # the UI still shows why
+    assert "**Not blessed**: not exported" in text
+    assert "| auc>=0.8 | 0.61 | 0.8 | **no** |" in text
+    assert "| auc>=baseline-0.002 | 0.61 | n/a | skipped (no baseline) |" in text
+    assert "Nothing is served yet" in text
+    blessing = json.loads(Path(model_dir, "eval", "blessing.json").read_text())
+    assert blessing["blessed"] is False and blessing["baseline"] is None
+    assert [c["pass"] for c in blessing["thresholds"]] == [False, None]
+
+
+def test_the_report_shows_the_decision_both_models_and_the_slices(tiny_dataset):
+    """What the evaluate step's Markdown card shows of blessing.json and of the slices."""
+    meta = DatasetMetadata.load(tiny_dataset)
+    model = {"uri": "s3://b/m", "export": "s3://b/m/export/2", "step": 9}
+    slices = {
+        "difficulty": [
+            {"value": "hard", "num_examples": 30, "auc": 0.7, "accuracy": 0.6, "log_loss": 0.5},
+            {"value": "(other)", "num_examples": 10, "auc": 0.9, "accuracy": 0.8},
+        ]
+    }
+    blessing = {
+        "blessed": False,
+        "summary": "not blessed: auc 0.8000 is not >= 0.8480 (auc>=baseline-0.002)",
+        "thresholds": [
+            {"threshold": "auc>=0.7", "value": 0.8, "bound": 0.7, "pass": True},
+            {"threshold": "auc>=baseline-0.002", "value": 0.8, "bound": 0.848, "pass": False},
+        ],
+        "candidate": {"export": "s3://b/m/export/2", "metrics": {"auc": 0.8, "num_examples": 40}},
+        "baseline": {
+            "uri": "s3://b/serving/1",
+            "version": "1",
+            "metrics": {"auc": 0.85, "num_examples": 40},
+        },
+    }
+    text = render_report(
+        {**METRICS, "slices": slices},
+        meta,
+        dataset_uri=tiny_dataset,
+        model=model,
+        blessing=blessing,
+    )
+    assert text.index("## Blessing") < text.index("## Evaluation") < text.index("## Data")
+    assert "**Not blessed**: not exported. not blessed: auc 0.8000 is not >= 0.8480" in text
+    assert "| auc>=baseline-0.002 | 0.8 | 0.848 | **no** |" in text
+    assert "| auc>=0.7 | 0.8 | 0.7 | yes |" in text
+    assert "served model `s3://b/serving/1` (version 1), on the same eval rows" in text
+    assert "| auc | 0.8 | 0.85 |" in text and "| num_examples | 40 | 40 |" in text
+    assert "### By `difficulty`" in text
+    assert (
+        "| hard | 30 | 0.7 | 0.6 | 0.5 |" in text and "| (other) | 10 | 0.9 | 0.8 | n/a |" in text
+    )
+
+    unusable = {**blessing, "baseline": {"uri": "s3://b/serving/1", "error": "it needs x"}}
+    text = render_report(METRICS, meta, dataset_uri=tiny_dataset, model=model, blessing=unusable)
+    assert "The served model `s3://b/serving/1` cannot score this data: it needs x." in text
 
 
 REGRESSION_METRICS = {
@@ -301,22 +359,24 @@ REGRESSION_METRICS = {
 }
 
 
-def test_evaluate_step_shows_a_regression_and_gates_on_max_rmse(tmp_path, tiny_dataset, caplog):
-    """A regression's metrics table and report; no ROC or confusion matrix; max_rmse fails
-    the step with one line (so the export does not run), min_auc is ignored with a warning."""
+def test_evaluate_step_shows_a_regression_and_blesses_on_rmse(tmp_path, tiny_dataset):
+    """A regression's metrics table and report; no ROC or confusion matrix; rmse<=2.5 is not
+    met (not blessed, no error), and a classifier's metric in the thresholds is one line."""
     model_dir = _model_dir(tmp_path, REGRESSION_METRICS)
     dataset, model = _inputs(tmp_path, tiny_dataset, model_dir)
-    outputs = dict(zip(("metrics", "classification", "report"), _outputs(tmp_path), strict=True))
-    steps.evaluate_step(dataset=dataset, model=model, **outputs, min_auc=0.9, max_rmse=3.0)
+    outputs = _outputs(tmp_path)
+    assert steps.evaluate_step(dataset=dataset, model=model, **outputs, thresholds="rmse<=3")
     shown = ("rmse", "mae", "r2", "mean_error", "label_std", "num_examples", "step")
-    assert outputs["metrics"].metadata == {k: REGRESSION_METRICS[k] for k in shown}
+    expected = {**{k: REGRESSION_METRICS[k] for k in shown}, "blessed": 1.0}
+    assert outputs["metrics"].metadata == expected
     assert outputs["classification"].metadata == {}  # no ROC / confusion matrix cards
-    assert "min_auc 0.9 does not apply to a regression model" in caplog.text
     text = Path(outputs["report"].path).read_text()
     assert "| rmse | 2.75 |" in text and "| r2 | 0.83 |" in text and "| auc |" not in text
     assert "| label_std | 6.6 |" in text and "Confusion matrix" not in text
-    with pytest.raises(DataError, match=r"^\S+: eval RMSE 2.75 is above max_rmse 2.5; not export"):
-        steps.evaluate_step(dataset=dataset, model=model, **outputs, max_rmse=2.5)
+    assert "| rmse<=3 | 2.75 | 3 | yes |" in text
+    assert not steps.evaluate_step(dataset=dataset, model=model, **outputs, thresholds="rmse<=2.5")
+    with pytest.raises(ConfigError, match=r"^thresholds: 'auc>=0\.8': \S+ is a regression, "):
+        steps.evaluate_step(dataset=dataset, model=model, **outputs, thresholds="auc>=0.8")
 
 
 def test_the_data_summary_of_a_regression_label_shows_its_range(tiny_dataset):
@@ -342,9 +402,7 @@ def test_evaluate_step_without_metrics_fails_with_one_line(tmp_path, tiny_datase
     storage.delete(f"{model_dir}/eval", recursive=True)
     dataset, model = _inputs(tmp_path, tiny_dataset, model_dir)
     with pytest.raises(NotCommittedError, match="no evaluation metrics"):
-        steps.evaluate_step(dataset=dataset, model=model, **dict(zip(
-            ("metrics", "classification", "report"), _outputs(tmp_path), strict=True
-        )))  # fmt: skip
+        steps.evaluate_step(dataset=dataset, model=model, **_outputs(tmp_path))
 
 
 def test_export_step_publishes_variables_then_graph_then_manifest(tmp_path):

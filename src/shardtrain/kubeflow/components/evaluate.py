@@ -1,18 +1,25 @@
-"""The ``evaluate`` component: the model's evaluation and the data's statistics in the UI."""
+"""The ``evaluate`` component: the blessing decision, the evaluation and the data's statistics
+in the UI."""
+
+from dataclasses import replace
 
 from shardtrain.kubeflow.components import step_component
-from shardtrain.kubeflow.parameters import EVALUATE
+from shardtrain.kubeflow.parameters import BLESSED, EVALUATE
 
 evaluate = step_component(
     "evaluate",
     EVALUATE,
     step="evaluate_step",
+    returns=replace(BLESSED, name="Output"),  # a component's return value is its Output
     summary="""
-    Logs the final evaluation (MODEL_DIR/eval/metrics.json) as Metrics scalars (a
-    classifier's auc, accuracy, log_loss; a regression's rmse, mae, r2, mean_error,
-    label_std), a classifier's ClassificationMetrics ROC curve and confusion matrix, and a
-    Markdown report of the data's statistics and the metrics; fails a classifier below
-    min_auc, a regression above max_rmse (0: no gate). See
-    shardtrain.kubeflow.steps.evaluate_step.
+    Scores the trained model and the one served at serving_uri (its latest.json) on the
+    same eval split and blesses the trained model only if every threshold holds (relative
+    ones are skipped when nothing is served yet); writes MODEL_DIR/eval/blessing.json and,
+    with slice_by, the metrics per slice into MODEL_DIR/eval/metrics.json. Logs Metrics
+    scalars (a classifier's auc, accuracy, log_loss; a regression's rmse, mae, r2,
+    mean_error, label_std; blessed; the served model's as baseline_<metric>), a classifier's
+    ClassificationMetrics ROC curve and confusion matrix (and per slice), and a Markdown
+    report of the decision, the metrics and the data's statistics. Returns blessed: the
+    pipeline exports only then. See shardtrain.kubeflow.steps.evaluate_step.
     """,
 )

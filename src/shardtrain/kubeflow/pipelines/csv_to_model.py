@@ -2,8 +2,8 @@
 
 ::
 
-    plan_shards ──► shard × N (ParallelFor) ──► finalize_shards ──► train ──► evaluate ──► export
-                                                                              [deploy] ◄──┘
+    plan_shards ──► shard × N (ParallelFor) ──► finalize_shards ──► train ──► evaluate
+                                                   └─ if blessed ──► export ──► [deploy]
 
 Only the graph is here; every step is one call into :mod:`shardtrain.kubeflow.steps`. What the
 graph adds, and why:
@@ -24,9 +24,16 @@ graph adds, and why:
   to ``plan_shards`` and to every ``shard`` worker, so both build the same configuration (the
   workers check the plan's fingerprint); ``shard_workers`` and ``shard_cpu`` set how the run
   is spread (``num_workers``, ``processes``).
+* **Export only when blessed.** ``evaluate`` returns ``blessed`` (the trained model meets
+  every threshold, against the served model too) and ``export`` runs under ``dsl.If`` on it:
+  a model that is not blessed ends the run green, the export skipped and the reason in the
+  evaluate step's log, metrics and report. (kfp.local runs ``dsl.If``; the published version
+  is therefore not a pipeline output: KFP returns a conditional task's output only through
+  ``dsl.OneOf``, which kfp.local 2.17 cannot resolve for artifacts.)
 * **Deploy on request.** The ``deploy`` step (a KServe InferenceService of ``serving_uri``)
-  runs only when the ``deploy`` parameter is true (``dsl.If``), so its output is not one of
-  the run's outputs; the step's ``inference_service`` artifact holds the YAML it applied.
+  runs only when the ``deploy`` parameter is true and the model was blessed and published
+  (a ``dsl.If`` inside the blessed one), so its output is not one of the run's outputs either;
+  the step's ``inference_service`` artifact holds the YAML it applied.
 * **No caching.** The steps write to external storage and resume by themselves (a re-run
   skips committed shards, a finished model, a published export), so KFP's cache, which would
   skip a step whose outputs were deleted since, is turned off.
@@ -36,7 +43,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from kfp import dsl, kubernetes
-from kfp.dsl import ClassificationMetrics, Markdown, Metrics, Model
+from kfp.dsl import ClassificationMetrics, Markdown, Metrics, Model, SlicedClassificationMetrics
 
 from shardtrain.kubeflow.components import STORAGE_SECRET_KEYS
 from shardtrain.kubeflow.components.deploy import deploy
@@ -47,6 +54,7 @@ from shardtrain.kubeflow.components.plan_shards import plan_shards
 from shardtrain.kubeflow.components.shard import shard
 from shardtrain.kubeflow.components.train import train
 from shardtrain.kubeflow.parameters import (
+    BLESSED,
     DEPLOY,
     EVALUATE,
     EXPORT,
@@ -67,6 +75,8 @@ SMALL_CPU, SMALL_MEMORY = "500m", "1Gi"
 #: 1 GB per process); this covers 4-8 processes. A constant, not a parameter: KFP 2.17's
 #: compiler does not pass a parameter used only in a resource setting into a ParallelFor.
 SHARD_MEMORY = "4Gi"
+#: Memory request of the evaluate step (TensorFlow and two SavedModels scoring a batch).
+EVALUATE_MEMORY = "2Gi"
 
 
 class Outputs(NamedTuple):
@@ -75,8 +85,9 @@ class Outputs(NamedTuple):
     model: Model
     metrics: Metrics
     classification: ClassificationMetrics
+    sliced: SlicedClassificationMetrics
     report: Markdown
-    served_model: Model
+    blessed: bool
 
 
 def _step(task: dsl.PipelineTask, image: str, secret_name: str, display: str) -> dsl.PipelineTask:
@@ -126,22 +137,25 @@ def _graph(p: Mapping[str, Any]) -> Outputs:
     evaluation = evaluate(
         **arguments(EVALUATE, p), dataset=dataset.outputs["dataset"], model=trained.outputs["model"]
     )
-    _small(_step(evaluation, image, secret, "evaluate"))
+    # It loads TensorFlow and two SavedModels to compare them: more memory than a small step.
+    _small(_step(evaluation, image, secret, "evaluate")).set_memory_request(EVALUATE_MEMORY)
 
-    published = export(**arguments(EXPORT, p), model=trained.outputs["model"])
-    _small(_step(published, image, secret, "export"))
-    published.after(evaluation)  # the AUC / RMSE gate: no export when evaluate fails
-
-    with dsl.If(p["deploy"] == True, name="deploy-requested"):  # noqa: E712 (a KFP condition)
-        deployed = deploy(**arguments(DEPLOY, p), served_model=published.outputs["served_model"])
-        _small(_step(deployed, image, secret, "deploy (KServe)"))
+    with dsl.If(evaluation.outputs["Output"] == True, name="blessed"):  # noqa: E712 (KFP)
+        published = export(**arguments(EXPORT, p), model=trained.outputs["model"])
+        _small(_step(published, image, secret, "export"))
+        with dsl.If(p["deploy"] == True, name="deploy-requested"):  # noqa: E712 (KFP)
+            deployed = deploy(
+                **arguments(DEPLOY, p), served_model=published.outputs["served_model"]
+            )
+            _small(_step(deployed, image, secret, "deploy (KServe)"))
 
     return Outputs(
         model=trained.outputs["model"],
         metrics=evaluation.outputs["metrics"],
         classification=evaluation.outputs["classification"],
+        sliced=evaluation.outputs["sliced"],
         report=evaluation.outputs["report"],
-        served_model=published.outputs["served_model"],
+        blessed=evaluation.outputs["Output"],
     )
 
 
@@ -154,21 +168,23 @@ OUTPUTS = (
     _output(TRAIN, "model"),
     _output(EVALUATE, "metrics"),
     _output(EVALUATE, "classification"),
+    _output(EVALUATE, "sliced"),
     _output(EVALUATE, "report"),
-    _output(EXPORT, "served_model"),
+    BLESSED,
 )
 
 csv_to_model = dsl.pipeline(
     name="csv-to-model",
     description="Shard CSV far larger than memory into TFRecords, train TensorFlow on a "
-    "Kubeflow TFJob, show the evaluation and publish the SavedModel.",
+    "Kubeflow TFJob, compare it with the served model and publish it if it is blessed.",
 )(
     define(
         "csv_to_model",
         PIPELINE,
         module=__name__,
         doc=docstring(
-            "Shards CSV into TFRecords, trains on a TFJob, evaluates and publishes the model.",
+            "Shards CSV into TFRecords, trains on a TFJob, evaluates the model against the "
+            "served one and publishes it if it is blessed.",
             PIPELINE,
             OUTPUTS,
         ),

@@ -633,7 +633,6 @@ def test_the_pipeline_trains_on_the_operator_with_the_launcher_role_only(
         "train_steps": 40,
         "batch_size": 32,
         "checkpoint_every": 20,
-        "min_auc": 0.0,
     }
     run = client.run_local(arguments, pipeline_root=str(tmp_path / "runs"), cluster=True)
     logs = capfd.readouterr()

@@ -44,7 +44,7 @@ def deterministic_tf(monkeypatch):
 
 
 def test_csv_to_model_end_to_end_on_minio(minio, tmp_path, capfd, deterministic_tf):
-    """AUC bar 0.80 (also the pipeline's min_auc gate).
+    """AUC bar 0.80 (also the pipeline's threshold auc>=0.8); metrics per slice.
 
     The training is a chief, one worker and an evaluator, 300 steps of 128, the same on every
     run on one machine (TF_DETERMINISTIC_OPS). Measured on local shards of 25,000 rows with
@@ -67,7 +67,8 @@ def test_csv_to_model_end_to_end_on_minio(minio, tmp_path, capfd, deterministic_
         "tfjob_workers": 1,
         "evaluator": True,
         "gpus_per_worker": 1,  # on the manifest's replicas; not applied locally
-        "min_auc": 0.8,
+        "thresholds": "auc>=0.8,auc>=baseline-0.002",  # the first model: no baseline
+        "slice_by": "difficulty,platform",
         "deploy": True,  # rendered and recorded; a local run applies nothing
         "deploy_name": "quest",
         **TRAIN,
@@ -101,7 +102,8 @@ def test_csv_to_model_end_to_end_on_minio(minio, tmp_path, capfd, deterministic_
 
     # Evaluation outputs for the UI.
     assert run.metrics["auc"] >= 0.8, run.metrics
-    assert set(run.metrics) == {"auc", "accuracy", "log_loss", "num_examples", "step"}
+    assert set(run.metrics) == {"auc", "accuracy", "log_loss", "num_examples", "step", "blessed"}
+    assert run.blessed and run.metrics["blessed"] == 1.0
     assert run.metrics["step"] == 300
     assert run.metrics["num_examples"] == meta["splits"]["eval"]["num_records"]
     roc = run.classification["confidenceMetrics"]
@@ -113,6 +115,27 @@ def test_csv_to_model_end_to_end_on_minio(minio, tmp_path, capfd, deterministic_
     assert "## Evaluation" in report and "## Data" in report
     assert f"{meta['rows_read']:,} rows read" in report
     assert f"tensorboard --logdir {run.model_dir}/logs" in report
+    assert "**Blessed**" in report and "| auc>=baseline-0.002 |" in report
+    assert "skipped (no baseline)" in report and "Nothing is served yet" in report
+
+    # Slices: in metrics.json, the report and the SlicedClassificationMetrics.
+    slices = storage.read_json(f"{run.model_dir}/eval/metrics.json")["slices"]
+    assert [r["value"] for r in slices["difficulty"]] == [
+        "hard",
+        "nightmare",
+        "normal",
+        "easy",
+    ] or ({r["value"] for r in slices["difficulty"]} == {"easy", "normal", "hard", "nightmare"})
+    assert {r["value"] for r in slices["platform"]} == {"pc", "console", "mobile"}
+    for rows in slices.values():
+        assert sum(r["num_examples"] for r in rows) == run.metrics["num_examples"]
+    assert "### By `difficulty`" in report and "### By `platform`" in report
+    sliced = {s["slice"]: s["sliceClassificationMetrics"] for s in run.sliced["evaluationSlices"]}
+    assert set(sliced) == {f"difficulty={r['value']}" for r in slices["difficulty"]} | {
+        f"platform={r['value']}" for r in slices["platform"]
+    }
+    one = sliced["platform=pc"]
+    assert len(one["confidenceMetrics"]) == 101 and len(one["confusionMatrix"]["rows"]) == 2
 
     # Export: the SavedModel published at the serving URI, manifest and pointer last.
     assert run.served.startswith(arguments["serving_uri"] + "/")
@@ -167,3 +190,61 @@ def test_the_same_pipeline_trains_on_an_image_directory_tree(tmp_path, determini
     matrix = [r["row"] for r in run.classification["confusionMatrix"]["rows"]]
     assert len(matrix) == 3  # circle, square, triangle
     assert storage.exists(f"{run.served}/saved_model.pb")
+
+
+def test_a_worse_model_is_not_exported_and_a_better_one_is(minio, tmp_path, deterministic_tf):
+    """The done-when of blessing, three runs on one dataset in MinIO, one trainer process each.
+
+    Run 1 (100 steps) is the first model: blessed on the absolute threshold, exported. Run 2
+    (40 steps) meets the absolute threshold but not ``auc>=baseline-0.002`` against the
+    served run 1: not exported, ``latest.json`` unchanged, the run ends well and says why.
+    Run 3 (400 steps) beats it: exported and blessed. Measured on these 10,000 rows (same
+    job in one process): AUC 0.830 at 100 steps, 0.727 at 40, 0.842 at 400.
+    """
+    source = minio.uri("blessing", "raw", "quest.csv")
+    datagen.generate_quest_logs(source, 10_000, seed=5)
+    base = minio.uri("blessing")
+    serving = f"{base}/serving"
+    arguments = client.parse_arguments([f"sources={source}"]) | {
+        "dataset_uri": f"{base}/dataset",
+        "serving_uri": serving,
+        "key": "attempt_id",
+        "shard_workers": 1,
+        "shard_cpu": "1",
+        "tfjob_workers": 0,
+        "evaluator": False,
+        "gpus_per_worker": 0,
+        "batch_size": 128,
+        "thresholds": "auc>=0.65,auc>=baseline-0.002",
+    }
+
+    def run(name: str, steps: int):
+        args = arguments | {
+            "model_dir": f"{base}/{name}",
+            "train_steps": steps,
+            "checkpoint_every": steps,
+        }
+        return client.run_local(args, pipeline_root=str(tmp_path / name))
+
+    first = run("first", 100)
+    assert first.blessed and first.served is not None
+    pointer = storage.read_json(f"{serving}/latest.json")
+    assert pointer["version"] == storage.basename(first.served)
+
+    worse = run("worse", 40)
+    assert not worse.blessed and worse.served is None
+    assert storage.read_json(f"{serving}/latest.json") == pointer  # nothing published
+    blessing = storage.read_json(f"{base}/worse/eval/blessing.json")
+    assert blessing["blessed"] is False and blessing["baseline"]["uri"] == first.served
+    assert [t["pass"] for t in blessing["thresholds"]] == [True, False]
+    assert worse.metrics["blessed"] == 0.0 and "baseline_auc" in worse.metrics
+    report = Path(worse.report).read_text()
+    assert "**Not blessed**: not exported" in report and "| auc>=baseline-0.002 |" in report
+    assert f"served model `{first.served}`" in report
+
+    better = run("better", 400)
+    assert better.blessed and better.served is not None and better.served != first.served
+    assert storage.read_json(f"{serving}/latest.json")["version"] == storage.basename(better.served)
+    blessing = storage.read_json(f"{base}/better/eval/blessing.json")
+    assert [t["pass"] for t in blessing["thresholds"]] == [True, True]
+    assert blessing["candidate"]["metrics"]["auc"] > blessing["baseline"]["metrics"]["auc"] - 0.002

@@ -124,8 +124,7 @@ def test_graph_fans_out_shard_workers_and_collects_them(compiled):
         "finalize-shards",
         "train",
         "evaluate",
-        "export",
-        "condition-2",
+        "condition-2",  # the export, if blessed
     }
     loop = root["for-loop-1"]
     assert loop["parameterIterator"]["items"]["inputParameter"].endswith("plan-shards-Output")
@@ -134,7 +133,15 @@ def test_graph_fans_out_shard_workers_and_collects_them(compiled):
     assert set(inner) == {"shard"}
     finalize_inputs = root["finalize-shards"]["inputs"]["parameters"]["worker_reports"]
     assert finalize_inputs["taskOutputParameter"]["producerTask"] == "for-loop-1"
-    assert set(root["export"]["dependentTasks"]) == {"train", "evaluate"}
+    # The export runs only when evaluate returns blessed = true.
+    blessed = root["condition-2"]
+    assert set(blessed["dependentTasks"]) == {"train", "evaluate"}
+    assert blessed["taskInfo"]["name"] == "blessed"
+    condition = blessed["triggerPolicy"]["condition"]
+    assert condition == "inputs.parameter_values['pipelinechannel--evaluate-Output'] == true"
+    # Inside it: the export, and the deploy step's own condition (test below).
+    inner = spec["components"][blessed["componentRef"]["name"]]["dag"]["tasks"]
+    assert set(inner) == {"export", "condition-3"}
     # The steps resume by themselves; KFP's cache must not skip one whose outputs are gone.
     for name, task in root.items():
         if name not in ("for-loop-1", "condition-2"):
@@ -142,8 +149,9 @@ def test_graph_fans_out_shard_workers_and_collects_them(compiled):
     # Every run gets its own TFJob name from the run id.
     run_id = root["train"]["inputs"]["parameters"]["run_id"]["runtimeValue"]["constant"]
     assert run_id == dsl.PIPELINE_JOB_ID_PLACEHOLDER
-    outputs = spec["root"]["outputDefinitions"]["artifacts"]
-    assert set(outputs) == {"model", "metrics", "classification", "report", "served_model"}
+    outputs = spec["root"]["outputDefinitions"]
+    assert set(outputs["artifacts"]) == {"model", "metrics", "classification", "sliced", "report"}
+    assert outputs["parameters"]["blessed"]["parameterType"] == "BOOLEAN"
 
 
 def test_the_pipeline_passes_its_queue_parameters_to_the_train_step(compiled):
@@ -161,7 +169,8 @@ def test_the_deploy_step_runs_after_the_export_only_when_asked(compiled):
     params = spec["root"]["inputDefinitions"]["parameters"]
     assert params["deploy"]["defaultValue"] is False
     assert params["deploy_namespace"]["defaultValue"] == ""
-    condition = spec["root"]["dag"]["tasks"]["condition-2"]
+    blessed = spec["root"]["dag"]["tasks"]["condition-2"]  # deploy only what was exported
+    condition = spec["components"][blessed["componentRef"]["name"]]["dag"]["tasks"]["condition-3"]
     assert condition["triggerPolicy"]["condition"] == (
         "inputs.parameter_values['pipelinechannel--deploy'] == true"
     )

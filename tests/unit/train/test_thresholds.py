@@ -1,0 +1,107 @@
+"""The threshold syntax and the blessing decision, on plain values."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from shardtrain.errors import ConfigError
+from shardtrain.train.thresholds import (
+    Threshold,
+    check_task,
+    decide,
+    format_thresholds,
+    parse_thresholds,
+)
+
+
+def test_absolute_and_relative_clauses_parse_and_print_back():
+    text = "auc>=0.8, auc >= baseline-0.002,rmse<=3,rmse<=baseline*1.05,r2>baseline,mae<baseline+1"
+    parsed = parse_thresholds(text)
+    assert parsed == (
+        Threshold("auc", ">=", 0.8),
+        Threshold("auc", ">=", 0.002, "-"),
+        Threshold("rmse", "<=", 3.0),
+        Threshold("rmse", "<=", 1.05, "*"),
+        Threshold("r2", ">", 0.0, "+"),
+        Threshold("mae", "<", 1.0, "+"),
+    )
+    assert format_thresholds(parsed) == (
+        "auc>=0.8,auc>=baseline-0.002,rmse<=3,rmse<=baseline*1.05,r2>baseline,mae<baseline+1"
+    )
+    assert parse_thresholds(format_thresholds(parsed)) == parsed
+    assert parse_thresholds("") == () and parse_thresholds(None) == ()
+    assert parse_thresholds("mean_error>=-0.5") == (Threshold("mean_error", ">=", -0.5),)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("auc=>0.8", r"^thresholds: 'auc=>0.8' is not METRIC>=BOUND or METRIC<=BOUND"),
+        ("auc==0.8", r"^thresholds: 'auc==0.8' is not METRIC>=BOUND"),
+        ("auc>=high", r"^thresholds: 'auc>=high': 'high' is not a number"),
+        ("auc>=baseline-", r"'baseline-' is not a number"),
+        ("auc>=baseline/2", r"'baseline/2' is not a number"),
+        ("f1>=0.5", r"^thresholds: 'f1>=0.5': unknown metric 'f1' \(known: accuracy, auc, "),
+        ("auc>=nan", r"the bound must be finite"),
+        ("auc>=0.8,,rmse", r"^thresholds: 'rmse' is not METRIC"),
+    ],
+)
+def test_a_bad_clause_is_one_line_naming_it(text, message):
+    with pytest.raises(ConfigError, match=message) as info:
+        parse_thresholds(text)
+    assert "\n" not in str(info.value)
+
+
+def test_a_metric_of_the_other_task_is_refused():
+    check_task(parse_thresholds("auc>=0.8,log_loss<=baseline"), "binary", "m")
+    check_task(parse_thresholds("rmse<=3,r2>=0.5"), "regression", "m")
+    with pytest.raises(ConfigError, match=r"^thresholds: 'rmse<=3': m is a binary classifier, "):
+        check_task(parse_thresholds("auc>=0.8,rmse<=3"), "binary", "m")
+    with pytest.raises(ConfigError, match=r"m is a regression, which has no auc \(its metrics: r"):
+        check_task(parse_thresholds("auc>=0.8"), "regression", "m")
+
+
+def test_the_first_model_is_blessed_on_the_absolute_thresholds_alone():
+    thresholds = parse_thresholds("auc>=0.8,auc>=baseline-0.002")
+    decision = decide(thresholds, {"auc": 0.85}, None)
+    assert decision.blessed
+    assert [c.passed for c in decision.checks] == [True, None]
+    assert decision.summary() == "blessed: 1 threshold(s) hold, 1 skipped (no baseline)"
+    assert not decide(thresholds, {"auc": 0.79}, None).blessed
+
+
+def test_a_relative_bound_comes_from_the_baselines_value_of_the_same_metric():
+    thresholds = parse_thresholds("auc>=baseline-0.002,log_loss<=baseline*1.05")
+    baseline = {"auc": 0.85, "log_loss": 0.40}
+    better = decide(thresholds, {"auc": 0.849, "log_loss": 0.41}, baseline)
+    assert better.blessed
+    assert [c.bound for c in better.checks] == pytest.approx([0.848, 0.42])
+    worse = decide(thresholds, {"auc": 0.84, "log_loss": 0.41}, baseline)
+    assert not worse.blessed and [c.passed for c in worse.checks] == [False, True]
+    assert worse.summary() == ("not blessed: auc 0.8400 is not >= 0.8480 (auc>=baseline-0.002)")
+    regression = decide(parse_thresholds("rmse<=baseline*1.05"), {"rmse": 3.1}, {"rmse": 3.0})
+    assert regression.blessed and regression.checks[0].bound == pytest.approx(3.15)
+
+
+def test_a_metric_that_is_not_finite_fails_and_a_nan_baseline_is_skipped():
+    thresholds = parse_thresholds("auc>=0.5,auc>=baseline")
+    decision = decide(thresholds, {"auc": math.nan}, {"auc": math.nan})
+    assert [c.passed for c in decision.checks] == [False, None]
+    assert decision.checks[1].note == "the baseline's auc is nan"
+    missing = decide(parse_thresholds("auc>=0.5"), {}, None)
+    assert not missing.blessed
+
+
+def test_no_thresholds_bless_and_the_checks_serialise():
+    assert decide((), {"auc": 0.1}, None).summary() == "blessed: no thresholds"
+    check = decide(parse_thresholds("auc>=baseline"), {"auc": 0.9}, None, no_baseline="x").checks[0]
+    assert check.to_dict() == {
+        "threshold": "auc>=baseline",
+        "metric": "auc",
+        "value": 0.9,
+        "bound": None,
+        "pass": None,
+        "note": "x",
+    }
