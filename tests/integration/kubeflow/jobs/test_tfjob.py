@@ -1,10 +1,10 @@
 """TFJobs against a real Kubernetes control plane and the real Kubeflow training operator.
 
-The ``k8s`` fixture (tests/conftest.py) starts etcd, kube-apiserver and the training operator
-with ``scripts/k8s-up`` and a node agent (``shardtrain node run``) that runs the pods the
-operator creates as local processes. Nothing here re-implements the operator: it decides
-TF_CONFIG, restarts, success and failure; its webhook and the CRD's schema decide what is
-accepted.
+The ``k8s`` fixture (tests/conftest.py) starts the control plane with ``scripts/k8s-up``
+(etcd, kube-apiserver, kube-controller-manager, the training operator, JobSet, Trainer) and a
+node agent (``shardtrain node run``) that runs the pods the operator creates as local
+processes. Nothing here re-implements the operator: it decides TF_CONFIG, restarts, success
+and failure; its webhook and the CRD's schema decide what is accepted.
 """
 
 from __future__ import annotations
@@ -529,11 +529,15 @@ def test_a_job_outlasting_the_wait_timeout_fails_the_submit_command(k8s):
     text = proc.stdout + proc.stderr
     assert proc.returncode != 0, text
     assert f"TFJob {ns}/stuck did not end within 4s" in text, text
-    # --delete: the job is gone once the wait ended (its pod stays: no garbage collector).
+    # --delete: the job is gone once the wait ended, and the garbage collector takes its pod.
     assert "NotFound" in k8s.kubectl("get", "tfjob", "stuck", "-n", ns, check=False).stderr
-    pod = _pod(k8s, ns, "stuck-chief-0")
-    scheduled = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
-    assert scheduled[0]["reason"] == "Unschedulable" and "nvidia.com/gpu" in scheduled[0]["message"]
+    deadline = time.monotonic() + 60
+    while _pod(k8s, ns, "stuck-chief-0") is not None:
+        assert time.monotonic() < deadline, "the deleted TFJob's pod stayed" + _describe(k8s, ns)
+        time.sleep(0.5)
+    # It never ran: the node has no GPU (the node agent, as a scheduler, said so on the pod).
+    said = f"pod {ns}/stuck-chief-0: not scheduled: node {k8s.node_name} has no 1 nvidia.com/gpu"
+    assert said in k8s.node_log.read_text()
 
 
 def test_a_pod_whose_command_does_not_exist_fails_and_the_node_runs_the_others(k8s):
