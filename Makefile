@@ -10,8 +10,9 @@
 # Everything the project needs is installed from here; nothing by hand. The Python
 # environment lives in .venv (re-installed when pyproject.toml or constraints.txt change,
 # re-created when PYTHON is another version); MinIO, fake-gcs-server (the GCS emulator) and the
-# Kubernetes control plane (etcd, kube-apiserver, training operator) are built once per machine
-# from Go modules into ~/.cache/shardtrain (scripts/install-minio, install-fake-gcs, install-k8s).
+# Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager, the training
+# operator, JobSet, Kubeflow Trainer) are built once per machine from Go modules into
+# ~/.cache/shardtrain (scripts/install-minio, install-fake-gcs, install-k8s).
 #
 # Python 3.11, 3.12 and 3.13 are supported (pyproject's requires-python); PYTHON picks the
 # interpreter, e.g. `make test PYTHON=python3.12`. constraints.txt's pins install on all three.
@@ -56,7 +57,8 @@ gcs:
 crd:
 	@scripts/install-tfjob-crd >/dev/null
 
-# etcd, kube-apiserver and the Kubeflow training operator for the TFJob tests (scripts/k8s-up).
+# The control plane of the TFJob, JobSet and TrainJob tests (scripts/k8s-up): etcd,
+# kube-apiserver, kube-controller-manager, the training operator, JobSet, Kubeflow Trainer.
 k8s:
 	@scripts/install-k8s >/dev/null
 

@@ -1,10 +1,10 @@
 """TFJobs against a real Kubernetes control plane and the real Kubeflow training operator.
 
-The ``k8s`` fixture (tests/conftest.py) starts etcd, kube-apiserver and the training operator
-with ``scripts/k8s-up`` and a node agent (``shardtrain node run``) that runs the pods the
-operator creates as local processes. Nothing here re-implements the operator: it decides
-TF_CONFIG, restarts, success and failure; its webhook and the CRD's schema decide what is
-accepted.
+The ``k8s`` fixture (tests/conftest.py) starts the control plane with ``scripts/k8s-up``
+(etcd, kube-apiserver, kube-controller-manager, the training operator, JobSet, Trainer) and a
+node agent (``shardtrain node run``) that runs the pods the operator creates as local
+processes. Nothing here re-implements the operator: it decides TF_CONFIG, restarts, success
+and failure; its webhook and the CRD's schema decide what is accepted.
 """
 
 from __future__ import annotations
@@ -435,7 +435,17 @@ def test_a_preempted_worker_is_recreated_by_the_operator_and_the_job_resumes(
             assert submit.poll() is None, log_path.read_text()[-3000:]
             time.sleep(0.5)
         assert first_uid, "training never reached a checkpoint" + _describe(k8s, ns)
-        code = submit.wait(timeout=900)
+        # The recreated pod, seen while the job runs (once it has Succeeded, the operator may
+        # clean its pods up before they can be read).
+        recreated_uid = None
+        deadline = time.monotonic() + 900
+        while submit.poll() is None and time.monotonic() < deadline:
+            pod = _pod(k8s, ns, "pre-worker-0")
+            if pod and pod["metadata"]["uid"] != first_uid:
+                recreated_uid = pod["metadata"]["uid"]
+                break
+            time.sleep(0.5)
+        code = submit.wait(timeout=max(1.0, deadline - time.monotonic()))
     finally:
         if submit.poll() is None:
             submit.kill()
@@ -448,7 +458,7 @@ def test_a_preempted_worker_is_recreated_by_the_operator_and_the_job_resumes(
     said = {(e["reason"], e["message"]) for e in events}
     assert ("ExitedWithCode", f"Pod: {ns}.pre-worker-0 exited with code 143") in said, said
     assert any(reason == "TFJobRestarting" for reason, _ in said), said
-    assert _pod(k8s, ns, "pre-worker-0")["metadata"]["uid"] != first_uid
+    assert recreated_uid, "no pre-worker-0 with a new uid while the job ran" + _describe(k8s, ns)
     assert "restored checkpoint step" in text, text[-3000:]
     metrics = storage.read_json(storage.join(model_dir, "eval", "metrics.json"))
     assert metrics["step"] == steps
@@ -519,11 +529,15 @@ def test_a_job_outlasting_the_wait_timeout_fails_the_submit_command(k8s):
     text = proc.stdout + proc.stderr
     assert proc.returncode != 0, text
     assert f"TFJob {ns}/stuck did not end within 4s" in text, text
-    # --delete: the job is gone once the wait ended (its pod stays: no garbage collector).
+    # --delete: the job is gone once the wait ended, and the garbage collector takes its pod.
     assert "NotFound" in k8s.kubectl("get", "tfjob", "stuck", "-n", ns, check=False).stderr
-    pod = _pod(k8s, ns, "stuck-chief-0")
-    scheduled = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
-    assert scheduled[0]["reason"] == "Unschedulable" and "nvidia.com/gpu" in scheduled[0]["message"]
+    deadline = time.monotonic() + 60
+    while _pod(k8s, ns, "stuck-chief-0") is not None:
+        assert time.monotonic() < deadline, "the deleted TFJob's pod stayed" + _describe(k8s, ns)
+        time.sleep(0.5)
+    # It never ran: the node has no GPU (the node agent, as a scheduler, said so on the pod).
+    said = f"pod {ns}/stuck-chief-0: not scheduled: node {k8s.node_name} has no 1 nvidia.com/gpu"
+    assert said in k8s.node_log.read_text()
 
 
 def test_a_pod_whose_command_does_not_exist_fails_and_the_node_runs_the_others(k8s):

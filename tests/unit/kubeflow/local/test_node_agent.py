@@ -19,6 +19,7 @@ class _Core:
         self.bound: list[str] = []
         self.statuses: dict[str, list] = {}
         self.deleted_nodes: list[str] = []
+        self.deleted_pods: list[str] = []
 
     def list_pod_for_all_namespaces(self, **kwargs):
         from kubernetes import client
@@ -44,6 +45,10 @@ class _Core:
 
     def delete_node(self, name, **kwargs):
         self.deleted_nodes.append(name)
+
+    def delete_namespaced_pod(self, name, namespace, **kwargs):
+        assert kwargs["grace_period_seconds"] == 0
+        self.deleted_pods.append(name)
 
 
 def _pod(name, command=None, *, node_name="n", gates=None):
@@ -110,3 +115,24 @@ def test_the_agent_stops_when_the_api_server_is_gone(tmp_path):
     with pytest.raises(node_agent.NodeError, match="has not answered"):
         agent.run()
     assert core.deleted_nodes == ["n", "n"]  # a stale one at the start; its own at the end
+
+
+def test_a_deleted_pod_is_finalised_once_and_a_finalizer_is_left_to_its_controller(tmp_path):
+    """A pod being deleted (its process not running here) is deleted with grace period 0; once
+    that is done, a pod still held by the Job controller's tracking finalizer is not deleted
+    again on every sync: the Job controller removes the finalizer when it has counted it."""
+    import datetime
+
+    stamp = datetime.datetime.now(datetime.UTC)
+    plain = _pod("plain")
+    plain.metadata.deletion_timestamp = stamp
+    plain.metadata.deletion_grace_period_seconds = 30
+    held = _pod("held")
+    held.metadata.deletion_timestamp = stamp
+    held.metadata.deletion_grace_period_seconds = 0  # finalised already
+    held.metadata.finalizers = ["batch.kubernetes.io/job-tracking"]
+    core = _Core([plain, held])
+    agent = node_agent.NodeAgent(node_agent.NodeConfig(name="n", log_dir=str(tmp_path)), core=core)
+    agent._sync()
+    agent._sync()
+    assert core.deleted_pods == ["plain", "plain"]  # as often as it is seen; "held" never
