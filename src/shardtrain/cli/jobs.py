@@ -14,22 +14,22 @@ from typing import Any
 import click
 
 
-class _TFJobOption(click.Option):
-    """An option whose help ends with its JobConfig default (the base manifest's value).
+class JobOption(click.Option):
+    """An option whose help ends with its default in a job's settings (``settings``: a
+    function returning the settings class, e.g. the TFJob's JobConfig).
 
-    The default is looked up when help is shown, not when the CLI is defined: that reads
-    the base manifest with PyYAML, which every command's start-up would pay otherwise.
+    The default is looked up when help is shown, not when the CLI is defined, so that
+    importing the CLI imports no job module (and the Kubernetes client they pull in).
     """
 
-    def __init__(self, *args: Any, default_of: str, **kwargs: Any):
+    def __init__(self, *args: Any, default_of: str, settings: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.default_of = default_of
+        self.settings = settings
 
     def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
         if self.default_of:
-            from shardtrain.kubeflow.jobs.tfjob import JobConfig
-
-            value = JobConfig.default(self.default_of)
+            value = self.settings().default(self.default_of)
             if isinstance(value, bool) or value is None:
                 value = {None: "none", True: "yes", False: "no"}[value]
             self.help = f"{self.help} [default: {value}]"
@@ -37,9 +37,54 @@ class _TFJobOption(click.Option):
         return super().get_help_record(ctx)
 
 
+def _tfjob_settings() -> type:
+    from shardtrain.kubeflow.jobs.tfjob import JobConfig
+
+    return JobConfig
+
+
 def _tfjob_help(name: str, text: str) -> dict[str, Any]:
     """Keyword arguments of ``click.option`` for help ``text`` + the default of ``name``."""
-    return {"cls": _TFJobOption, "default_of": name, "help": text}
+    return {"cls": JobOption, "default_of": name, "settings": _tfjob_settings, "help": text}
+
+
+def decorate_with(options: list[Any]) -> Any:
+    """A decorator applying ``options`` (click options) in their order."""
+
+    def decorate(func):
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return decorate
+
+
+#: How `submit` commands wait (every job API).
+WAIT_OPTIONS = [
+    click.option(
+        "--wait-timeout",
+        type=click.FloatRange(min=1),
+        default=86400,
+        show_default=True,
+        help="Seconds to wait for the job to end, in total (time queued included).",
+    ),
+    click.option(
+        "--poll-interval",
+        type=click.FloatRange(min=1),
+        default=15,
+        show_default=True,
+        help="Seconds between status polls.",
+    ),
+    click.option(
+        "--logs/--no-logs", default=True, show_default=True, help="Stream the chief's log."
+    ),
+    click.option(
+        "--delete/--no-delete",
+        default=False,
+        show_default=True,
+        help="Delete the job when it ends.",
+    ),
+]
 
 
 def _tfjob_options(*, required: bool):
@@ -135,13 +180,7 @@ def _tfjob_options(*, required: bool):
             help="PriorityClass of every pod (and of the Volcano PodGroup) [default: none].",
         ),
     ]
-
-    def decorate(func):
-        for option in reversed(options):
-            func = option(func)
-        return func
-
-    return decorate
+    return decorate_with(options)
 
 
 @click.group("tfjob")
@@ -175,24 +214,7 @@ def tfjob_render_cmd(train_args: tuple[str, ...], **settings) -> None:
     default=None,
     help="Submit this TFJob manifest instead of building one from the options.",
 )
-@click.option(
-    "--wait-timeout",
-    type=click.FloatRange(min=1),
-    default=86400,
-    show_default=True,
-    help="Seconds to wait for the job to end, in total (time queued included).",
-)
-@click.option(
-    "--poll-interval",
-    type=click.FloatRange(min=1),
-    default=15,
-    show_default=True,
-    help="Seconds between status polls.",
-)
-@click.option("--logs/--no-logs", default=True, show_default=True, help="Stream the chief's log.")
-@click.option(
-    "--delete/--no-delete", default=False, show_default=True, help="Delete the job when it ends."
-)
+@decorate_with(WAIT_OPTIONS)
 @click.argument("train_args", nargs=-1, type=click.UNPROCESSED)
 def tfjob_submit_cmd(
     manifest_file: str | None,

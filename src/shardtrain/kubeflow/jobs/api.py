@@ -16,7 +16,12 @@ class JobApi(Protocol):
     failed: str
 
     def create(self, job: Any, namespace: str) -> None:
-        """Create the job; raises RuntimeError, TimeoutError or ValueError when refused."""
+        """Create the job; raises :class:`~.submit.JobExistsError` when a job of that name
+        exists, RuntimeError, TimeoutError or ValueError when refused otherwise."""
+
+    def same_job(self, existing: Any, job: Any) -> bool:
+        """True when ``existing`` (read from the cluster) runs what ``job`` asks for: a
+        repeated submit then attaches to it instead of failing."""
 
     def wait(
         self, name: str, namespace: str, *, timeout: float, poll: float, callback: Any,
