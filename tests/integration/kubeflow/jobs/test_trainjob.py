@@ -209,7 +209,7 @@ def test_a_lost_worker_restarts_every_node_and_the_job_resumes_to_exactly_its_st
                     "jobset.sigs.k8s.io/jobset-name=lost",
                     "-o",
                     "json",
-                ).stdout  # fmt: skip
+                ).stdout
             )["items"]
             worker = [
                 p
