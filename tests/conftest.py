@@ -14,8 +14,9 @@ Nothing in the suite fakes S3. Likewise ``gcs_server`` starts fake-gcs-server wi
 fixture points ``STORAGE_EMULATOR_HOST`` at it for one test only, because under an emulator
 ``gs://`` no longer goes to TensorFlow (:func:`shardtrain.storage.tf_can_open`), which other
 tests of the session check. And the ``k8s`` fixture starts a real Kubernetes control plane
-with the Kubeflow training operator (``scripts/k8s-up``) and a node agent (``shardtrain node
-run``) that runs the operator's pods as local processes.
+(``scripts/k8s-up``: kube-apiserver, kube-controller-manager, the Kubeflow training operator,
+JobSet and Kubeflow Trainer) and a node agent (``shardtrain node run``) that runs their pods as
+local processes.
 """
 
 from __future__ import annotations
@@ -275,11 +276,16 @@ class ControlPlane:
         return client.CoreV1Api(config.new_client_from_config(config_file=self.kubeconfig))
 
     def namespace(self, prefix: str = "t", *, service_accounts: tuple[str, ...] = ()) -> str:
-        """A fresh namespace with the given service accounts (and ``default``)."""
+        """A fresh namespace with the given service accounts and ``default`` (which
+        kube-controller-manager's serviceaccount controller creates: waited for)."""
         ns = f"{prefix}-{uuid.uuid4().hex[:8]}"
         self.kubectl("create", "namespace", ns)
-        for sa in ("default", *service_accounts):
+        for sa in service_accounts:
             self.kubectl("create", "serviceaccount", sa, "-n", ns)
+        deadline = time.monotonic() + 30
+        while self.kubectl("get", "serviceaccount", "default", "-n", ns, check=False).returncode:
+            assert time.monotonic() < deadline, f"no default ServiceAccount in {ns} after 30 s"
+            time.sleep(0.2)
         return ns
 
 
@@ -292,7 +298,8 @@ def _node_ready(plane: ControlPlane) -> bool:
 
 @pytest.fixture(scope="session")
 def k8s(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    """A live kube-apiserver + training operator, and a node agent running their pods here.
+    """A live control plane (kube-apiserver, kube-controller-manager, training operator, JobSet,
+    Trainer), and a node agent running their pods here.
 
     KUBECONFIG points at it for the session. The first session on a machine builds the
     binaries (scripts/install-k8s; ``make test`` does that before pytest starts).

@@ -1,10 +1,12 @@
 """A node agent for tests and local runs: runs the pods of a Kubernetes control plane as local
 processes (a stand-in for the scheduler and the kubelet, not for production clusters).
 
-With ``scripts/k8s-up`` (etcd, kube-apiserver and the Kubeflow training operator on
-127.0.0.1) and this agent, a TFJob runs on one machine exactly as the operator drives it on a
-cluster: the operator creates the pods and services and writes TF_CONFIG, decides restarts,
-success and failure; the agent plays the part of the scheduler and the kubelet::
+With ``scripts/k8s-up`` (etcd, kube-apiserver, kube-controller-manager, the Kubeflow training
+operator, JobSet and Kubeflow Trainer on 127.0.0.1) and this agent, a TFJob or a TrainJob runs
+on one machine exactly as the controllers drive it on a cluster: the training operator creates
+a TFJob's pods and services and writes TF_CONFIG; Trainer makes a TrainJob's JobSet, JobSet its
+Indexed Jobs, the Job controller their pods; the controllers decide restarts, success and
+failure; the agent plays the part of the scheduler and the kubelet::
 
     eval "$(scripts/k8s-up)"            # export KUBECONFIG=...
     shardtrain node run &               # this agent
@@ -21,14 +23,17 @@ What :class:`NodeAgent` does, as a kubelet (and the scheduler) would:
   ``envFrom``;
 * reports the pod's status through the status subresource: phase, conditions, ``podIP``,
   ``containerStatuses`` with the running state or the exit code (128 + signal for a process
-  killed by a signal); restarts the process in place under ``restartPolicy``
-  ``Always``/``OnFailure``;
+  killed by a signal; a Job's ``podFailurePolicy`` and JobSet's failure policy go by it);
+  restarts the process in place under ``restartPolicy`` ``Always``/``OnFailure``, never under
+  ``Never`` (Jobs' pods: the Job controller makes a new pod instead);
 * serves ``/containerLogs/<namespace>/<pod>/<container>`` (``follow``, ``tailLines``,
   ``limitBytes``) over TLS to the API server, which authenticates with its kubelet client
   certificate (signed by the cluster CA), so ``kubectl logs`` and the kubeflow-training SDK's
   ``get_job_logs`` work;
-* stops the process of a pod being deleted (SIGTERM to its process group, SIGKILL after the
-  grace period) and finalises the deletion (grace period 0);
+* stops the process of a pod being deleted (by a controller, the garbage collector, a user:
+  SIGTERM to its process group, SIGKILL after the grace period), reports its exit code and
+  finalises the deletion (grace period 0); a pod then held by a finalizer (the Job
+  controller's ``batch.kubernetes.io/job-tracking``) is left to its controller;
 * fails a pod whose command cannot be started (not found, not executable, working directory
   unusable) as containerd does: exit code 128, reason ``StartError``; one pod's trouble (a
   failed binding or start) never holds up the others, and pods with scheduling gates wait;
@@ -47,13 +52,16 @@ What differs from a kubelet:
   arguments (``<service>.<namespace>.svc[.cluster.local]:<port>``, e.g. in the operator's
   TF_CONFIG) are rewritten to ``127.0.0.1:<port of its own>``; each service name and port
   keeps its local port for the agent's lifetime, so a recreated pod finds its peers again.
+  A JobSet's pods get an address table (``SHARDTRAIN_LOCAL_ADDRESSES``) mapping every pod
+  host name of their JobSet to a local port instead of cluster DNS (:mod:`.pod_dns`).
 * The process inherits this agent's environment except storage credentials and cluster
   settings (``AWS_*``, ``GOOGLE_APPLICATION_CREDENTIALS``, ``TF_CONFIG``, ``KUBECONFIG``
   …): a pod gets those only from its spec, as on a cluster.
 
 Its parts: this module (the Node, binding, the pods' life cycle and status);
-:mod:`.pod_env` (a container's environment and command line here); :mod:`.containers` (the
-processes, and stopping them); :mod:`.pod_logs` (the log endpoint).
+:mod:`.pod_env` (a container's environment and command line here); :mod:`.pod_dns` (local
+addresses for host names); :mod:`.containers` (the processes, and stopping them);
+:mod:`.pod_logs` (the log endpoint).
 """
 
 from __future__ import annotations
@@ -73,7 +81,8 @@ from typing import Any
 
 from shardtrain.errors import ShardtrainError, one_line
 from shardtrain.kubeflow.local.containers import Container, now, pod_status, stop_all
-from shardtrain.kubeflow.local.pod_env import PodConfigError, PodEnvironment, ServicePorts
+from shardtrain.kubeflow.local.pod_dns import ServicePorts
+from shardtrain.kubeflow.local.pod_env import JobSetReader, PodConfigError, PodEnvironment
 from shardtrain.kubeflow.local.pod_logs import LogEndpoint
 from shardtrain.kubeflow.pods import quantity
 
@@ -122,9 +131,12 @@ class NodeConfig:
 class NodeAgent:
     """Registers a Node and runs the pods bound to it; see the module documentation."""
 
-    def __init__(self, cfg: NodeConfig, *, core: Any = None) -> None:
+    def __init__(
+        self, cfg: NodeConfig, *, core: Any = None, jobsets: JobSetReader | None = None
+    ) -> None:
         """``core``: a ``CoreV1Api`` to use instead of one from the kubeconfig (tests drive
-        :meth:`_sync` with one; the log endpoint then cannot be served)."""
+        :meth:`_sync` with one; the log endpoint then cannot be served), ``jobsets`` a reader
+        of JobSet objects to go with it."""
         from kubernetes import client, config
 
         self.cfg = cfg
@@ -138,12 +150,20 @@ class NodeAgent:
                 raise NodeError(f"no usable kubeconfig ({exc})") from exc
             self._ca_pem = _cluster_ca(api_client)
             self.core = client.CoreV1Api(api_client)
+            custom = client.CustomObjectsApi(api_client)
+
+            def read_jobset(namespace: str, name: str) -> Any:
+                return custom.get_namespaced_custom_object(
+                    "jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", name, _request_timeout=30
+                )
+
+            jobsets = jobsets or read_jobset
         self._own_log_dir = cfg.log_dir is None
         self.log_dir = Path(cfg.log_dir or tempfile.mkdtemp(prefix="shardtrain-node-"))
         # Logs and working directories of pods (their output may hold secrets): owner only.
         self.log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._containers: dict[str, Container] = {}
-        self._pod_env = PodEnvironment(self.core, ServicePorts())
+        self._pod_env = PodEnvironment(self.core, ServicePorts(), jobsets)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._logs = LogEndpoint(cfg.name, self.log_dir, self._ca_pem, self._runs)
@@ -466,6 +486,9 @@ class NodeAgent:
             return
         if c is not None and c.stopping:
             return  # its stopping thread finalises
+        meta = pod.metadata
+        if c is None and meta.deletion_grace_period_seconds == 0 and meta.finalizers:
+            return  # finalised; a finalizer (the Job controller's) holds it until its owner is done
         self._finalise(pod)
 
     def _stop_and_finalise(self, pod: Any, c: Container, grace: float) -> None:

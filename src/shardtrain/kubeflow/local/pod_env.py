@@ -8,7 +8,9 @@ What the node agent does where a kubelet would build a container's environment:
 * the agent's own environment minus storage credentials and cluster settings
   (:data:`WITHHELD_ENV`): a pod gets those only from its spec, as on a cluster;
 * one network: service host names (``<service>.<namespace>.svc[.cluster.local]:<port>``, e.g.
-  in the operator's TF_CONFIG) become ``127.0.0.1:<port of its own>`` (:class:`ServicePorts`);
+  in the operator's TF_CONFIG) become ``127.0.0.1:<port of its own>``, and a JobSet's pods get
+  an address table for their peers' host names (:mod:`.pod_dns`, the stand-in for cluster DNS);
+* ``HOSTNAME`` is the pod's ``spec.hostname`` if set (JobSet's pods), else its name;
 * the image's entrypoint and ``python`` map to this interpreter
   (:func:`shardtrain.kubeflow.pods.local_argv`).
 """
@@ -16,24 +18,27 @@ What the node agent does where a kubelet would build a container's environment:
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
-import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from shardtrain.errors import one_line
-from shardtrain.kubeflow.local.processes import free_port
+from shardtrain.kubeflow.local.pod_dns import (
+    ADDRESSES_ENV,
+    JOBSET_NAME_LABEL,
+    ServicePorts,
+    address_table,
+)
 from shardtrain.kubeflow.pods import ENTRYPOINT, local_argv
+
+#: Reads a JobSet object: ``(namespace, name) -> dict`` (raises ``ApiException``).
+JobSetReader = Callable[[str, str], Mapping[str, Any]]
 
 #: Variables of the agent's environment a pod never inherits (it gets them from its spec).
 WITHHELD_ENV = re.compile(
     r"^(AWS_.*|GOOGLE_APPLICATION_CREDENTIALS|CLOUDSDK_.*|TF_CONFIG|KUBECONFIG|KUBERNETES_.*)$"
-)
-#: A Kubernetes service address as pods use it.
-_SERVICE_ADDRESS = re.compile(
-    r"\b([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.svc"
-    r"(\.cluster\.local)?:(\d+)\b"
 )
 _VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
@@ -42,35 +47,15 @@ class PodConfigError(Exception):
     """A container's environment cannot be built (a missing Secret or key)."""
 
 
-class ServicePorts:
-    """Service addresses → ``127.0.0.1:<port>``: one local port per service name and port.
-
-    ``quest-worker-1.team.svc:2222`` (or ``...svc.cluster.local:2222``) always maps to the same
-    local port, so a recreated pod and its peers find each other again.
-    """
-
-    def __init__(self) -> None:
-        self._ports: dict[tuple[str, str, str], int] = {}
-        self._lock = threading.Lock()
-
-    def localise(self, text: str) -> str:
-        def local(m: re.Match[str]) -> str:
-            key = (m.group(3), m.group(1), m.group(6))  # namespace, service, port
-            with self._lock:
-                if key not in self._ports:
-                    self._ports[key] = free_port()
-                return f"127.0.0.1:{self._ports[key]}"
-
-        return _SERVICE_ADDRESS.sub(local, text)
-
-
 class PodEnvironment:
     """Builds containers' command lines and environments, reading Secrets and ConfigMaps
-    through ``core`` (a ``CoreV1Api``) and mapping service addresses through ``ports``."""
+    through ``core`` (a ``CoreV1Api``), JobSets through ``jobsets``, and mapping service and
+    pod addresses through ``ports``."""
 
-    def __init__(self, core: Any, ports: ServicePorts) -> None:
+    def __init__(self, core: Any, ports: ServicePorts, jobsets: JobSetReader | None = None) -> None:
         self.core = core
         self.ports = ports
+        self.jobsets = jobsets
 
     def argv(self, spec: Any, env: Mapping[str, str]) -> list[str]:
         """The container's command and args (``$(VAR)`` expanded) as a local command line."""
@@ -86,7 +71,7 @@ class PodEnvironment:
                 such a pod Pending with ``CreateContainerConfigError``).
         """
         env = {k: v for k, v in os.environ.items() if not WITHHELD_ENV.match(k)}
-        env["HOSTNAME"] = pod.metadata.name
+        env["HOSTNAME"] = pod.spec.hostname or pod.metadata.name
         ns = pod.metadata.namespace
         for source in spec.env_from or ():
             prefix = source.prefix or ""
@@ -106,7 +91,25 @@ class PodEnvironment:
             value = self._value_from(pod, var.name, var.value_from)
             if value is not None:
                 env[var.name] = value
-        return {k: self.ports.localise(v) for k, v in env.items()}
+        env = {k: self.ports.localise(v) for k, v in env.items()}
+        jobset = (pod.metadata.labels or {}).get(JOBSET_NAME_LABEL)
+        if jobset:
+            env[ADDRESSES_ENV] = json.dumps(self._addresses(pod, spec, jobset), sort_keys=True)
+        return env
+
+    def _addresses(self, pod: Any, spec: Any, jobset: str) -> dict[str, str]:
+        """The address table of a JobSet's pod (:mod:`.pod_dns`)."""
+        from kubernetes.client.rest import ApiException
+
+        ns = pod.metadata.namespace
+        if self.jobsets is None:
+            raise PodConfigError(f"JobSet {ns}/{jobset}: this agent cannot read JobSets")
+        try:
+            obj = self.jobsets(ns, jobset)
+        except ApiException as exc:
+            raise PodConfigError(f"JobSet {ns}/{jobset}: {one_line(exc)}") from exc
+        ports = [p.container_port for p in spec.ports or ()]
+        return address_table(obj, ports, self.ports, subdomain=pod.spec.subdomain)
 
     def _value_from(self, pod: Any, name: str, source: Any) -> str | None:
         ns = pod.metadata.namespace

@@ -435,7 +435,17 @@ def test_a_preempted_worker_is_recreated_by_the_operator_and_the_job_resumes(
             assert submit.poll() is None, log_path.read_text()[-3000:]
             time.sleep(0.5)
         assert first_uid, "training never reached a checkpoint" + _describe(k8s, ns)
-        code = submit.wait(timeout=900)
+        # The recreated pod, seen while the job runs (once it has Succeeded, the operator may
+        # clean its pods up before they can be read).
+        recreated_uid = None
+        deadline = time.monotonic() + 900
+        while submit.poll() is None and time.monotonic() < deadline:
+            pod = _pod(k8s, ns, "pre-worker-0")
+            if pod and pod["metadata"]["uid"] != first_uid:
+                recreated_uid = pod["metadata"]["uid"]
+                break
+            time.sleep(0.5)
+        code = submit.wait(timeout=max(1.0, deadline - time.monotonic()))
     finally:
         if submit.poll() is None:
             submit.kill()
@@ -448,7 +458,7 @@ def test_a_preempted_worker_is_recreated_by_the_operator_and_the_job_resumes(
     said = {(e["reason"], e["message"]) for e in events}
     assert ("ExitedWithCode", f"Pod: {ns}.pre-worker-0 exited with code 143") in said, said
     assert any(reason == "TFJobRestarting" for reason, _ in said), said
-    assert _pod(k8s, ns, "pre-worker-0")["metadata"]["uid"] != first_uid
+    assert recreated_uid, "no pre-worker-0 with a new uid while the job ran" + _describe(k8s, ns)
     assert "restored checkpoint step" in text, text[-3000:]
     metrics = storage.read_json(storage.join(model_dir, "eval", "metrics.json"))
     assert metrics["step"] == steps

@@ -1,34 +1,14 @@
-"""A pod's container as a local command: service addresses, ``$(VAR)`` expansion and the
-variables pods never inherit."""
+"""A pod's container as a local command: ``$(VAR)`` expansion, the variables pods never
+inherit, and the environment of a JobSet's pod (its host name, completion index and address
+table)."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
 from shardtrain.kubeflow.local import pod_env
-
-
-def test_service_addresses_map_to_one_loopback_port_each_and_keep_it():
-    ports = pod_env.ServicePorts()
-    tf_config = json.dumps(
-        {
-            "cluster": {
-                "chief": ["j-chief-0.team.svc:2222"],
-                "worker": ["j-worker-0.team.svc:2222", "j-worker-1.team.svc.cluster.local:2222"],
-            },
-            "task": {"type": "worker", "index": 1},
-        }
-    )
-    first = json.loads(ports.localise(tf_config))
-    again = json.loads(ports.localise(tf_config))
-    assert first == again  # a recreated pod gets the same ports
-    addresses = first["cluster"]["chief"] + first["cluster"]["worker"]
-    assert all(a.startswith("127.0.0.1:") for a in addresses)
-    assert len(set(addresses)) == 3
-    # Another namespace or port is another service.
-    other = ports.localise("j-chief-0.other.svc:2222 j-chief-0.team.svc:2223")
-    assert first["cluster"]["chief"][0] not in other
-    assert ports.localise("no address here: example.com:80") == "no address here: example.com:80"
 
 
 def test_variable_references_expand_like_kubernetes():
@@ -49,3 +29,99 @@ def test_credentials_and_cluster_settings_are_withheld_from_pods():
         assert pod_env.WITHHELD_ENV.match(name), name
     for name in ("PATH", "PYTHONPATH", "HOME", "TF_DETERMINISTIC_OPS"):
         assert not pod_env.WITHHELD_ENV.match(name), name
+
+
+class _Core:
+    """No Secrets or ConfigMaps: a pod of these tests reads none."""
+
+
+def _jobset_pod(ports=(2222,)):
+    """Pod 1 of Job ``train-node-0`` of JobSet ``train`` as the Job controller makes it."""
+    from kubernetes import client
+
+    index = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    container = client.V1Container(
+        name="node",
+        image="i",
+        env=[
+            client.V1EnvVar(
+                name="JOB_COMPLETION_INDEX",
+                value_from=client.V1EnvVarSource(
+                    field_ref=client.V1ObjectFieldSelector(field_path=index)
+                ),
+            ),
+            client.V1EnvVar(name="PEER", value="train-node-0-0.train.team.svc:2222"),
+        ],
+        ports=[client.V1ContainerPort(container_port=p) for p in ports],
+    )
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(
+            name="train-node-0-1-x7k2p",
+            namespace="team",
+            uid="u1",
+            labels={"jobset.sigs.k8s.io/jobset-name": "train"},
+            annotations={"batch.kubernetes.io/job-completion-index": "1"},
+            finalizers=["batch.kubernetes.io/job-tracking"],
+        ),
+        spec=client.V1PodSpec(
+            containers=[container],
+            hostname="train-node-0-1",
+            subdomain="train",
+            restart_policy="Never",
+        ),
+    )
+
+
+_JOBSET = {
+    "metadata": {"name": "train", "namespace": "team"},
+    "spec": {
+        "replicatedJobs": [
+            {
+                "name": "node",
+                "replicas": 1,
+                "template": {"spec": {"parallelism": 2, "completions": 2}},
+            }
+        ]
+    },
+}
+
+
+def test_a_jobset_pod_gets_its_host_name_completion_index_and_address_table():
+    ports = pod_env.ServicePorts()
+    reads = []
+
+    def jobsets(namespace, name):
+        reads.append((namespace, name))
+        return _JOBSET
+
+    env_of = pod_env.PodEnvironment(_Core(), ports, jobsets)
+    pod = _jobset_pod()
+    env = env_of.environment(pod, pod.spec.containers[0])
+    assert reads == [("team", "train")]
+    assert env["HOSTNAME"] == "train-node-0-1"  # spec.hostname, not the pod's name
+    assert env["JOB_COMPLETION_INDEX"] == "1"
+    table = json.loads(env["SHARDTRAIN_LOCAL_ADDRESSES"])
+    assert sorted(table) == ["train-node-0-0.train:2222", "train-node-0-1.train:2222"]
+    # A peer's full name in the environment goes to the same local port as its table entry.
+    assert env["PEER"] == table["train-node-0-0.train:2222"]
+    # The pod recreated (a new uid, the same host name) gets the same table.
+    again = env_of.environment(_jobset_pod(), pod.spec.containers[0])
+    assert json.loads(again["SHARDTRAIN_LOCAL_ADDRESSES"]) == table
+
+
+def test_a_jobset_pod_whose_jobset_cannot_be_read_waits_with_the_reason():
+    from kubernetes.client.rest import ApiException
+
+    def jobsets(namespace, name):
+        raise ApiException(status=404, reason="Not Found")
+
+    env_of = pod_env.PodEnvironment(_Core(), pod_env.ServicePorts(), jobsets)
+    pod = _jobset_pod()
+    with pytest.raises(pod_env.PodConfigError, match="JobSet team/train"):
+        env_of.environment(pod, pod.spec.containers[0])
+    # A pod of no JobSet needs no reader.
+    pod.metadata.labels = {}
+    env = pod_env.PodEnvironment(_Core(), pod_env.ServicePorts()).environment(
+        pod, pod.spec.containers[0]
+    )
+    assert "SHARDTRAIN_LOCAL_ADDRESSES" not in env
