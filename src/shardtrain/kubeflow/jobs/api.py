@@ -29,7 +29,8 @@ class JobApi(Protocol):
     ) -> Any:  # fmt: skip
         """Poll until the job has :attr:`succeeded` or :attr:`failed`, calling ``callback``
         with the job after each poll; return the job. Raises TimeoutError after ``timeout``
-        seconds, RuntimeError when the job cannot be read."""
+        seconds, RuntimeError when the job cannot be read, JobFailedError when the job can
+        never start (e.g. its controller cannot create what it runs on)."""
 
     def get(self, name: str, namespace: str) -> Any:
         """The job as it is now."""

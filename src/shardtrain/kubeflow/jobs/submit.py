@@ -197,6 +197,8 @@ def _wait(
         error = ClusterError(f"lost track of {what}: {one_line(exc)}")
         error.__cause__ = exc
         return None, error
+    except JobFailedError as exc:  # the API knows the job can never start
+        return None, exc
     return final, None
 
 

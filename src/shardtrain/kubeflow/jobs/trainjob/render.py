@@ -136,7 +136,7 @@ def build_runtime(
                 "restartStrategy": "Recreate",
                 "rules": [
                     {
-                        "name": "fatal-exit-code",
+                        "name": "fatalExitCode",
                         "action": "FailJobSet",
                         "onJobFailureReasons": ["PodFailurePolicy"],
                     }

@@ -9,9 +9,15 @@ import time
 from collections.abc import Mapping
 from typing import Any, TextIO
 
+from shardtrain.errors import one_line
 from shardtrain.kubeflow.jobs import manifests, submit
 from shardtrain.kubeflow.jobs.status import conditions_of
-from shardtrain.kubeflow.jobs.submit import ClusterError, JobExistsError, SubmitResult
+from shardtrain.kubeflow.jobs.submit import (
+    ClusterError,
+    JobExistsError,
+    JobFailedError,
+    SubmitResult,
+)
 from shardtrain.kubeflow.jobs.trainjob import spec as api
 
 
@@ -23,17 +29,36 @@ def is_queued(job: Any) -> bool:
     return any(c.type == api.SUSPENDED and c.true for c in conditions_of(job))
 
 
-def _api_error(exc: Exception) -> str:
-    """The API server's own message of an ApiException (its JSON body), else the exception."""
-    import json
+#: How long Trainer may keep failing to create a TrainJob's JobSet with an admission error
+#: (a webhook denied it: a broken runtime, not a passing hiccup) before the wait gives up.
+REFUSED_GRACE_SECONDS = 30.0
 
-    body = getattr(exc, "body", None)
-    try:
-        message = json.loads(body)["message"] if body else None
-    except (ValueError, KeyError, TypeError):
-        message = None
-    status = getattr(exc, "status", None)
-    return f"HTTP {status}: {message}" if message and status else str(exc)
+
+class _Refusals:
+    """Watches a TrainJob's Warning events for Trainer's ``TrainJobResourcesCreationFailed``
+    with a denied admission: such a job never starts, so after :data:`REFUSED_GRACE_SECONDS`
+    of it the wait ends with the reason instead of running into its timeout."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.first: float | None = None
+
+    def check(self, events: list[Any]) -> None:
+        denied = [
+            e
+            for e in events
+            if e.reason == "TrainJobResourcesCreationFailed" and "denied" in (e.message or "")
+        ]
+        if not denied:
+            self.first = None
+            return
+        now = time.monotonic()
+        self.first = self.first if self.first is not None else now
+        if now - self.first >= REFUSED_GRACE_SECONDS:
+            raise JobFailedError(
+                f"{self.what} cannot start: Trainer cannot create its JobSet: "
+                f"{' '.join(str(denied[-1].message).split())}"
+            )
 
 
 class TrainJobApi:
@@ -55,8 +80,8 @@ class TrainJobApi:
             return call(*args, **kwargs)
         except ApiException as exc:
             if exc.status == 409 and what == "create":
-                raise JobExistsError(_api_error(exc)) from exc
-            raise RuntimeError(f"{what}: {_api_error(exc)}") from exc
+                raise JobExistsError(one_line(exc)) from exc
+            raise RuntimeError(f"{what}: {one_line(exc)}") from exc
         except OSError as exc:  # urllib3's connection errors derive from it
             raise RuntimeError(f"{what}: {exc}") from exc
 
@@ -77,16 +102,30 @@ class TrainJobApi:
         request_timeout: int,
     ) -> Any:  # fmt: skip
         deadline = time.monotonic() + timeout
+        refused = _Refusals(f"{api.KIND} {namespace}/{name}")
         while True:
             job = self.get(name, namespace)
             callback(job)
             conditions = conditions_of(job)
             if any(c.true and c.type in (self.succeeded, self.failed) for c in conditions):
                 return job
+            refused.check(self._warnings(name, namespace))
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError(f"timeout after {timeout:g}s")
             time.sleep(min(poll, left))
+
+    def _warnings(self, name: str, namespace: str) -> list[Any]:
+        """The TrainJob's Warning events (Trainer records why it cannot create the JobSet)."""
+        try:
+            return self.core.list_namespaced_event(
+                namespace,
+                field_selector=(
+                    f"involvedObject.kind={api.KIND},involvedObject.name={name},type=Warning"
+                ),
+            ).items
+        except Exception:  # events only explain; never fail a wait for want of them
+            return []
 
     def delete(self, name: str, namespace: str) -> None:
         self._call(
@@ -177,7 +216,7 @@ def serves_trainjobs(custom: Any | None = None) -> bool:
         if exc.status == 404:
             return False
         raise ClusterError(
-            f"cannot ask the cluster for {api.API_VERSION}: {_api_error(exc)}"
+            f"cannot ask the cluster for {api.API_VERSION}: {one_line(exc)}"
         ) from exc
     except OSError as exc:
         raise ClusterError(f"cannot reach the cluster: {exc}") from exc

@@ -135,3 +135,14 @@ def test_each_node_derives_the_cluster_the_runtime_promises():
         ("worker", 1, False),
     ]
     assert all(r.num_workers == 3 and not r.has_evaluator for r in roles)
+
+
+def test_failure_policy_rule_names_are_what_jobsets_webhook_accepts():
+    """JobSet v0.12's webhook (pkg/webhooks/jobset_webhook.go, ruleNameFmt) denies other
+    names, and Trainer then never creates the job's JobSet."""
+    import re
+
+    rule_name = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+    for runtime in (trainjob.build_runtime(), trainjob.build_runtime("v", volcano=True)):
+        for rule in runtime["spec"]["template"]["spec"]["failurePolicy"]["rules"]:
+            assert rule_name.match(rule["name"]) and len(rule["name"]) <= 128, rule["name"]
