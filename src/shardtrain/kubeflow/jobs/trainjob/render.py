@@ -12,7 +12,7 @@ The runtime (``ClusterTrainingRuntime`` ``shardtrain-tensorflow``, label
 
     mlPolicy: {numNodes: 1}                      # plainML: Trainer only sets the node count
     template.spec:                               # a JobSet
-      failurePolicy: {maxRestarts: 3, restartStrategy: Recreate,
+      failurePolicy: {maxRestarts: 3, restartStrategy: BlockingRecreate,
                       rules: [{action: FailJobSet, onJobFailureReasons: [PodFailurePolicy]}]}
       replicatedJobs:
       - name: node                               # Trainer's trainer step: numNodes pods
@@ -35,8 +35,9 @@ The runtime (``ClusterTrainingRuntime`` ``shardtrain-tensorflow``, label
   ``PodFailurePolicy``), and the JobSet rule turns that into a failed JobSet, hence a Failed
   TrainJob, at once. Any other failure (143: SIGTERM after a checkpoint on preemption or
   drain; 200: a lost peer; 137: killed) fails the Job (``backoffLimit: 0``,
-  ``BackoffLimitExceeded``) and JobSet recreates every node (``Recreate``), which resume from
-  the checkpoint, at most ``maxRestarts`` times.
+  ``BackoffLimitExceeded``) and JobSet recreates every node, which resume from the checkpoint,
+  at most ``maxRestarts`` times. ``BlockingRecreate``: no new node starts before every old one
+  is gone, so two generations never write checkpoints at once or hold a node's host name.
 * **Pods** as the TFJob's: non-root uid 10001, no privilege escalation, no capabilities,
   seccomp ``RuntimeDefault``, no API token, no Istio sidecar, a dedicated service account,
   a 120 s grace period.
@@ -133,7 +134,7 @@ def build_runtime(
             "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
             "failurePolicy": {
                 "maxRestarts": api.MAX_RESTARTS,
-                "restartStrategy": "Recreate",
+                "restartStrategy": "BlockingRecreate",
                 "rules": [
                     {
                         "name": "fatalExitCode",
