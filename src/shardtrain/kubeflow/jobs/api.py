@@ -48,3 +48,6 @@ class JobApi(Protocol):
 
     def chief_logs(self, name: str, namespace: str) -> dict[str, str]:
         """The logs of the chief's pods so far, by pod name."""
+
+    def failure_detail(self, name: str, namespace: str) -> str | None:
+        """Which pod failed first and its last log line (the trainer's error), if any."""

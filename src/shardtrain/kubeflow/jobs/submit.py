@@ -130,7 +130,7 @@ def submit_and_wait(
         logs.finish(wait=30 if final is not None else 0)
     conditions = conditions_of(final) if final is not None else _latest(api, name, namespace)
     print_conditions(out, what, conditions)
-    error = error or _outcome(api, what, conditions)
+    error = error or _outcome(api, what, conditions, name, namespace)
     if delete_after:
         _delete(api, name, namespace, what, out)
     if error is not None:
@@ -202,12 +202,20 @@ def _wait(
     return final, None
 
 
-def _outcome(api: JobApi, what: str, conditions: tuple[Condition, ...]) -> ShardtrainError | None:
-    """The error the final ``conditions`` mean, or None when the job succeeded."""
+def _outcome(
+    api: JobApi, what: str, conditions: tuple[Condition, ...], name: str, namespace: str
+) -> ShardtrainError | None:
+    """The error the final ``conditions`` mean (with the first failed pod's exit code and
+    last log line), or None when the job succeeded."""
     failed = has(conditions, api.failed)
     if failed is not None:
         why = ": ".join(x for x in (failed.reason, failed.message) if x) or "no reason given"
-        return JobFailedError(f"{what} failed: {why}")
+        try:
+            detail = api.failure_detail(name, namespace)
+        except Exception as exc:  # the condition already says the job failed
+            log.debug("cannot tell which pod of %s failed: %s", what, one_line(exc))
+            detail = None
+        return JobFailedError(f"{what} failed: {why}" + (f"; {detail}" if detail else ""))
     if has(conditions, api.succeeded) is None:
         return ClusterError(f"{what} ended without {api.succeeded} or {api.failed}")
     return None

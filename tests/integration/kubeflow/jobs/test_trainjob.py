@@ -257,7 +257,9 @@ def test_a_permanent_error_fails_the_trainjob_at_once_in_one_line(k8s, minio, tr
     assert proc.returncode == 1, text[-3000:] + describe(k8s, ns, KINDS)
     line = proc.stderr.strip().splitlines()[-1]
     assert line.startswith(f"error: TrainJob {ns}/bad failed: "), text[-3000:]
-    assert "PodFailurePolicy" in line or "exit code 1" in line, line
+    # JobSet's reason, then the trainer's own error from the pod that failed.
+    assert "FailJobSet" in line and re.search(r"; pod bad-node-0-\d-\w+ exited 1: error: ", line)
+    assert "tj-no-such-dataset" in line, line
     assert _jobset(k8s, ns, "bad")["status"].get("restarts", 0) == 0
 
 

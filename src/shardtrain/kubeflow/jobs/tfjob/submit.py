@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from shardtrain.kubeflow.jobs import manifests, submit
+from shardtrain.kubeflow.jobs.logs import failed_pod_detail
 from shardtrain.kubeflow.jobs.manifests import pod_containers
 from shardtrain.kubeflow.jobs.status import conditions_of
 from shardtrain.kubeflow.jobs.submit import (
@@ -17,7 +18,7 @@ from shardtrain.kubeflow.jobs.submit import (
     check_submission,
 )
 from shardtrain.kubeflow.jobs.tfjob.render import to_manifest
-from shardtrain.kubeflow.jobs.tfjob.spec import KIND, SUSPENDED, validate
+from shardtrain.kubeflow.jobs.tfjob.spec import CONTAINER_NAME, KIND, SUSPENDED, validate
 
 if TYPE_CHECKING:  # the SDK pulls in the whole Kubernetes client: imported where it is used
     from kubeflow.training import KubeflowOrgV1TFJob, TrainingClient
@@ -111,6 +112,10 @@ class TFJobApi:
         self.client.get_job_logs(
             name=name, namespace=namespace, job_kind=KIND, is_master=True, follow=True
         )
+
+    def failure_detail(self, name: str, namespace: str) -> str | None:
+        pods = self.client.get_job_pods(name=name, namespace=namespace)
+        return failed_pod_detail(self.client.core_api, pods, namespace, CONTAINER_NAME)
 
     def chief_logs(self, name: str, namespace: str) -> dict[str, str]:
         logs, _ = self.client.get_job_logs(

@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from shardtrain.errors import one_line
 from shardtrain.kubeflow.jobs import manifests, submit
+from shardtrain.kubeflow.jobs.logs import failed_pod_detail
 from shardtrain.kubeflow.jobs.status import conditions_of
 from shardtrain.kubeflow.jobs.submit import (
     ClusterError,
@@ -142,18 +143,24 @@ class TrainJobApi:
         want, have = job.get("spec") or {}, existing.get("spec") or {}
         return all(want.get(k) == have.get(k) for k in ("runtimeRef", "trainer"))
 
-    def chief_pods(self, name: str, namespace: str) -> list[Any]:
-        pods = self._call(
+    def _pods(self, name: str, namespace: str) -> list[Any]:
+        return self._call(
             "list pods", self.core.list_namespaced_pod, namespace,
             label_selector=(
                 f"{api.JOBSET_NAME_LABEL}={name},{api.REPLICATED_JOB_LABEL}={api.REPLICATED_JOB}"
             ),
         ).items  # fmt: skip
+
+    def chief_pods(self, name: str, namespace: str) -> list[Any]:
         return [
             p
-            for p in pods
+            for p in self._pods(name, namespace)
             if (p.metadata.annotations or {}).get(api.COMPLETION_INDEX_ANNOTATION) == "0"
         ]
+
+    def failure_detail(self, name: str, namespace: str) -> str | None:
+        pods = self._pods(name, namespace)
+        return failed_pod_detail(self.core, pods, namespace, api.CONTAINER_NAME)
 
     def follow_chief_log(self, name: str, namespace: str) -> None:
         for pod in self.chief_pods(name, namespace):

@@ -66,3 +66,51 @@ def test_other_warnings_do_not_end_the_wait():
             _job(), clients=clients, poll_interval=0.01, wait_timeout=0.2, stream_logs=False,
             out=io.StringIO(),
         )  # fmt: skip
+
+
+def _failed_pod(name, code, finished):
+    import datetime
+
+    return k8s_client.V1Pod(
+        metadata=k8s_client.V1ObjectMeta(name=name, annotations={}),
+        status=k8s_client.V1PodStatus(
+            phase="Failed",
+            container_statuses=[
+                k8s_client.V1ContainerStatus(
+                    name="node", image="i", image_id="", ready=False, restart_count=0,
+                    state=k8s_client.V1ContainerState(
+                        terminated=k8s_client.V1ContainerStateTerminated(
+                            exit_code=code,
+                            finished_at=datetime.datetime(2026, 1, 1, 0, 0, finished),
+                        )
+                    ),
+                )
+            ],
+        ),
+    )  # fmt: skip
+
+
+def test_a_failed_job_says_which_pod_failed_first_and_its_last_log_line():
+    custom, core = _clients([])
+    failed = _job()
+    failed["status"] = {"conditions": [
+        {"type": "Failed", "status": "True", "reason": "FailJobSetFailurePolicyAction",
+         "message": "applying FailJobSet failure policy action"},
+    ]}  # fmt: skip
+    custom.get_namespaced_custom_object.return_value = failed
+    core.list_namespaced_pod.return_value = k8s_client.V1PodList(
+        items=[_failed_pod("q3-node-0-0-b", 143, 9), _failed_pod("q3-node-0-1-a", 1, 3)]
+    )
+    core.read_namespaced_pod_log.return_value = "loading\nerror: s3://b/q: no dataset here\n"
+    with pytest.raises(JobFailedError) as info:
+        trainjob.submit_and_wait(
+            _job(), clients=(custom, core), poll_interval=0.01, wait_timeout=60,
+            stream_logs=False, out=io.StringIO(),
+        )  # fmt: skip
+    assert str(info.value) == (
+        "TrainJob ns/q3 failed: FailJobSetFailurePolicyAction: applying FailJobSet failure "
+        "policy action; pod q3-node-0-1-a exited 1: error: s3://b/q: no dataset here"
+    )
+    core.read_namespaced_pod_log.assert_called_once_with(
+        "q3-node-0-1-a", "ns", container="node", tail_lines=5
+    )
