@@ -180,7 +180,7 @@ def test_tfjobs_run_as_the_dedicated_service_account_of_the_base():
 # --------------------------------------------------------------------------------------------
 
 #: Trainer v2's kustomizations: the runtime (cluster-scoped), its Volcano variant, a TrainJob.
-TRAINER_V2 = ("trainer-v2", "trainer-v2/volcano", "trainer-v2/job")
+TRAINER_V2 = ("trainer-v2", "trainer-v2/volcano", "trainer-v2/coscheduling", "trainer-v2/job")
 
 
 def test_the_trainer_v2_files_are_the_generators_output():
@@ -189,8 +189,13 @@ def test_the_trainer_v2_files_are_the_generators_output():
     assert runtime["metadata"]["labels"]["trainer.kubeflow.org/framework"] == "tensorflow"
     assert "namespace" not in runtime["metadata"]  # cluster-scoped
     (volcano,) = render("trainer-v2/volcano")
-    assert volcano == trainjob.build_runtime(trainjob.VOLCANO_RUNTIME_NAME, volcano=True)
+    assert volcano == trainjob.build_runtime("volcano")
+    assert volcano["metadata"]["name"] == "shardtrain-tensorflow-volcano"
     assert volcano["spec"]["podGroupPolicy"] == {"volcano": {}}
+    (cosched,) = render("trainer-v2/coscheduling")
+    assert cosched == trainjob.build_runtime("coscheduling")
+    assert cosched["metadata"]["name"] == "shardtrain-tensorflow-coscheduling"
+    assert "coscheduling" in cosched["spec"]["podGroupPolicy"]
     docs = render("trainer-v2/job")
     (job,) = _of_kind(docs, "TrainJob")
     assert job == trainjob.build_trainjob(trainjob.TrainJobConfig(BASE.data, BASE.model_dir))

@@ -48,7 +48,7 @@ def _trainjob_options(*, required: bool) -> Any:
                 "--runtime",
                 default=None,
                 help="ClusterTrainingRuntime [default: shardtrain-tensorflow, with "
-                "--gang-scheduler volcano shardtrain-tensorflow-volcano].",
+                "--gang-scheduler S shardtrain-tensorflow-S].",
             ),
             click.option(
                 "--secret",
@@ -87,10 +87,10 @@ def _trainjob_options(*, required: bool) -> Any:
             ),
             click.option(
                 "--gang-scheduler",
-                type=click.Choice(["volcano"]),
+                type=click.Choice(["volcano", "coscheduling"]),
                 default=None,
-                help="Start all nodes together or none (the Volcano runtime's podGroupPolicy) "
-                "[default: none].",
+                help="Start all nodes together or none (the runtime variant's podGroupPolicy: "
+                "Volcano, or the scheduler-plugins' coscheduling) [default: none].",
             ),
             click.option(
                 "--priority-class",

@@ -39,8 +39,9 @@ KINDS = "pods,jobs,jobsets,trainjobs"
 
 @pytest.fixture(scope="module")
 def trainer_runtime(k8s) -> str:
-    """Our ClusterTrainingRuntime, installed as the README says."""
-    k8s.kubectl("apply", "--server-side", "-k", str(REPO / "k8s" / "trainer-v2"))
+    """Our ClusterTrainingRuntimes, installed as the README says."""
+    for variant in ("", "volcano", "coscheduling"):
+        k8s.kubectl("apply", "--server-side", "-k", str(REPO / "k8s" / "trainer-v2" / variant))
     return "shardtrain-tensorflow"
 
 
@@ -81,6 +82,8 @@ SHAPES = {
     "kueue": ("--queue", "gpu-team", "--priority-class", "high"),
     "patched-pods": ("--service-account", "team-trainer", "--termination-grace-seconds", "45"),
     "gcs": ("--secret", "", "--nodes", "1"),
+    "volcano": ("--gang-scheduler", "volcano", "--queue", "research"),
+    "coscheduling": ("--gang-scheduler", "coscheduling"),
     "deadline": ("--active-deadline-seconds", "3600", "--nodes", "8", "--gpus-per-node", "2"),
 }
 
@@ -97,13 +100,9 @@ def test_every_trainjob_we_render_passes_the_crd_and_trainers_webhook(k8s, train
 
 @pytest.mark.cluster
 def test_the_shipped_runtimes_and_example_job_are_accepted(k8s, trainer_runtime):
-    runtime = get(k8s, "clustertrainingruntime", "default", trainer_runtime)
-    assert runtime["metadata"]["labels"]["trainer.kubeflow.org/framework"] == "tensorflow"
-    volcano = k8s.kubectl(
-        "apply", "--dry-run=server", "--server-side", "-k", str(REPO / "k8s/trainer-v2/volcano"),
-        check=False,
-    )  # fmt: skip
-    assert volcano.returncode == 0, volcano.stderr
+    for name in (trainer_runtime, f"{trainer_runtime}-volcano", f"{trainer_runtime}-coscheduling"):
+        runtime = get(k8s, "clustertrainingruntime", "default", name)
+        assert runtime["metadata"]["labels"]["trainer.kubeflow.org/framework"] == "tensorflow"
     if k8s.kubectl("get", "namespace", "shardtrain", check=False).returncode != 0:
         k8s.kubectl("create", "namespace", "shardtrain")
     example = k8s.kubectl(

@@ -10,17 +10,12 @@ from typing import ClassVar
 from shardtrain.errors import ConfigError
 from shardtrain.kubeflow.jobs import settings
 from shardtrain.kubeflow.jobs.settings import JobSettings
-from shardtrain.kubeflow.jobs.trainjob.spec import (
-    KIND,
-    RUNTIME_NAME,
-    VOLCANO_RUNTIME_NAME,
-    check_name,
-)
+from shardtrain.kubeflow.jobs.trainjob.spec import KIND, check_name, runtime_name
 from shardtrain.kubeflow.pods import DEFAULT_IMAGE, STORAGE_ENV
 from shardtrain.train import cluster
 
 #: Gang schedulers a TrainJob can ask for (through the runtime's podGroupPolicy).
-GANG_SCHEDULERS = ("volcano",)
+GANG_SCHEDULERS = ("volcano", "coscheduling")
 
 
 def replicas_in_sync(nodes: int, gpus_per_node: int, train_args: Sequence[str] = ()) -> int:
@@ -43,7 +38,7 @@ class TrainJobConfig(JobSettings):
             evaluates and exports; the others are workers.
         gpus_per_node: ``nvidia.com/gpu`` limit of each node (0: CPU only).
         runtime: the ClusterTrainingRuntime (``k8s/trainer-v2``); with
-            ``gang_scheduler="volcano"`` its Volcano variant unless given.
+            ``gang_scheduler`` its gang-scheduled variant (``<runtime>-<scheduler>``).
         secret: Secret holding the storage variables (``AWS_ACCESS_KEY_ID`` …); None for
             credential-less storage (GCS with Workload Identity).
         service_account: the pods' Kubernetes service account.
@@ -56,8 +51,9 @@ class TrainJobConfig(JobSettings):
             step and write its checkpoint.
         queue: the queue the job waits in: a Kueue LocalQueue (``kueue.x-k8s.io/queue-name``,
             created suspended), or with ``gang_scheduler="volcano"`` the Volcano queue.
-        gang_scheduler: ``"volcano"``: all nodes start together or none (the runtime's
-            ``podGroupPolicy``); None: the cluster's default scheduler.
+        gang_scheduler: ``"volcano"`` or ``"coscheduling"`` (the scheduler-plugins'): all
+            nodes start together or none (the runtime's ``podGroupPolicy``); None: the
+            cluster's default scheduler.
         priority_class: with a Kueue queue, the WorkloadPriorityClass of the job
             (``kueue.x-k8s.io/priority-class``); pods' own PriorityClass belongs in the
             runtime, which a TrainJob cannot patch.
@@ -132,10 +128,10 @@ class TrainJobConfig(JobSettings):
     @property
     def runtime_name(self) -> str:
         """The runtime the job references: ``runtime``, else ours (its Volcano variant for
-        ``gang_scheduler="volcano"``)."""
+        ``gang_scheduler``)."""
         if self.runtime:
             return self.runtime
-        return VOLCANO_RUNTIME_NAME if self.gang_scheduler == "volcano" else RUNTIME_NAME
+        return runtime_name(self.gang_scheduler)
 
     @property
     def replicas_in_sync(self) -> int:

@@ -75,10 +75,12 @@ def _downward(name: str, label: str) -> dict[str, Any]:
 
 
 def build_runtime(
-    name: str = api.RUNTIME_NAME, *, image: str = DEFAULT_IMAGE, volcano: bool = False
+    gang_scheduler: str | None = None, *, image: str = DEFAULT_IMAGE
 ) -> dict[str, Any]:
-    """Our ClusterTrainingRuntime (see the module docstring); ``volcano`` adds the Volcano
-    ``podGroupPolicy`` (every node scheduled together or none)."""
+    """Our ClusterTrainingRuntime (see the module docstring); with ``gang_scheduler``
+    (``volcano``, ``coscheduling``) its variant of that name whose ``podGroupPolicy`` has every
+    node scheduled together or none (one PodGroup of ``numNodes``)."""
+    name = api.runtime_name(gang_scheduler)
     container = {
         "name": api.CONTAINER_NAME,
         "image": image,
@@ -127,8 +129,11 @@ def build_runtime(
         },
     }
     runtime_spec: dict[str, Any] = {"mlPolicy": {"numNodes": 1}}
-    if volcano:
+    if gang_scheduler == "volcano":
         runtime_spec["podGroupPolicy"] = {"volcano": {}}
+    elif gang_scheduler == "coscheduling":
+        # Pods not all scheduled within this time are released (and retried by the plugin).
+        runtime_spec["podGroupPolicy"] = {"coscheduling": {"scheduleTimeoutSeconds": 300}}
     runtime_spec["template"] = {
         "spec": {
             "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},

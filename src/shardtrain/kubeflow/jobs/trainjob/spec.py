@@ -23,9 +23,16 @@ API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "TrainJob"
 PLURAL = "trainjobs"
 RUNTIME_KIND = "ClusterTrainingRuntime"
-#: Our TensorFlow runtime (``k8s/trainer-v2``) and its gang-scheduled variant.
+#: Our TensorFlow runtime (``k8s/trainer-v2``); its gang-scheduled variants add the scheduler.
 RUNTIME_NAME = "shardtrain-tensorflow"
-VOLCANO_RUNTIME_NAME = "shardtrain-tensorflow-volcano"
+VOLCANO_RUNTIME_NAME = f"{RUNTIME_NAME}-volcano"
+
+
+def runtime_name(gang_scheduler: str | None = None) -> str:
+    """Our runtime, or its variant for ``gang_scheduler`` (``shardtrain-tensorflow-volcano``)."""
+    return f"{RUNTIME_NAME}-{gang_scheduler}" if gang_scheduler else RUNTIME_NAME
+
+
 #: The label Trainer's UI and SDK group runtimes by.
 FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
 FRAMEWORK = "tensorflow"

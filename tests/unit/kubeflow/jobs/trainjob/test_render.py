@@ -143,6 +143,7 @@ def test_failure_policy_rule_names_are_what_jobsets_webhook_accepts():
     import re
 
     rule_name = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
-    for runtime in (trainjob.build_runtime(), trainjob.build_runtime("v", volcano=True)):
+    for gang in (None, "volcano", "coscheduling"):
+        runtime = trainjob.build_runtime(gang)
         for rule in runtime["spec"]["template"]["spec"]["failurePolicy"]["rules"]:
             assert rule_name.match(rule["name"]) and len(rule["name"]) <= 128, rule["name"]
