@@ -16,7 +16,7 @@ from yamllint import linter
 from yamllint.config import YamlLintConfig
 
 from shardtrain.kubeflow import serving
-from shardtrain.kubeflow.jobs import tfjob
+from shardtrain.kubeflow.jobs import tfjob, trainjob
 
 K8S = Path(__file__).resolve().parents[2] / "k8s"
 KUSTOMIZATIONS = (
@@ -95,6 +95,11 @@ def _all_rendered() -> list[tuple[str, dict]]:
 
 
 def _pod_templates(doc: dict) -> list[tuple[str, dict]]:
+    if doc["kind"] == "ClusterTrainingRuntime":
+        return [
+            (f"runtime {r['name']}", r["template"]["spec"]["template"])
+            for r in doc["spec"]["template"]["spec"]["replicatedJobs"]
+        ]
     if doc["kind"] == "TFJob":
         return [(t, s["template"]) for t, s in doc["spec"]["tfReplicaSpecs"].items()]
     if doc["kind"] in ("Deployment", "StatefulSet", "Job", "DaemonSet"):
@@ -218,6 +223,55 @@ def test_serving_reads_the_training_pods_secret_and_minios_endpoint():
     assert "secrets" not in gcp
 
 
+# --------------------------------------------------------------------------------------------
+# Kubeflow Trainer v2: the TensorFlow runtime and the example TrainJob
+# --------------------------------------------------------------------------------------------
+
+#: Trainer v2's kustomizations: the runtime (cluster-scoped), its Volcano variant, a TrainJob.
+TRAINER_V2 = ("trainer-v2", "trainer-v2/volcano", "trainer-v2/coscheduling", "trainer-v2/job")
+
+
+def test_the_trainer_v2_files_are_the_generators_output():
+    (runtime,) = render("trainer-v2")
+    assert runtime == trainjob.build_runtime()
+    assert runtime["metadata"]["labels"]["trainer.kubeflow.org/framework"] == "tensorflow"
+    assert "namespace" not in runtime["metadata"]  # cluster-scoped
+    (volcano,) = render("trainer-v2/volcano")
+    assert volcano == trainjob.build_runtime("volcano")
+    assert volcano["metadata"]["name"] == "shardtrain-tensorflow-volcano"
+    assert volcano["spec"]["podGroupPolicy"] == {"volcano": {}}
+    (cosched,) = render("trainer-v2/coscheduling")
+    assert cosched == trainjob.build_runtime("coscheduling")
+    assert cosched["metadata"]["name"] == "shardtrain-tensorflow-coscheduling"
+    assert "coscheduling" in cosched["spec"]["podGroupPolicy"]
+    docs = render("trainer-v2/job")
+    (job,) = _of_kind(docs, "TrainJob")
+    assert job == trainjob.build_trainjob(trainjob.TrainJobConfig(BASE.data, BASE.model_dir))
+    assert {d["metadata"]["namespace"] for d in docs} == {NAMESPACE}
+    # The job's ServiceAccount is the base's (kustomize cannot load files above its folder).
+    assert (K8S / "trainer-v2/job/serviceaccount.yaml").read_bytes() == (
+        K8S / "base/serviceaccount.yaml"
+    ).read_bytes()
+
+
+def test_the_runtime_fails_at_once_on_the_trainers_fatal_codes_and_restarts_otherwise():
+    (runtime,) = render("trainer-v2")
+    jobset = runtime["spec"]["template"]["spec"]
+    assert jobset["failurePolicy"]["maxRestarts"] >= 1
+    (rule,) = jobset["failurePolicy"]["rules"]
+    assert rule["action"] == "FailJobSet" and rule["onJobFailureReasons"] == ["PodFailurePolicy"]
+    (node,) = jobset["replicatedJobs"]
+    job = node["template"]["spec"]
+    assert node["name"] == "node"
+    assert node["template"]["metadata"]["labels"]["trainer.kubeflow.org/trainjob-ancestor-step"]
+    assert job["backoffLimit"] == 0 and job["template"]["spec"]["restartPolicy"] == "Never"
+    (fatal,) = job["podFailurePolicy"]["rules"]
+    assert fatal["action"] == "FailJob"
+    assert fatal["onExitCodes"] == {"containerName": "node", "operator": "In", "values": [1, 2, 3]}
+    (container,) = job["template"]["spec"]["containers"]
+    assert container["ports"] == [{"name": "tf", "containerPort": 2222}]
+
+
 def test_gcp_uses_workload_identity_and_no_keys():
     docs = render("overlays/gcp")
     (account,) = _of_kind(docs, "ServiceAccount")
@@ -319,8 +373,9 @@ def test_the_secret_template_is_not_part_of_any_kustomization():
 
 
 def test_every_pod_meets_the_restricted_pod_security_level():
-    templates = [(k, t) for k, d in _all_rendered() for t in _pod_templates(d)]
-    assert len(templates) >= 7
+    rendered = _all_rendered() + [(k, d) for k in TRAINER_V2 for d in render(k)]
+    templates = [(k, t) for k, d in rendered for t in _pod_templates(d)]
+    assert len(templates) >= 9
     for kustomization, (kind, template) in templates:
         where = f"{kustomization} {kind}"
         pod = template["spec"]
@@ -347,6 +402,7 @@ def test_the_launcher_role_is_minimal():
     }
     assert rules == {
         (("kubeflow.org",), ("tfjobs",)): ["create", "delete", "get", "list", "watch"],
+        (("trainer.kubeflow.org",), ("trainjobs",)): ["create", "delete", "get", "list", "watch"],
         (("",), ("pods", "pods/log")): ["get", "list", "watch"],
         (("",), ("events",)): ["list"],
     }

@@ -11,7 +11,8 @@ subject and are attached to the root group here:
 
 * :mod:`.data`: ``gen-data quest|images``, ``shard``, ``finalize``, ``inspect``, ``warm-up``;
 * :mod:`.train`: ``train``, ``evaluate``, ``run-local``;
-* :mod:`.jobs`: ``tfjob render|submit``;
+* :mod:`.trainjob`: ``trainjob render|submit`` (Kubeflow Trainer v2);
+* :mod:`.jobs`: ``tfjob render|submit`` (the training operator v1);
 * :mod:`.serve`: ``serve render`` (a KServe InferenceService of a published model);
 * :mod:`.node`: ``node run`` (a node agent for a local control plane);
 * :mod:`.pipeline`: ``pipeline params|compile|submit|run-local``, ``demo``.
@@ -31,7 +32,7 @@ import sys
 import click
 
 from shardtrain import __version__
-from shardtrain.cli import data, jobs, node, pipeline, serve, train
+from shardtrain.cli import data, jobs, node, pipeline, serve, train, trainjob
 from shardtrain.errors import ShardtrainError
 
 
@@ -54,6 +55,7 @@ cli.add_command(data.warm_up_cmd)
 cli.add_command(train.train_cmd)
 cli.add_command(train.evaluate_cmd)
 cli.add_command(train.run_local_cmd)
+cli.add_command(trainjob.trainjob_group)
 cli.add_command(jobs.tfjob_group)
 cli.add_command(serve.serve_group)
 cli.add_command(node.node_group)

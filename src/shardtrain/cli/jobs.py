@@ -56,6 +56,45 @@ def _tfjob_help(name: str, text: str) -> dict[str, Any]:
     return {"cls": SettingsOption, "default_of": name, "help": text}
 
 
+def decorate_with(options: list[Any]) -> Any:
+    """A decorator applying ``options`` (click options) in their order."""
+
+    def decorate(func):
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return decorate
+
+
+#: How `submit` commands wait (every job API).
+WAIT_OPTIONS = [
+    click.option(
+        "--wait-timeout",
+        type=click.FloatRange(min=1),
+        default=86400,
+        show_default=True,
+        help="Seconds to wait for the job to end, in total (time queued included).",
+    ),
+    click.option(
+        "--poll-interval",
+        type=click.FloatRange(min=1),
+        default=15,
+        show_default=True,
+        help="Seconds between status polls.",
+    ),
+    click.option(
+        "--logs/--no-logs", default=True, show_default=True, help="Stream the chief's log."
+    ),
+    click.option(
+        "--delete/--no-delete",
+        default=False,
+        show_default=True,
+        help="Delete the job when it ends.",
+    ),
+]
+
+
 def _tfjob_options(*, required: bool):
     """The TFJob settings of `tfjob render` and `tfjob submit`; None means the default."""
     d = _tfjob_help
@@ -149,13 +188,7 @@ def _tfjob_options(*, required: bool):
             help="PriorityClass of every pod (and of the Volcano PodGroup) [default: none].",
         ),
     ]
-
-    def decorate(func):
-        for option in reversed(options):
-            func = option(func)
-        return func
-
-    return decorate
+    return decorate_with(options)
 
 
 @click.group("tfjob")
@@ -189,24 +222,7 @@ def tfjob_render_cmd(train_args: tuple[str, ...], **settings) -> None:
     default=None,
     help="Submit this TFJob manifest instead of building one from the options.",
 )
-@click.option(
-    "--wait-timeout",
-    type=click.FloatRange(min=1),
-    default=86400,
-    show_default=True,
-    help="Seconds to wait for the job to end, in total (time queued included).",
-)
-@click.option(
-    "--poll-interval",
-    type=click.FloatRange(min=1),
-    default=15,
-    show_default=True,
-    help="Seconds between status polls.",
-)
-@click.option("--logs/--no-logs", default=True, show_default=True, help="Stream the chief's log.")
-@click.option(
-    "--delete/--no-delete", default=False, show_default=True, help="Delete the job when it ends."
-)
+@decorate_with(WAIT_OPTIONS)
 @click.argument("train_args", nargs=-1, type=click.UNPROCESSED)
 def tfjob_submit_cmd(
     manifest_file: str | None,

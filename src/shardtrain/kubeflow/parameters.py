@@ -10,7 +10,7 @@ A pipeline parameter is either an option or one of the pipeline's own settings:
   default and description come from the field's option (the description is the option's help,
   :func:`shardtrain.options.pipeline_help`);
 * the pipeline's own settings (:data:`RUN`: where the model is published, how the run is
-  spread over pods, the TFJob and the cluster) are declared here.
+  spread over pods, the training job and the cluster) are declared here.
 
 A component's parameter is a pipeline parameter it receives, under the component's own name
 (:func:`passed`: the ``train`` component's ``workers`` is the pipeline's ``tfjob_workers``),
@@ -131,9 +131,16 @@ RUN = (
     Param("shard_workers", "int", "Shard worker pods (at most one per task).", 4),
     Param("shard_cpu", "str", "CPU request of each shard worker, also its process count.", "4"),
     Param(
+        "job_api",
+        "str",
+        "The training job's API: 'trainjob' (Kubeflow Trainer v2, runtime shardtrain-tensorflow),"
+        " 'tfjob' (training operator v1), or 'auto': the TrainJob where the cluster serves it.",
+        "auto",
+    ),
+    Param(
         "tfjob_workers",
         "int",
-        "TFJob Worker replicas besides the chief.",
+        "Training replicas besides the chief (TFJob Workers; a TrainJob gets this + 1 nodes).",
         JobConfig.default("workers"),
     ),
     Param(
@@ -145,11 +152,16 @@ RUN = (
     Param(
         "evaluator",
         "bool",
-        "Add a sidecar Evaluator replica to the TFJob.",
+        "Add a sidecar Evaluator replica to the TFJob (in a TrainJob the chief evaluates).",
         JobConfig.default("evaluator"),
     ),
-    Param("worker_cpu", "str", "CPU request of each TFJob replica.", JobConfig.default("cpu")),
-    Param("worker_memory", "str", "Memory of each TFJob replica.", JobConfig.default("memory")),
+    Param(
+        "worker_cpu",
+        "str",
+        "CPU request of each training replica (TFJob replica, TrainJob node).",
+        JobConfig.default("cpu"),
+    ),
+    Param("worker_memory", "str", "Memory of each training replica.", JobConfig.default("memory")),
     Param(
         "train_flags",
         "str",
@@ -159,10 +171,12 @@ RUN = (
     Param(
         "train_timeout",
         "float",
-        "Seconds the TFJob may take before the train step fails (time spent queued included).",
+        "Seconds the training job may take before the train step fails (time queued included).",
         86400.0,
     ),
-    Param("image", "str", "The project image of every step and of the TFJob.", DEFAULT_IMAGE),
+    Param(
+        "image", "str", "The project image of every step and of the training job.", DEFAULT_IMAGE
+    ),
     Param(
         "secret_name",
         "str",
@@ -170,31 +184,38 @@ RUN = (
         "AWS_ENDPOINT_URL, AWS_REGION (mounted as environment variables).",
         JobConfig.default("secret"),
     ),
-    Param("namespace", "str", "The TFJob's namespace ('' is the namespace the run is in).", ""),
+    Param(
+        "namespace", "str", "The training job's namespace ('' is the namespace the run is in).", ""
+    ),
     Param(
         "service_account",
         "str",
-        "Service account of the TFJob's pods.",
+        "Service account of the training job's pods.",
         JobConfig.default("service_account"),
     ),
     Param(
         "queue",
         "str",
-        "Queue the TFJob waits in: a Kueue LocalQueue (the job is created suspended until "
+        "Queue the training job waits in: a Kueue LocalQueue (the job is created suspended until "
         "admitted), or with gang_scheduler 'volcano' a Volcano queue ('' for none).",
         "",
     ),
     Param(
         "gang_scheduler",
         "str",
-        "'volcano' starts all TFJob replicas together or none ('' for the default scheduler).",
+        "'volcano' starts all training replicas together or none ('' for the default scheduler).",
         "",
     ),
-    Param("priority_class", "str", "PriorityClass of the TFJob's pods ('' for none).", ""),
+    Param(
+        "priority_class",
+        "str",
+        "PriorityClass of the TFJob's pods; of a TrainJob in a Kueue queue, its Kueue priority.",
+        "",
+    ),
     Param(
         "local",
         "bool",
-        "Run the TFJob as local processes (kfp.local runs; never on a cluster).",
+        "Run the training job as local processes (kfp.local runs; never on a cluster).",
         False,
     ),
     Param(
@@ -268,7 +289,9 @@ TRAIN = (
     ),
     passed("model_dir"),
     passed("local"),
-    Param("run_id", "str", "The pipeline run's id: names the TFJob, so every run gets its own."),
+    Param(
+        "run_id", "str", "The pipeline run's id: names the training job, so every run gets its own."
+    ),
     passed("train_timeout", "timeout"),
     passed("image"),
     passed("namespace"),
@@ -287,6 +310,7 @@ TRAIN = (
     passed("queue", default=""),
     passed("gang_scheduler", default=""),
     passed("priority_class", default=""),
+    passed("job_api", default="auto"),
 )
 EVALUATE = (
     Param("dataset", "Input[Dataset]", "The sharded dataset, whose statistics the report shows."),

@@ -10,7 +10,7 @@ component          library function        does
 plan_shards        :func:`plan_step`       check the inputs once, choose the shard workers
 shard (x N)        :func:`shard_step`      one shard worker (``dsl.ParallelFor``)
 finalize_shards    :func:`finalize_step`   commit ``metadata.json`` (``dsl.Collected``)
-train              :func:`train_step`      the TFJob: submit and wait, or run it locally
+train              :func:`train_step`      the TrainJob/TFJob: submit and wait, or run locally
 evaluate           :func:`evaluate_step`   blessing, metrics, ROC, slices, Markdown report
 export             :func:`export_step`     publish the SavedModel (when blessed)
 deploy             :func:`deploy_step`     a KServe InferenceService of it (``deploy``)
@@ -20,10 +20,11 @@ deploy             :func:`deploy_step`     a KServe InferenceService of it (``de
   fails here, in one pod, not in N) and returns the shard workers that have work to do.
 * :func:`shard_step` runs worker ``i`` of ``n`` of :func:`shardtrain.data.sharding.shard`;
   :func:`finalize_step` merges the workers' tasks into ``metadata.json``.
-* :func:`train_step` renders the TFJob with :mod:`shardtrain.kubeflow.jobs.tfjob` (the same
-  generator as ``shardtrain tfjob render``) and, on a cluster, submits it and waits (the step
-  fails when the job fails or times out); in local mode it runs the very same manifest as
-  local processes, exactly like ``shardtrain run-local job.yaml``.
+* :func:`train_step` renders the training job with the generators of ``shardtrain trainjob
+  render`` (Kubeflow Trainer v2, where the cluster serves it: ``job_api=auto``) or ``shardtrain
+  tfjob render`` and, on a cluster, submits it and waits (the step fails when the job fails or
+  times out; a retried step attaches to its job); in local mode it runs the TFJob manifest's
+  replicas as local processes, exactly like ``shardtrain run-local job.yaml``.
 * :func:`evaluate_step` compares the trained model with the served one and blesses it or not
   (:mod:`shardtrain.train.blessing`: ``thresholds``, ``slice_by``), and turns
   ``MODEL_DIR/eval/metrics.json``, ``blessing.json`` and the dataset's metadata into what the
@@ -71,7 +72,7 @@ from shardtrain.data import sharding
 from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.errors import ConfigError, DataError, NotCommittedError, ShardtrainError
 from shardtrain.kubeflow import pods
-from shardtrain.kubeflow.jobs import tfjob
+from shardtrain.kubeflow.jobs import tfjob, trainjob
 from shardtrain.kubeflow.local import processes
 from shardtrain.kubeflow.pointers import read_pointer, write_pointer
 from shardtrain.kubeflow.report import fmt, render_report
@@ -382,6 +383,61 @@ def _task_args(task: str, extra: list[str]) -> tuple[str, ...]:
     return ("--task", task)
 
 
+#: What the train step's ``job_api`` may be.
+JOB_APIS = ("auto", "trainjob", "tfjob")
+
+
+def resolve_job_api(job_api: str) -> str:
+    """``trainjob`` or ``tfjob``: ``auto`` is the TrainJob where the cluster serves Kubeflow
+    Trainer v2 (``trainer.kubeflow.org``), else the TFJob.
+
+    Raises:
+        ConfigError: ``job_api`` is none of :data:`JOB_APIS`.
+        ClusterError: ``auto`` could not ask the cluster.
+    """
+    if job_api not in JOB_APIS:
+        raise ConfigError(f"job_api '{job_api}' is not one of {', '.join(JOB_APIS)}")
+    if job_api != "auto":
+        return job_api
+    return "trainjob" if trainjob.serves_trainjobs() else "tfjob"
+
+
+def trainjob_config(config: tfjob.JobConfig) -> trainjob.TrainJobConfig:
+    """The TrainJob of the train step's settings: the chief and the workers become
+    ``workers + 1`` nodes (node 0 the chief, which evaluates: a TrainJob has no evaluator
+    replica); the rest carries over."""
+    if config.evaluator:
+        log.info("TrainJob: node 0 (the chief) evaluates; no separate evaluator replica")
+    priority = config.priority_class
+    if priority and (config.queue is None or config.gang_scheduler is not None):
+        log.warning(
+            "priority_class %s: a TrainJob's pods get their PriorityClass from the runtime; "
+            "ignored without a Kueue queue",
+            priority,
+        )
+        priority = None
+    return trainjob.TrainJobConfig(
+        data=config.data,
+        model_dir=config.model_dir,
+        name=config.name,
+        namespace=config.namespace,
+        image=config.image,
+        nodes=config.workers + 1,
+        gpus_per_node=config.gpus_per_worker,
+        secret=config.secret,
+        service_account=config.service_account,
+        train_args=config.train_args,
+        env=config.env,
+        cpu=config.cpu,
+        memory=config.memory,
+        active_deadline_seconds=config.active_deadline_seconds,
+        termination_grace_seconds=config.termination_grace_seconds,
+        queue=config.queue,
+        gang_scheduler=config.gang_scheduler,
+        priority_class=priority,
+    )
+
+
 def run_tfjob_locally(manifest: Mapping[str, Any], *, timeout: float | None = None) -> None:
     """Run a TFJob manifest's replicas as local processes: ``shardtrain run-local job.yaml``.
 
@@ -402,18 +458,22 @@ def train_step(
     local: bool,
     run_id: str,
     timeout: float,
+    job_api: str = "auto",
     **job: Any,
 ) -> dict[str, Any]:
-    """Train on the dataset with a TFJob and point ``model`` at the result.
+    """Train on the dataset with a TrainJob or a TFJob and point ``model`` at the result.
 
-    The TFJob comes from :func:`job_config` and
-    :func:`shardtrain.kubeflow.jobs.tfjob.build_tfjob`. On a cluster (``local=False``) it is
-    created in the namespace with the step's own service account, the chief's log is streamed
-    into the step's log, and the step fails when the job Failed or has not ended within
-    ``timeout`` seconds. With ``local=True`` the same manifest
-    runs as local processes (no cluster; GPU requests and Secrets do not apply, the replicas
-    inherit this environment). When ``model_dir`` already holds the final export and metrics
-    of ``train_steps`` (:func:`trained_step`), no job is started at all.
+    The job comes from :func:`job_config`: a Kubeflow Trainer v2 TrainJob
+    (:func:`trainjob_config`, :func:`shardtrain.kubeflow.jobs.trainjob.build_trainjob`) or a
+    TFJob (:func:`shardtrain.kubeflow.jobs.tfjob.build_tfjob`), as ``job_api`` says
+    (:func:`resolve_job_api`). On a cluster (``local=False``) it is created in the namespace
+    with the step's own service account, the chief's log is streamed into the step's log, and
+    the step fails when the job Failed or has not ended within ``timeout`` seconds. A retried
+    step finds its job (named after the run) already there and attaches to it. With
+    ``local=True`` the TFJob manifest's replicas run as local processes (no cluster; GPU
+    requests and Secrets do not apply, the replicas inherit this environment). When
+    ``model_dir`` already holds the final export and metrics of ``train_steps``
+    (:func:`trained_step`), no job is started at all.
 
     Args:
         dataset: the ``dsl.Dataset`` input (a pointer from :func:`finalize_step`).
@@ -422,6 +482,7 @@ def train_step(
         local: run the TFJob here instead of on the cluster.
         run_id: the pipeline run's id.
         timeout: seconds the job may take in total (time spent queued included).
+        job_api: ``auto``, ``trainjob`` or ``tfjob`` (:func:`resolve_job_api`).
         **job: the other arguments of :func:`job_config`.
 
     Returns:
@@ -436,6 +497,7 @@ def train_step(
     config = job_config(data=data, model_dir=model_dir, run_id=run_id, **job)
     job_model = tfjob.build_tfjob(config)
     done = trained_step(model_dir)
+    where = f"local/{config.name}"
     if done is not None and done >= int(job["train_steps"]):
         # A re-run of a finished pipeline: no job, no pods (and no GPUs) for nothing to do.
         log.info("%s already holds step %d with its export and metrics: no TFJob", model_dir, done)
@@ -443,7 +505,13 @@ def train_step(
         log.info("running TFJob %s locally (the manifest's replicas as processes)", config.name)
         run_tfjob_locally(tfjob.to_manifest(job_model), timeout=timeout)
     else:
-        tfjob.submit_and_wait(job_model, wait_timeout=timeout, out=sys.stdout)
+        kind = resolve_job_api(job_api)
+        if kind == "trainjob":
+            job_manifest = trainjob.build_trainjob(trainjob_config(config))
+            trainjob.submit_and_wait(job_manifest, wait_timeout=timeout, out=sys.stdout)
+        else:
+            tfjob.submit_and_wait(job_model, wait_timeout=timeout, out=sys.stdout)
+        where = f"{'TrainJob' if kind == 'trainjob' else 'TFJob'} {config.namespace}/{config.name}"
     latest = export.latest_export(model_dir)
     return write_pointer(
         model,
@@ -452,7 +520,7 @@ def train_step(
         export=latest["uri"],
         step=latest["step"],
         tensorboard=storage.join(model_dir, "logs"),
-        tfjob=f"{config.namespace}/{config.name}" if not local else f"local/{config.name}",
+        job=where,
     )
 
 

@@ -26,6 +26,17 @@ cluster with ps                             ConfigError         (parameter serve
 ==========================================  ==================  ===========================
 
 ``master`` is the old name of ``chief``: it is accepted and reported as ``chief``.
+
+**Kubeflow Trainer v2 (TrainJob).** Trainer writes no ``TF_CONFIG`` (its plainML policy only
+sets the node count), so a TrainJob's pod derives it here, from what JobSet, the Job
+controller and our runtime (``k8s/trainer-v2``) give it (:func:`tf_config_from_trainjob`):
+``JOB_COMPLETION_INDEX`` (the Job controller, from the pod's completion-index annotation),
+the JobSet's name, replicated job and job index (labels the runtime passes down through the
+downward API) and the node count (``trainer.env``, written by ``shardtrain trainjob render``
+beside ``numNodes``). Node ``i`` is reachable at JobSet's headless-service name
+``<trainjob>-<replicated job>-<job index>-<i>.<trainjob>:2222``; node 0 is the chief (it
+evaluates every ``eval_every`` steps and the final checkpoint in process, and exports), nodes
+1..N-1 are workers 0..N-2. One node is a local run, as a one-replica TFJob is.
 MirroredStrategy mirrors over all GPUs of the node, or runs on the CPU when there are none.
 
 Why the evaluator stays out of the collective: it is TF Estimator's *sidecar evaluation*.
@@ -222,8 +233,93 @@ def _validate_task(task: Any, cluster: Mapping[str, list[str]]) -> tuple[str, in
     return task_type, index
 
 
+#: The port every TrainJob node's TensorFlow server listens on (the runtime declares it).
+TRAINJOB_PORT = 2222
+#: The environment a TrainJob node's role comes from (see :func:`tf_config_from_trainjob`).
+TRAINJOB_NAME_ENV = "SHARDTRAIN_TRAINJOB"
+TRAINJOB_REPLICATED_JOB_ENV = "SHARDTRAIN_REPLICATED_JOB"
+TRAINJOB_JOB_INDEX_ENV = "SHARDTRAIN_JOB_INDEX"
+TRAINJOB_NUM_NODES_ENV = "SHARDTRAIN_NUM_NODES"
+COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
+#: Where a stand-in for cluster DNS (the local node agent) maps ``host:port`` names to the
+#: addresses that reach them: a JSON object, applied to every derived address when set.
+LOCAL_ADDRESSES_ENV = "SHARDTRAIN_LOCAL_ADDRESSES"
+
+
+def _trainjob_int(env: Mapping[str, str], name: str, low: int) -> int:
+    raw = (env.get(name) or "").strip()
+    try:
+        value = int(raw)
+    except ValueError:
+        value = low - 1
+    if value < low:
+        raise ConfigError(
+            f"TrainJob node: {name}={raw!r} is not an integer >= {low} (the runtime "
+            "k8s/trainer-v2 and `shardtrain trainjob render` set it)"
+        )
+    return value
+
+
+def trainjob_node_addresses(
+    name: str, replicated_job: str, job_index: int, nodes: int
+) -> list[str]:
+    """The addresses of a TrainJob's nodes, in completion-index order: JobSet's pod host names
+    under its headless service (``<jobset>-<rjob>-<job>-<pod>.<subdomain>``; the JobSet, and
+    its default subdomain, are named after the TrainJob) and :data:`TRAINJOB_PORT`."""
+    return [f"{name}-{replicated_job}-{job_index}-{i}.{name}:{TRAINJOB_PORT}" for i in range(nodes)]
+
+
+def tf_config_from_trainjob(environ: Mapping[str, str]) -> str | None:
+    """The ``TF_CONFIG`` of a Kubeflow Trainer v2 node, or None outside a TrainJob.
+
+    A pure function of ``environ``: :data:`TRAINJOB_NAME_ENV` marks a TrainJob pod; with it,
+    :data:`COMPLETION_INDEX_ENV`, :data:`TRAINJOB_REPLICATED_JOB_ENV`,
+    :data:`TRAINJOB_JOB_INDEX_ENV` and :data:`TRAINJOB_NUM_NODES_ENV` must describe a node of
+    the job. Node 0 is the chief, node ``i`` worker ``i - 1``; a one-node job is local (None).
+    :data:`LOCAL_ADDRESSES_ENV`, when set, maps each address to the one that reaches it.
+
+    Raises:
+        ConfigError: a variable is missing or out of range (one line naming it).
+
+    Example:
+        >>> env = {"SHARDTRAIN_TRAINJOB": "quest", "SHARDTRAIN_REPLICATED_JOB": "node",
+        ...        "SHARDTRAIN_JOB_INDEX": "0", "SHARDTRAIN_NUM_NODES": "2",
+        ...        "JOB_COMPLETION_INDEX": "1"}
+        >>> json.loads(tf_config_from_trainjob(env))["task"]
+        {'type': 'worker', 'index': 0}
+    """
+    name = (environ.get(TRAINJOB_NAME_ENV) or "").strip()
+    if not name:
+        return None
+    nodes = _trainjob_int(environ, TRAINJOB_NUM_NODES_ENV, 1)
+    index = _trainjob_int(environ, COMPLETION_INDEX_ENV, 0)
+    job_index = _trainjob_int(environ, TRAINJOB_JOB_INDEX_ENV, 0)
+    replicated_job = (environ.get(TRAINJOB_REPLICATED_JOB_ENV) or "").strip()
+    if not replicated_job:
+        raise ConfigError(f"TrainJob node: {TRAINJOB_REPLICATED_JOB_ENV} is not set")
+    if index >= nodes:
+        raise ConfigError(
+            f"TrainJob node: {COMPLETION_INDEX_ENV}={index} but {TRAINJOB_NUM_NODES_ENV}={nodes}: "
+            "trainer.numNodes and the SHARDTRAIN_NUM_NODES of trainer.env disagree"
+        )
+    if nodes == 1:
+        return None
+    addresses = trainjob_node_addresses(name, replicated_job, job_index, nodes)
+    local = environ.get(LOCAL_ADDRESSES_ENV)
+    if local:
+        try:
+            table = json.loads(local)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{LOCAL_ADDRESSES_ENV} is not JSON: {exc.msg}") from exc
+        addresses = [str(table.get(a, a)) for a in addresses]
+    task = {"type": "chief", "index": 0} if index == 0 else {"type": "worker", "index": index - 1}
+    cluster = {"chief": addresses[:1], "worker": addresses[1:]}
+    return json.dumps({"cluster": cluster, "task": task})
+
+
 def resolve_role(environ: Mapping[str, str] | None = None) -> Role:
-    """Turn the environment (its ``TF_CONFIG``) into this process's :class:`Role`.
+    """Turn the environment (its ``TF_CONFIG``, or a TrainJob node's variables) into this
+    process's :class:`Role`.
 
     A pure function: it reads ``environ`` and nothing else, imports no TensorFlow and changes
     nothing, so the CLI can validate ``TF_CONFIG`` and log the role before TF starts.
@@ -245,7 +341,8 @@ def resolve_role(environ: Mapping[str, str] | None = None) -> Role:
         'local, single replica (chief: yes)'
     """
     env = os.environ if environ is None else environ
-    raw = (env.get("TF_CONFIG") or "").strip()
+    # An explicit TF_CONFIG wins; a TrainJob node derives its own.
+    raw = (env.get("TF_CONFIG") or "").strip() or tf_config_from_trainjob(env) or ""
     if not raw:
         return Role()
     config = _parse(raw)

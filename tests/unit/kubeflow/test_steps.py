@@ -28,7 +28,7 @@ from shardtrain.errors import (
     StorageError,
 )
 from shardtrain.kubeflow import pointers, steps
-from shardtrain.kubeflow.jobs import tfjob
+from shardtrain.kubeflow.jobs import tfjob, trainjob
 from shardtrain.kubeflow.report import render_report
 
 
@@ -532,6 +532,7 @@ def test_train_step_submits_the_tfjob_with_gpus_on_training_replicas_only(tmp_pa
             local=False,
             run_id="run-1",
             timeout=3600,
+            job_api="tfjob",
             **JOB,
         )
     submit.assert_called_once()
@@ -560,14 +561,60 @@ def test_train_step_submits_the_tfjob_with_gpus_on_training_replicas_only(tmp_pa
         assert not any(e.get("value") for e in container["env"] if e["name"].startswith("AWS_"))
     assert manifest["metadata"]["namespace"] == "team-a"
     assert pointer["uri"] == model_dir and pointer["export"] == f"{model_dir}/export/{VERSION}"
-    assert model.metadata["tfjob"] == f"team-a/{steps.tfjob_name('run-1')}"
+    assert model.metadata["job"] == f"TFJob team-a/{steps.tfjob_name('run-1')}"
+
+
+@pytest.mark.parametrize(("job_api", "serves"), [("trainjob", None), ("auto", True)])
+def test_train_step_submits_a_trainjob_where_the_cluster_has_trainer_v2(tmp_path, job_api, serves):
+    model_dir = _model_dir(tmp_path, {**METRICS, "step": 100})
+    dataset, _ = _inputs(tmp_path, "s3://data/quest", model_dir)
+    model = _artifact(dsl.Model, tmp_path, "trained")
+    with (
+        mock.patch.object(trainjob, "submit_and_wait", autospec=True) as submit,
+        mock.patch.object(trainjob, "serves_trainjobs", autospec=True, return_value=serves),
+        mock.patch.object(tfjob, "submit_and_wait", autospec=True) as tfjob_submit,
+    ):
+        steps.train_step(
+            dataset=dataset, model=model, model_dir=model_dir, local=False, run_id="run-1",
+            timeout=3600, job_api=job_api, **JOB,
+        )  # fmt: skip
+    tfjob_submit.assert_not_called()
+    job = submit.call_args.args[0]
+    trainer = job["spec"]["trainer"]
+    # The chief and one worker of the settings are two nodes; each node trains on 2 GPUs.
+    assert (
+        trainer["numNodes"] == 2 and trainer["resourcesPerNode"]["limits"]["nvidia.com/gpu"] == "2"
+    )
+    assert trainer["args"][:5] == ["train", "--data", "s3://data/quest", "--model-dir", model_dir]
+    assert job["metadata"] == {
+        "name": steps.tfjob_name("run-1"),
+        "namespace": "team-a",
+        "labels": job["metadata"]["labels"],
+    }
+    assert model.metadata["job"] == f"TrainJob team-a/{steps.tfjob_name('run-1')}"
+
+
+def test_auto_picks_the_tfjob_where_the_cluster_has_no_trainer_v2():
+    with mock.patch.object(trainjob, "serves_trainjobs", autospec=True, return_value=False):
+        assert steps.resolve_job_api("auto") == "tfjob"
+    assert steps.resolve_job_api("trainjob") == "trainjob"
+    with pytest.raises(ConfigError, match="job_api 'mpijob' is not one of auto, trainjob, tfjob"):
+        steps.resolve_job_api("mpijob")
 
 
 def test_train_step_fails_when_the_tfjob_fails_and_skips_a_finished_model(tmp_path):
     model_dir = _model_dir(tmp_path, {**METRICS, "step": 100})
     dataset, _ = _inputs(tmp_path, "s3://data/quest", model_dir)
     model = _artifact(dsl.Model, tmp_path, "trained")
-    args = dict(dataset=dataset, model=model, model_dir=model_dir, run_id="r", timeout=60, **JOB)
+    args = dict(
+        dataset=dataset,
+        model=model,
+        model_dir=model_dir,
+        run_id="r",
+        timeout=60,
+        job_api="tfjob",
+        **JOB,
+    )
     failed = tfjob.JobFailedError("TFJob team-a/x failed: chief exited with code 1")
     with (
         mock.patch.object(tfjob, "submit_and_wait", autospec=True, side_effect=failed),

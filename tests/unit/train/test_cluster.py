@@ -325,3 +325,61 @@ def test_without_a_collective_nothing_is_a_peer_loss():
     assert not resolve_role({}).has_peers
     assert not resolve_role(env_for(FULL, "evaluator")).has_peers
     assert resolve_role(env_for(TRAINING, "worker", 1)).has_peers
+
+
+# --------------------------------------------------------------------------------------------
+# Kubeflow Trainer v2: a TrainJob node's TF_CONFIG from its environment
+# --------------------------------------------------------------------------------------------
+
+_NODE = {
+    "SHARDTRAIN_TRAINJOB": "quest",
+    "SHARDTRAIN_REPLICATED_JOB": "node",
+    "SHARDTRAIN_JOB_INDEX": "0",
+    "SHARDTRAIN_NUM_NODES": "2",
+    "JOB_COMPLETION_INDEX": "0",
+}
+
+
+def test_outside_a_trainjob_nothing_is_derived():
+    assert cluster_module.tf_config_from_trainjob({}) is None
+    assert cluster_module.tf_config_from_trainjob({"JOB_COMPLETION_INDEX": "1"}) is None
+
+
+def test_a_one_node_trainjob_is_a_local_run():
+    env = {**_NODE, "SHARDTRAIN_NUM_NODES": "1"}
+    assert cluster_module.tf_config_from_trainjob(env) is None
+    assert resolve_role(env).is_local
+
+
+def test_an_explicit_tf_config_wins_over_the_trainjob_variables():
+    tf_config = json.dumps(
+        {"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 1}}
+    )
+    role = resolve_role({**_NODE, "TF_CONFIG": tf_config})
+    assert (role.task_type, role.task_index) == ("worker", 1)
+
+
+def test_the_local_address_table_stands_in_for_cluster_dns():
+    table = {
+        "quest-node-0-0.quest:2222": "127.0.0.1:4000",
+        "quest-node-0-1.quest:2222": "127.0.0.1:4001",
+    }
+    env = {**_NODE, "JOB_COMPLETION_INDEX": "1", "SHARDTRAIN_LOCAL_ADDRESSES": json.dumps(table)}
+    role = resolve_role(env)
+    assert role.cluster == {"chief": ["127.0.0.1:4000"], "worker": ["127.0.0.1:4001"]}
+    assert role.tf_config_for_collective["task"] == {"type": "worker", "index": 0}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"SHARDTRAIN_NUM_NODES": ""}, "SHARDTRAIN_NUM_NODES='' is not an integer >= 1"),
+        ({"JOB_COMPLETION_INDEX": "x"}, "JOB_COMPLETION_INDEX='x'"),
+        ({"JOB_COMPLETION_INDEX": "2"}, "trainer.numNodes and the SHARDTRAIN_NUM_NODES"),
+        ({"SHARDTRAIN_REPLICATED_JOB": ""}, "SHARDTRAIN_REPLICATED_JOB is not set"),
+        ({"SHARDTRAIN_LOCAL_ADDRESSES": "{"}, "SHARDTRAIN_LOCAL_ADDRESSES is not JSON"),
+    ],
+)
+def test_a_broken_trainjob_environment_is_one_line(change, message):
+    with pytest.raises(ConfigError, match=message):
+        resolve_role({**_NODE, **change})

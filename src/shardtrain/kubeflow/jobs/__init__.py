@@ -1,5 +1,7 @@
 """Kubeflow training jobs: one module per job API, and what they share.
 
+* :mod:`.trainjob`: the TrainJob (``trainer.kubeflow.org/v1alpha1``, Kubeflow Trainer v2)
+  and our TensorFlow runtime for it: settings, generators, rules and submission.
 * :mod:`.tfjob`: the TFJob (``kubeflow.org/v1``, the training operator v1): its settings,
   generator, rules, local runs and submission.
 * :mod:`.settings`: the checks every job's settings share (names, env, train arguments, the

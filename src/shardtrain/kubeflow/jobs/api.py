@@ -16,7 +16,12 @@ class JobApi(Protocol):
     failed: str
 
     def create(self, job: Any, namespace: str) -> None:
-        """Create the job; raises RuntimeError, TimeoutError or ValueError when refused."""
+        """Create the job; raises :class:`~.submit.JobExistsError` when a job of that name
+        exists, RuntimeError, TimeoutError or ValueError when refused otherwise."""
+
+    def same_job(self, existing: Any, job: Any) -> bool:
+        """True when ``existing`` (read from the cluster) runs what ``job`` asks for: a
+        repeated submit then attaches to it instead of failing."""
 
     def wait(
         self, name: str, namespace: str, *, timeout: float, poll: float, callback: Any,
@@ -24,7 +29,8 @@ class JobApi(Protocol):
     ) -> Any:  # fmt: skip
         """Poll until the job has :attr:`succeeded` or :attr:`failed`, calling ``callback``
         with the job after each poll; return the job. Raises TimeoutError after ``timeout``
-        seconds, RuntimeError when the job cannot be read."""
+        seconds, RuntimeError when the job cannot be read, JobFailedError when the job can
+        never start (e.g. its controller cannot create what it runs on)."""
 
     def get(self, name: str, namespace: str) -> Any:
         """The job as it is now."""
@@ -42,3 +48,6 @@ class JobApi(Protocol):
 
     def chief_logs(self, name: str, namespace: str) -> dict[str, str]:
         """The logs of the chief's pods so far, by pod name."""
+
+    def failure_detail(self, name: str, namespace: str) -> str | None:
+        """Which pod failed first and its last log line (the trainer's error), if any."""

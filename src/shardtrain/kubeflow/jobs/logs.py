@@ -77,3 +77,26 @@ class ChiefLogs:
                 for line in str(text).splitlines():
                     self._out.write(f"[{pod}] {line}\n")
         self._out.flush()
+
+
+def failed_pod_detail(core: Any, pods: list[Any], namespace: str, container: str) -> str | None:
+    """What the first of ``pods`` to fail said: ``pod P exited N: <its last log line>`` (the
+    trainer's one-line error), for a failed job's message; None when no pod failed."""
+    failed = []
+    for pod in pods:
+        for status in (pod.status.container_statuses if pod.status else None) or ():
+            done = status.state.terminated if status.state else None
+            if status.name == container and done is not None and done.exit_code:
+                failed.append((done.finished_at or done.started_at, pod.metadata.name, done))
+    if not failed:
+        return None
+    failed.sort(key=lambda f: (f[0] is None, f[0]))
+    _, pod, done = failed[0]
+    detail = f"pod {pod} exited {done.exit_code}"
+    try:
+        text = core.read_namespaced_pod_log(pod, namespace, container=container, tail_lines=5)
+    except Exception as exc:  # the exit code alone still says more than nothing
+        log.debug("cannot read the log of %s: %s", pod, one_line(exc))
+        return detail
+    lines = [line.strip() for line in str(text or "").splitlines() if line.strip()]
+    return f"{detail}: {lines[-1]}" if lines else detail

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -22,7 +23,14 @@ class Condition:
 
 
 def conditions_of(job: Any) -> tuple[Condition, ...]:
-    """The conditions of a job model (``status.conditions``; none without a status)."""
+    """The conditions of a job, an SDK model or a manifest dict (``status.conditions``; none
+    without a status)."""
+    if isinstance(job, Mapping):
+        found = (job.get("status") or {}).get("conditions") or ()
+        return tuple(
+            Condition(*(str(c.get(k) or "") for k in ("type", "status", "reason", "message")))
+            for c in found
+        )
     status = getattr(job, "status", None)
     return tuple(
         Condition(c.type or "", c.status or "", c.reason or "", c.message or "")

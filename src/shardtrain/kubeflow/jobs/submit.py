@@ -37,6 +37,10 @@ class ClusterError(ShardtrainError):
     """The Kubernetes API could not be reached or refused a request."""
 
 
+class JobExistsError(RuntimeError):
+    """The API refused to create a job because one of that name exists (HTTP 409)."""
+
+
 class JobFailedError(ShardtrainError):
     """The job ended with the Failed condition."""
 
@@ -84,24 +88,27 @@ def submit_and_wait(
     """Create ``job``, wait until it succeeded or failed, and report how it ended.
 
     ``wait_timeout`` bounds the whole wait, queue time included; ``request_timeout`` each API
-    request. A failed job ends the wait at once and is reported as a failure, never as
-    success; a job still queued at the timeout is a :class:`JobTimeoutError` saying so, and
-    stays on the cluster (in its queue) unless ``delete_after``. Call
+    request. Re-entrant: when the same job exists already (:meth:`JobApi.same_job`: a retried
+    pipeline step, a repeated submit) the wait attaches to it, finished or not; a different job
+    of that name is an error. A failed job ends the wait at once and is reported as a failure,
+    never as success; a job still queued at the timeout is a :class:`JobTimeoutError` saying so,
+    and stays on the cluster (in its queue) unless ``delete_after``. Call
     :func:`check_submission` first.
 
     Returns:
         The job's name, namespace and final conditions, when it succeeded.
 
     Raises:
-        ClusterError: the API could not be reached or refused the job (e.g. it exists).
+        ClusterError: the API could not be reached or refused the job (e.g. another job of
+            that name exists).
         JobFailedError: the job ended failed (the message carries the operator's reason).
         JobTimeoutError: the job had not finished after ``wait_timeout`` seconds.
     """
     what = f"{api.kind} {namespace}/{name}"
-    _create(api, job, namespace, what)
+    verb = "attached to" if _create(api, job, name, namespace, what) else "created"
     say(
         out,
-        f"created {what}; waiting up to {wait_timeout:g}s for it to end"
+        f"{verb} {what}; waiting up to {wait_timeout:g}s for it to end"
         + (" (queue time included)" if api.is_queued(job) else ""),
     )
     watch = QueueWatch(what, api.is_queued, out)
@@ -123,7 +130,7 @@ def submit_and_wait(
         logs.finish(wait=30 if final is not None else 0)
     conditions = conditions_of(final) if final is not None else _latest(api, name, namespace)
     print_conditions(out, what, conditions)
-    error = error or _outcome(api, what, conditions)
+    error = error or _outcome(api, what, conditions, name, namespace)
     if delete_after:
         _delete(api, name, namespace, what, out)
     if error is not None:
@@ -132,9 +139,27 @@ def submit_and_wait(
     return SubmitResult(name=name, namespace=namespace, conditions=conditions)
 
 
-def _create(api: JobApi, job: Any, namespace: str, what: str) -> None:
+def _create(api: JobApi, job: Any, name: str, namespace: str, what: str) -> bool:
+    """Create the job; True when the same job already exists (a retried pipeline step, a
+    repeated submit) and the wait attaches to it instead.
+
+    Raises:
+        ClusterError: the API refused the job, or a different job has its name.
+    """
     try:
         api.create(job, namespace)
+        return False
+    except JobExistsError as exc:
+        try:
+            existing = api.get(name, namespace)
+        except Exception as read:
+            raise ClusterError(f"{what} exists but cannot be read: {one_line(read)}") from exc
+        if not api.same_job(existing, job):
+            raise ClusterError(
+                f"{what} already exists and runs something else (another image, data, model "
+                "directory or train arguments): delete it or choose another name"
+            ) from exc
+        return True
     except (RuntimeError, TimeoutError, ValueError) as exc:
         raise ClusterError(f"cannot create {what}: {one_line(exc)}") from exc
 
@@ -172,15 +197,25 @@ def _wait(
         error = ClusterError(f"lost track of {what}: {one_line(exc)}")
         error.__cause__ = exc
         return None, error
+    except JobFailedError as exc:  # the API knows the job can never start
+        return None, exc
     return final, None
 
 
-def _outcome(api: JobApi, what: str, conditions: tuple[Condition, ...]) -> ShardtrainError | None:
-    """The error the final ``conditions`` mean, or None when the job succeeded."""
+def _outcome(
+    api: JobApi, what: str, conditions: tuple[Condition, ...], name: str, namespace: str
+) -> ShardtrainError | None:
+    """The error the final ``conditions`` mean (with the first failed pod's exit code and
+    last log line), or None when the job succeeded."""
     failed = has(conditions, api.failed)
     if failed is not None:
         why = ": ".join(x for x in (failed.reason, failed.message) if x) or "no reason given"
-        return JobFailedError(f"{what} failed: {why}")
+        try:
+            detail = api.failure_detail(name, namespace)
+        except Exception as exc:  # the condition already says the job failed
+            log.debug("cannot tell which pod of %s failed: %s", what, one_line(exc))
+            detail = None
+        return JobFailedError(f"{what} failed: {why}" + (f"; {detail}" if detail else ""))
     if has(conditions, api.succeeded) is None:
         return ClusterError(f"{what} ended without {api.succeeded} or {api.failed}")
     return None

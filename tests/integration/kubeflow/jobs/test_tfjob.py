@@ -639,6 +639,7 @@ def test_the_pipeline_trains_on_the_operator_with_the_launcher_role_only(
         "shard_workers": 1,
         "shard_cpu": "1",
         "namespace": ns,
+        "job_api": "tfjob",  # the TrainJob twin: tests/integration/kubeflow/jobs/test_trainjob.py
         "tfjob_workers": 1,
         "evaluator": True,
         "gpus_per_worker": 0,

@@ -8,11 +8,17 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from shardtrain.kubeflow.jobs import manifests, submit
+from shardtrain.kubeflow.jobs.logs import failed_pod_detail
 from shardtrain.kubeflow.jobs.manifests import pod_containers
 from shardtrain.kubeflow.jobs.status import conditions_of
-from shardtrain.kubeflow.jobs.submit import ClusterError, SubmitResult, check_submission
+from shardtrain.kubeflow.jobs.submit import (
+    ClusterError,
+    JobExistsError,
+    SubmitResult,
+    check_submission,
+)
 from shardtrain.kubeflow.jobs.tfjob.render import to_manifest
-from shardtrain.kubeflow.jobs.tfjob.spec import KIND, SUSPENDED, validate
+from shardtrain.kubeflow.jobs.tfjob.spec import CONTAINER_NAME, KIND, SUSPENDED, validate
 
 if TYPE_CHECKING:  # the SDK pulls in the whole Kubernetes client: imported where it is used
     from kubeflow.training import KubeflowOrgV1TFJob, TrainingClient
@@ -44,8 +50,34 @@ class TFJobApi:
         self.client = client
 
     def create(self, job: Any, namespace: str) -> None:
-        # With a job object the SDK takes the kind from the client (job_kind must be None).
-        self.client.create_job(job=job, namespace=namespace)
+        from kubernetes.client.rest import ApiException
+
+        try:
+            # With a job object the SDK takes the kind from the client (job_kind must be None).
+            self.client.create_job(job=job, namespace=namespace)
+        except RuntimeError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ApiException) and cause.status == 409:
+                raise JobExistsError(str(exc)) from exc
+            raise
+
+    def same_job(self, existing: Any, job: Any) -> bool:
+        """Same replicas (types, counts, containers' image, command and args)."""
+
+        def shape(tfjob: Any) -> dict[str, Any]:
+            specs = to_manifest(tfjob)["spec"]["tfReplicaSpecs"]
+            return {
+                rtype: (
+                    rspec.get("replicas"),
+                    [
+                        (c.get("image"), c.get("command"), c.get("args"))
+                        for c in pod_containers(rspec)
+                    ],
+                )
+                for rtype, rspec in specs.items()
+            }
+
+        return shape(existing) == shape(job)
 
     def wait(
         self, name: str, namespace: str, *, timeout: float, poll: float, callback: Any,
@@ -80,6 +112,10 @@ class TFJobApi:
         self.client.get_job_logs(
             name=name, namespace=namespace, job_kind=KIND, is_master=True, follow=True
         )
+
+    def failure_detail(self, name: str, namespace: str) -> str | None:
+        pods = self.client.get_job_pods(name=name, namespace=namespace)
+        return failed_pod_detail(self.client.core_api, pods, namespace, CONTAINER_NAME)
 
     def chief_logs(self, name: str, namespace: str) -> dict[str, str]:
         logs, _ = self.client.get_job_logs(
@@ -142,7 +178,8 @@ def submit_and_wait(
 
     Raises:
         ConfigError: the job breaks a rule of :func:`validate` or has no namespace.
-        ClusterError: the API could not be reached or refused the job (e.g. it exists).
+        ClusterError: the API could not be reached or refused the job (e.g. another job of
+            that name exists; the same job is attached to).
         JobFailedError: the job ended Failed (the message carries the operator's reason).
         JobTimeoutError: the job had not finished after ``wait_timeout`` seconds.
     """

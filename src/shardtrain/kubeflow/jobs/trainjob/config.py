@@ -1,0 +1,144 @@
+"""The settings of shardtrain's TrainJobs (:class:`TrainJobConfig`): everything that differs
+between them; the rest lives in the runtime (``k8s/trainer-v2``, see :mod:`.render`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from shardtrain.errors import ConfigError
+from shardtrain.kubeflow.jobs import settings
+from shardtrain.kubeflow.jobs.settings import JobSettings
+from shardtrain.kubeflow.jobs.trainjob.spec import KIND, check_name, runtime_name
+from shardtrain.kubeflow.pods import DEFAULT_IMAGE, STORAGE_ENV
+from shardtrain.train import cluster
+
+#: Gang schedulers a TrainJob can ask for (through the runtime's podGroupPolicy).
+GANG_SCHEDULERS = ("volcano", "coscheduling")
+
+
+def replicas_in_sync(nodes: int, gpus_per_node: int, train_args: Sequence[str] = ()) -> int:
+    """Replicas a TrainJob's global batch is split over: nodes x devices per node (their GPUs,
+    at most ``--devices``; one CPU device without GPUs). Every node trains."""
+    return settings.replicas_in_sync(nodes, gpus_per_node, train_args)
+
+
+@dataclass(frozen=True)
+class TrainJobConfig(JobSettings):
+    """Everything that differs between shardtrain's TrainJobs.
+
+    Attributes:
+        data: URI of the sharded dataset the trainer reads (``s3://``, ``gs://``).
+        model_dir: URI where checkpoints, TensorBoard logs and the export go.
+        name: TrainJob name: a DNS-1035 label (pods are ``<name>-node-0-<i>``).
+        namespace: namespace of the job, its service account and its Secret.
+        image: the project image, pinned by tag or digest.
+        nodes: training nodes (``trainer.numNodes``): node 0 is the chief, which also
+            evaluates and exports; the others are workers.
+        gpus_per_node: ``nvidia.com/gpu`` limit of each node (0: CPU only).
+        runtime: the ClusterTrainingRuntime (``k8s/trainer-v2``); with
+            ``gang_scheduler`` its gang-scheduled variant (``<runtime>-<scheduler>``).
+        secret: Secret holding the storage variables (``AWS_ACCESS_KEY_ID`` …); None for
+            credential-less storage (GCS with Workload Identity).
+        service_account: the pods' Kubernetes service account.
+        train_args: extra ``shardtrain train`` arguments, e.g. ``("--train-steps", "1000")``.
+        env: extra plain (non-secret) environment variables of every node.
+        cpu: CPU request per node.
+        memory: memory request (and limit) per node.
+        active_deadline_seconds: seconds the job may run before it is failed; None: no limit.
+        termination_grace_seconds: time a node gets between SIGTERM and SIGKILL to finish its
+            step and write its checkpoint.
+        queue: the queue the job waits in: a Kueue LocalQueue (``kueue.x-k8s.io/queue-name``,
+            created suspended), or with ``gang_scheduler="volcano"`` the Volcano queue.
+        gang_scheduler: ``"volcano"`` or ``"coscheduling"`` (the scheduler-plugins'): all
+            nodes start together or none (the runtime's ``podGroupPolicy``); None: the
+            cluster's default scheduler.
+        priority_class: with a Kueue queue, the WorkloadPriorityClass of the job
+            (``kueue.x-k8s.io/priority-class``); pods' own PriorityClass belongs in the
+            runtime, which a TrainJob cannot patch.
+    """
+
+    data: str
+    model_dir: str
+    name: str = "shardtrain"
+    namespace: str = "shardtrain"
+    image: str = DEFAULT_IMAGE
+    nodes: int = 3
+    gpus_per_node: int = 1
+    runtime: str | None = None
+    secret: str | None = "shardtrain-storage"
+    service_account: str = "shardtrain-trainer"
+    train_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cpu: str = "4"
+    memory: str = "16Gi"
+    active_deadline_seconds: int | None = None
+    termination_grace_seconds: int = 120
+    queue: str | None = None
+    gang_scheduler: str | None = None
+    priority_class: str | None = None
+
+    KIND: ClassVar[str] = KIND
+    OPTIONAL: ClassVar[tuple[str, ...]] = (
+        "secret", "queue", "gang_scheduler", "priority_class", "runtime",
+    )  # fmt: skip
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "train_args", tuple(str(a) for a in self.train_args))
+        object.__setattr__(self, "env", {str(k): str(v) for k, v in dict(self.env).items()})
+        for what, value in (("data", self.data), ("model_dir", self.model_dir)):
+            if not value or not str(value).strip():
+                raise ConfigError(f"a {KIND} needs {what} (a dataset/model URI)")
+        settings.check_counts(
+            (
+                ("nodes", self.nodes, 1),
+                ("gpus_per_node", self.gpus_per_node, 0),
+                ("active_deadline_seconds", self.active_deadline_seconds, 1),
+                ("termination_grace_seconds", self.termination_grace_seconds, 0),
+            )
+        )
+        check_name(self.name, self.nodes)
+        settings.check_namespace(self.namespace)
+        settings.check_image(self.image)
+        settings.check_object_names(
+            secret=self.secret, service_account=self.service_account, runtime=self.runtime
+        )
+        settings.check_queue(self.queue)
+        if self.gang_scheduler is not None and self.gang_scheduler not in GANG_SCHEDULERS:
+            raise ConfigError(
+                f"gang_scheduler '{self.gang_scheduler}' is not supported (use "
+                f"{', '.join(GANG_SCHEDULERS)}, or none)"
+            )
+        if self.priority_class is not None:
+            if self.queue is None or self.gang_scheduler is not None:
+                raise ConfigError(
+                    f"priority_class '{self.priority_class}': a {KIND}'s pods get their "
+                    "PriorityClass from the runtime; here it names the Kueue "
+                    "WorkloadPriorityClass, so it needs a Kueue queue (--queue)"
+                )
+            settings.check_object_names(priority_class=self.priority_class)
+        settings.check_env(
+            self.env,
+            {"TF_CONFIG", "PYTHONUNBUFFERED", cluster.TRAINJOB_NUM_NODES_ENV}
+            | {k for k, _ in STORAGE_ENV},
+        )
+        settings.check_train_args(self.train_args, self.replicas_in_sync, self.nodes)
+
+    @property
+    def runtime_name(self) -> str:
+        """The runtime the job references: ``runtime``, else ours (its Volcano variant for
+        ``gang_scheduler``)."""
+        if self.runtime:
+            return self.runtime
+        return runtime_name(self.gang_scheduler)
+
+    @property
+    def replicas_in_sync(self) -> int:
+        """Replicas the global batch is split over (see :func:`replicas_in_sync`)."""
+        return replicas_in_sync(self.nodes, self.gpus_per_node, self.train_args)
+
+    def container_train_args(self) -> tuple[str, ...]:
+        """``train_args``, with the default batch size rounded to split evenly over the
+        replicas (see :func:`shardtrain.kubeflow.jobs.settings.pod_train_args`)."""
+        return settings.pod_train_args(self.train_args, self.replicas_in_sync)

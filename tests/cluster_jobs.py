@@ -1,0 +1,89 @@
+"""What the training-job tests against the live control plane share (tests/integration/kubeflow/
+jobs/): a namespace with the trainer's service account and the storage Secret, a sharded quest
+dataset on MinIO, pods and their local processes, and what to print when a job misbehaves."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from shardtrain.data import datagen, sharding
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def job_namespace(k8s, minio) -> str:
+    """A namespace with the trainer's service account and the storage Secret."""
+    ns = k8s.namespace(service_accounts=("shardtrain-trainer",))
+    env = minio.env
+    k8s.kubectl(
+        "create", "secret", "generic", "shardtrain-storage", "-n", ns,
+        f"--from-literal=AWS_ACCESS_KEY_ID={env['AWS_ACCESS_KEY_ID']}",
+        f"--from-literal=AWS_SECRET_ACCESS_KEY={env['AWS_SECRET_ACCESS_KEY']}",
+        f"--from-literal=AWS_ENDPOINT_URL={env['AWS_ENDPOINT_URL']}",
+        "--from-literal=AWS_REGION=us-east-1",
+    )  # fmt: skip
+    return ns
+
+
+def shard_quest(minio, workdir: Path, bucket: str, rows: int, seed: int = 5) -> str:
+    """``rows`` generated quest rows sharded into ``s3://<bucket>``; returns the dataset URI."""
+    csv = str(workdir / "quest.csv")
+    datagen.generate_quest_logs(csv, rows, seed=seed)
+    out = minio.uri(bucket)
+    sharding.shard(
+        sharding.ShardConfig(
+            sources=(csv,), output=out, label="cleared", key="attempt_id", processes=1
+        )
+    )
+    return out
+
+
+def get(k8s, kind: str, ns: str, name: str) -> dict | None:
+    """An object as JSON, None when it does not exist."""
+    out = k8s.kubectl("get", kind, name, "-n", ns, "-o", "json", check=False)
+    return json.loads(out.stdout) if out.returncode == 0 else None
+
+
+def pid_of(pod: dict | None) -> int | None:
+    """The local process of a running pod (the node agent reports it as its container ID)."""
+    if not pod or pod["status"].get("phase") != "Running":
+        return None
+    for status in pod["status"].get("containerStatuses", []):
+        cid = status.get("containerID", "")
+        if "running" in status.get("state", {}) and cid.startswith("local-process://"):
+            return int(cid.rsplit("/", 1)[1])
+    return None
+
+
+def describe(k8s, namespace: str, kinds: str = "pods,tfjobs") -> str:
+    """The namespace's pods and jobs and the node agent's log tail, for assertion messages."""
+    pods = k8s.kubectl("get", kinds, "-n", namespace, "-o", "wide", check=False)
+    return (
+        f"\n{pods.stdout}{pods.stderr}\nnode agent log (tail):\n{k8s.node_log.read_text()[-3000:]}"
+    )
+
+
+def launcher_kubeconfig(k8s, ns: str, path: Path) -> Path:
+    """k8s/rbac applied in ``ns``; a kubeconfig with a token of its service account only."""
+    rbac = k8s.kubectl("kustomize", str(REPO / "k8s" / "rbac")).stdout
+    docs = [d for d in yaml.safe_load_all(rbac) if d]
+    for doc in docs:
+        doc["metadata"]["namespace"] = ns
+        for subject in doc.get("subjects", ()):
+            subject["namespace"] = ns
+    k8s.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+    token = k8s.kubectl(
+        "create", "token", "shardtrain-launcher", "-n", ns, "--duration", "2h"
+    ).stdout.strip()
+    config = yaml.safe_load(Path(k8s.kubeconfig).read_text())
+    config["users"] = [{"name": "launcher", "user": {"token": token}}]
+    config["contexts"][0]["context"] = {
+        "cluster": "shardtrain",
+        "user": "launcher",
+        "namespace": ns,
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path

@@ -1,0 +1,116 @@
+"""Waiting for a TrainJob, through the Kubernetes client seam: what live controllers cannot
+be made to do on cue (a runtime whose JobSet a webhook keeps denying). Jobs that run:
+tests/integration/kubeflow/jobs/test_trainjob.py."""
+
+from __future__ import annotations
+
+import io
+from unittest import mock
+
+import pytest
+from kubernetes import client as k8s_client
+
+from shardtrain.kubeflow.jobs import trainjob
+from shardtrain.kubeflow.jobs.submit import JobFailedError
+from shardtrain.kubeflow.jobs.trainjob import submit as trainjob_submit
+
+DENIED = (
+    'TrainJob resources reconciliation failed: admission webhook "vjobset.kb.io" denied the '
+    'request: JobSet.jobset.x-k8s.io "q3" is invalid: invalid failure policy rule name'
+)
+
+
+def _job():
+    return trainjob.build_trainjob(
+        trainjob.TrainJobConfig(data="s3://b/q", model_dir="s3://b/m", namespace="ns", name="q3")
+    )
+
+
+def _clients(events):
+    custom = mock.create_autospec(k8s_client.CustomObjectsApi, instance=True)
+    custom.get_namespaced_custom_object.return_value = _job()  # no status: never ends
+    core = mock.create_autospec(k8s_client.CoreV1Api, instance=True)
+    core.list_namespaced_event.return_value = k8s_client.CoreV1EventList(items=events)
+    core.list_namespaced_pod.return_value = k8s_client.V1PodList(items=[])
+    return custom, core
+
+
+def _event(reason, message):
+    return k8s_client.CoreV1Event(
+        metadata=k8s_client.V1ObjectMeta(name="e"),
+        involved_object=k8s_client.V1ObjectReference(kind="TrainJob", name="q3"),
+        reason=reason,
+        message=message,
+        type="Warning",
+    )
+
+
+def test_a_jobset_that_trainer_cannot_create_ends_the_wait_with_the_reason(monkeypatch):
+    monkeypatch.setattr(trainjob_submit, "REFUSED_GRACE_SECONDS", 0.05)
+    clients = _clients([_event("TrainJobResourcesCreationFailed", DENIED)])
+    out = io.StringIO()
+    with pytest.raises(JobFailedError) as info:
+        trainjob.submit_and_wait(
+            _job(), clients=clients, poll_interval=0.01, wait_timeout=60, stream_logs=False,
+            out=out,
+        )  # fmt: skip
+    message = str(info.value)
+    assert message.startswith("TrainJob ns/q3 cannot start: Trainer cannot create its JobSet:")
+    assert "invalid failure policy rule name" in message and "\n" not in message
+
+
+def test_other_warnings_do_not_end_the_wait():
+    clients = _clients([_event("SomethingTransient", "the API server was busy")])
+    with pytest.raises(Exception, match="did not end within"):
+        trainjob.submit_and_wait(
+            _job(), clients=clients, poll_interval=0.01, wait_timeout=0.2, stream_logs=False,
+            out=io.StringIO(),
+        )  # fmt: skip
+
+
+def _failed_pod(name, code, finished):
+    import datetime
+
+    return k8s_client.V1Pod(
+        metadata=k8s_client.V1ObjectMeta(name=name, annotations={}),
+        status=k8s_client.V1PodStatus(
+            phase="Failed",
+            container_statuses=[
+                k8s_client.V1ContainerStatus(
+                    name="node", image="i", image_id="", ready=False, restart_count=0,
+                    state=k8s_client.V1ContainerState(
+                        terminated=k8s_client.V1ContainerStateTerminated(
+                            exit_code=code,
+                            finished_at=datetime.datetime(2026, 1, 1, 0, 0, finished),
+                        )
+                    ),
+                )
+            ],
+        ),
+    )  # fmt: skip
+
+
+def test_a_failed_job_says_which_pod_failed_first_and_its_last_log_line():
+    custom, core = _clients([])
+    failed = _job()
+    failed["status"] = {"conditions": [
+        {"type": "Failed", "status": "True", "reason": "FailJobSetFailurePolicyAction",
+         "message": "applying FailJobSet failure policy action"},
+    ]}  # fmt: skip
+    custom.get_namespaced_custom_object.return_value = failed
+    core.list_namespaced_pod.return_value = k8s_client.V1PodList(
+        items=[_failed_pod("q3-node-0-0-b", 143, 9), _failed_pod("q3-node-0-1-a", 1, 3)]
+    )
+    core.read_namespaced_pod_log.return_value = "loading\nerror: s3://b/q: no dataset here\n"
+    with pytest.raises(JobFailedError) as info:
+        trainjob.submit_and_wait(
+            _job(), clients=(custom, core), poll_interval=0.01, wait_timeout=60,
+            stream_logs=False, out=io.StringIO(),
+        )  # fmt: skip
+    assert str(info.value) == (
+        "TrainJob ns/q3 failed: FailJobSetFailurePolicyAction: applying FailJobSet failure "
+        "policy action; pod q3-node-0-1-a exited 1: error: s3://b/q: no dataset here"
+    )
+    core.read_namespaced_pod_log.assert_called_once_with(
+        "q3-node-0-1-a", "ns", container="node", tail_lines=5
+    )
