@@ -9,7 +9,8 @@ This package holds the root group :func:`cli` and the entry point :func:`main` (
 script ``shardtrain`` and ``python -m shardtrain.cli``); the commands live in one module per
 subject and are attached to the root group here:
 
-* :mod:`.data`: ``gen-data quest|images``, ``shard``, ``finalize``, ``inspect``, ``warm-up``;
+* :mod:`.data`: ``gen-data quest|images``, ``shard``, ``finalize``, ``inspect``, ``warm-up``,
+  ``validate``;
 * :mod:`.train`: ``train``, ``run-local``;
 * :mod:`.jobs`: ``tfjob render|submit``;
 * :mod:`.node`: ``node run`` (a node agent for a local control plane);
@@ -50,6 +51,7 @@ cli.add_command(data.shard_cmd)
 cli.add_command(data.finalize_cmd)
 cli.add_command(data.inspect_cmd)
 cli.add_command(data.warm_up_cmd)
+cli.add_command(data.validate_cmd)
 cli.add_command(train.train_cmd)
 cli.add_command(train.run_local_cmd)
 cli.add_command(jobs.tfjob_group)
