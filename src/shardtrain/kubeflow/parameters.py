@@ -170,6 +170,21 @@ RUN = (
         "(0 disables the gate).",
         0.0,
     ),
+    Param(
+        "data_checks",
+        "str",
+        "Compare the new dataset with the served model's training data (new, missing or "
+        "retyped columns, label classes, missing rates, drift): 'fail' stops the run before "
+        "training when a check fails, 'warn' reports it and goes on, 'off' checks nothing.",
+        "fail",
+    ),
+    Param(
+        "data_check_limits",
+        "str",
+        "Limits of the data checks, e.g. 'numeric_drift=0.05,new_columns=off,"
+        "missing_rate.gold=0.2' ('' keeps the defaults; see `shardtrain validate --help`).",
+        "",
+    ),
     Param("image", "str", "The project image of every step and of the TFJob.", DEFAULT_IMAGE),
     Param(
         "secret_name",
@@ -246,6 +261,14 @@ FINALIZE_SHARDS = (
         "dataset",
         "Output[Dataset]",
         "Points at dataset_uri, with the dataset's row counts, label and splits.",
+    ),
+    passed("serving_uri"),
+    passed("data_checks"),
+    passed("data_check_limits"),
+    Param(
+        "data_checks_report",
+        "Output[Markdown]",
+        "The data checks against the served model's training data, as Markdown.",
     ),
 )
 TRAIN = (
