@@ -66,11 +66,12 @@ class HistogramBins:
     bins: int
 
     @property
-    def scale_divisor(self) -> tuple[float, float]:
-        """``(scale, divisor)`` with ``step = divisor / scale``, both exact in float64."""
+    def inverse_step(self) -> float:
+        """``1 / step``: exact for steps below 1 (``10**-e / m`` with ``m`` 1, 2 or 5), the
+        nearest float64 otherwise."""
         if self.exponent < 0:
-            return float(10 ** (-self.exponent)), float(self.mantissa)
-        return 1.0, float(self.mantissa * 10**self.exponent)
+            return 10 ** (-self.exponent) // self.mantissa * 1.0
+        return 1.0 / (self.mantissa * 10**self.exponent)
 
     def edge(self, q: int) -> float:
         """The lattice point ``q * step``, the closest float64 to its decimal value."""
@@ -107,10 +108,9 @@ class HistogramBins:
             mantissa, exponent = 1, exponent + 1
         if integer and exponent < 0:
             mantissa, exponent = 1, 0
-        probe = cls(0, mantissa, exponent, 1)
-        scale, divisor = probe.scale_divisor
-        first = math.floor(lo * scale / divisor)
-        last = math.floor(hi * scale / divisor) + 1
+        inverse = cls(0, mantissa, exponent, 1).inverse_step
+        first = math.floor(lo * inverse)
+        last = math.floor(hi * inverse) + 1
         return cls(first, mantissa, exponent, max(1, last - first))
 
 
@@ -170,8 +170,7 @@ class Histogram:
         """Count one contiguous numeric array (its nulls, NaN and ±inf are skipped)."""
         if self.bins is None:
             raise ValueError("a histogram read back from JSON cannot count values")
-        scale, divisor = self.bins.scale_divisor
-        add_counts(values, self.counts, first=self.bins.first, scale=scale, divisor=divisor)
+        add_counts(values, self.counts, first=self.bins.first, inverse_step=self.bins.inverse_step)
 
     def add_bools(self, false: int, true: int) -> None:
         """Count bool values (:data:`BOOL_BINS`)."""
