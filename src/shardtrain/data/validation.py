@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from shardtrain import storage
@@ -172,14 +172,7 @@ class Finding:
     limit: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "check": self.check,
-            "column": self.column,
-            "passed": self.passed,
-            "detail": self.detail,
-            "value": self.value,
-            "limit": self.limit,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
