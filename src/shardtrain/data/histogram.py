@@ -42,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shardtrain.kernels import arrow
 from shardtrain.kernels.histogram import add_counts
 
 #: Bins wanted between the sample's low and high quantiles; with steps of 1, 2 or 5 times a
@@ -122,7 +123,7 @@ def bins_from_sample(values: pa.Array | pa.ChunkedArray, *, integer: bool) -> Hi
     """The bins of a numeric column from its values in the planning sample; None when the
     sample holds no finite value of it (the column then has no histogram)."""
     try:
-        floats = pc.cast(values, pa.float64()).drop_null().to_numpy(zero_copy_only=False)
+        floats = arrow.to_numpy(pc.cast(values, pa.float64()).drop_null())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
     floats = floats[np.isfinite(floats)]
