@@ -20,8 +20,9 @@ export             :func:`export_step`     publish the SavedModel at the serving
   fails here, in one pod, not in N) and returns the shard workers that have work to do.
 * :func:`shard_step` runs worker ``i`` of ``n`` of :func:`shardtrain.data.sharding.shard`;
   :func:`finalize_step` merges the workers' tasks into ``metadata.json`` and compares the
-  dataset with the data the served model was trained on (:func:`check_data`: a drifted or
-  reshaped dataset stops the run before training, or is reported, by parameter).
+  dataset with the data the served model was trained on
+  (:mod:`shardtrain.kubeflow.data_checks`: a drifted or reshaped dataset stops the run
+  before training, or is reported, by parameter).
 * :func:`train_step` renders the TFJob with :mod:`shardtrain.kubeflow.jobs.tfjob` (the same
   generator as ``shardtrain tfjob render``) and, on a cluster, submits it and waits (the step
   fails when the job fails or times out); in local mode it runs the very same manifest as
@@ -64,11 +65,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from shardtrain import storage
-from shardtrain.data import profile, sharding, validation
+from shardtrain.data import sharding
 from shardtrain.data.metadata import DatasetMetadata
-from shardtrain.data.validation import Validation
 from shardtrain.errors import ConfigError, DataError, NotCommittedError, ShardtrainError
 from shardtrain.kubeflow import pods
+from shardtrain.kubeflow.data_checks import data_checks_step
 from shardtrain.kubeflow.jobs import tfjob
 from shardtrain.kubeflow.local import processes
 from shardtrain.kubeflow.pointers import read_pointer, write_pointer
@@ -234,14 +235,16 @@ def finalize_step(
     data_checks_report: Any = None,
 ) -> DatasetMetadata:
     """Commit the dataset once every shard worker is done, point ``dataset`` at it, and
-    check it against the data the served model was trained on (:func:`check_data`).
+    check it against the data the served model was trained on
+    (:func:`~shardtrain.kubeflow.data_checks.data_checks_step`).
 
     Args:
         dataset_uri: the dataset's URI.
         worker_reports: the JSON reports of :func:`shard_step` (``dsl.Collected``).
         dataset: the ``dsl.Dataset`` output.
         serving_uri: the serving location whose model the data is compared with.
-        data_checks: ``fail``, ``warn`` or ``off`` (see :func:`check_data`).
+        data_checks: ``fail``, ``warn`` or ``off`` (see
+            :func:`~shardtrain.kubeflow.data_checks.data_checks_step`).
         data_check_limits: the checks' limits (:meth:`~shardtrain.data.validation.Limits.parse`).
         data_checks_report: the ``dsl.Markdown`` output for the checks' report (None: none).
 
@@ -261,7 +264,7 @@ def finalize_step(
     else:  # one worker finalized by itself, or the dataset was complete already
         meta = DatasetMetadata.load(dataset_uri)
     write_pointer(dataset, dataset_uri, **_dataset_facts(meta))
-    check_data(
+    data_checks_step(
         dataset_uri,
         serving_uri,
         mode=data_checks,
@@ -269,91 +272,6 @@ def finalize_step(
         report_path=getattr(data_checks_report, "path", None),
     )
     return meta
-
-
-#: The data checks' outcome, beside the dataset's metadata.json.
-DATA_CHECKS_NAME = "data_checks.json"
-#: What ``data_checks`` may be.
-DATA_CHECK_MODES = ("fail", "warn", "off")
-
-
-def check_data(
-    dataset_uri: str, serving_uri: str, *, mode: str, limits: str, report_path: str | None
-) -> Validation | None:
-    """Compare the dataset with the training data of the model served at ``serving_uri``.
-
-    The served model is the version ``serving_uri/latest.json`` names, and its training data
-    the ``training_data.json`` the export saved with it. With nothing served yet (the first
-    run), or a model exported without its training data's statistics, there is nothing to
-    compare with: the check passes with a note. The outcome is written to
-    ``dataset_uri/data_checks.json`` and, as Markdown, to ``report_path``.
-
-    Args:
-        dataset_uri: the new dataset.
-        serving_uri: the serving location ('' → no check).
-        mode: ``fail`` raises when a check fails (the run stops before training), ``warn``
-            logs the failure and goes on, ``off`` checks nothing.
-        limits: the checks' limits (:meth:`~shardtrain.data.validation.Limits.parse`).
-        report_path: where the Markdown report goes (None: nowhere).
-
-    Returns:
-        The validation, or None when nothing was compared.
-
-    Raises:
-        ConfigError: an unknown mode or a malformed limit.
-        DataChecksFailed: a check failed in ``fail`` mode.
-    """
-    if mode not in DATA_CHECK_MODES:
-        raise ConfigError(f"data_checks must be one of {', '.join(DATA_CHECK_MODES)}, not '{mode}'")
-    parsed = validation.Limits.parse(limits)
-    baseline = _served_training_data(serving_uri) if mode != "off" else None
-    if mode == "off" or isinstance(baseline, str):
-        note = "data checks are off" if mode == "off" else str(baseline)
-        log.info("data checks: %s", note)
-        _write_report(report_path, f"# Data checks: `{dataset_uri}`\n\n**Passed**: {note}.\n")
-        storage.write_json(
-            storage.join(dataset_uri, DATA_CHECKS_NAME),
-            {"passed": True, "new": dataset_uri, "baseline": None, "notes": [note]},
-        )
-        return None
-    assert baseline is not None
-    result = validation.validate(profile.load_profile(dataset_uri), baseline, parsed)
-    text = result.to_markdown()
-    if not result.passed:
-        verdict = "the run stops here" if mode == "fail" else "warn mode: the run goes on"
-        text += f"\n**data_checks={mode}**: {verdict}.\n"
-    _write_report(report_path, text)
-    validation.write_json(result, storage.join(dataset_uri, DATA_CHECKS_NAME))
-    if result.passed:
-        log.info("%s", result.summary())
-    elif mode == "fail":
-        raise validation.DataChecksFailed(result.summary())
-    else:
-        log.warning("%s (data_checks=warn: going on)", result.summary())
-    return result
-
-
-def _served_training_data(serving_uri: str) -> profile.DataProfile | str:
-    """The training data of the model served at ``serving_uri``, or why there is none."""
-    if not serving_uri:
-        return "no serving_uri: nothing served to compare with"
-    if not storage.exists(storage.join(serving_uri, SERVING_POINTER)):
-        return f"nothing served at {serving_uri} yet (first run): nothing to compare with"
-    version = profile.model_version(serving_uri)
-    if version is None or not storage.exists(storage.join(version, profile.TRAINING_DATA)):
-        return (
-            f"the model served at {serving_uri} carries no statistics of its training data "
-            f"(no {profile.TRAINING_DATA}: exported by an earlier shardtrain): nothing to "
-            "compare with"
-        )
-    return profile.load_profile(version)
-
-
-def _write_report(path: str | None, text: str) -> None:
-    if path:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
 
 
 # --------------------------------------------------------------------------------------------
