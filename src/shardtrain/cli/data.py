@@ -1,8 +1,11 @@
-"""``shardtrain gen-data``, ``shard``, ``finalize``, ``inspect``: make, shard and look at datasets.
+"""``shardtrain gen-data``, ``shard``, ``finalize``, ``inspect``, ``validate``: make, shard, look
+at and check datasets.
 
 Synthetic data for demos, tests and benchmarks (:mod:`shardtrain.data.datagen`); CSV files or
 images → TFRecord shards (:mod:`shardtrain.data.sharding`), in one run or as one of N workers
-followed by ``finalize``; and the summary of a committed dataset (:mod:`shardtrain.data.report`).
+followed by ``finalize``; the summary of a committed dataset (:mod:`shardtrain.data.report`);
+and its checks against another dataset or a model's training data
+(:mod:`shardtrain.data.validation`).
 """
 
 from __future__ import annotations
@@ -242,3 +245,37 @@ def warm_up_cmd() -> None:
         f"{sum(stats.loaded.values())} loaded from the cache; CPU {target.cpu_name} ({kind}); "
         f"cache in {', '.join(stats.cache_dirs) or '-'}"
     )
+
+
+@click.command("validate")
+@click.argument("new_dataset")
+@click.option(
+    "--against",
+    required=True,
+    help="The baseline: a dataset, or a model (a SavedModel version, a serving location with "
+    "latest.json, or a model directory) whose training data's statistics it carries.",
+)
+@click.option(
+    "--limits",
+    default="",
+    help="Limits of the checks, e.g. 'numeric_drift=0.05,new_columns=off,missing_rate.gold=0.2' "
+    "(CHECK=VALUE or CHECK.COLUMN=VALUE; off disables) [default: missing_rate=0.05, "
+    "numeric_drift=0.05, categorical_drift=0.1, the column and label checks on].",
+)
+@click.option("--json-report", default=None, help="Also write the outcome as JSON to this URI.")
+def validate_cmd(new_dataset: str, against: str, limits: str, json_report: str | None) -> None:
+    """Check NEW_DATASET against a dataset or a model's training data: new, missing or
+    retyped columns, label classes, missing rates, numeric and categorical drift.
+
+    Prints a report; exits 0 when every check holds, 1 with one line naming the failing
+    columns and checks otherwise.
+    """
+    from shardtrain.data import validation
+
+    result = validation.validate_uris(new_dataset, against, validation.Limits.parse(limits))
+    click.echo(result.to_markdown())
+    if json_report:
+        validation.write_json(result, json_report)
+    if not result.passed:
+        raise validation.DataChecksFailed(result.summary())
+    click.echo(result.summary())

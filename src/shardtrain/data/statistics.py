@@ -4,6 +4,9 @@ Each sharding task accumulates statistics over the rows it accepts; ``finalize``
 tasks' partial statistics into the dataset's ``stats`` in ``metadata.json``. Merging is exact
 and order-independent for counts, missing values, min and max; means and standard deviations
 use Chan et al.'s pairwise update (numerically stable, no sum-of-squares cancellation).
+Numeric columns also get a histogram in bins the plan fixes (:mod:`shardtrain.data.histogram`:
+every task counts into the same bins, so merging adds counts); statistics written before
+histograms existed load without one.
 
 Vocabularies of categorical columns are exact while a column has at most ``MAX_TRACKED``
 distinct values per task (and they fit in ``_MAX_TRACKED_BYTES`` of UTF-8); beyond that the
@@ -20,7 +23,9 @@ allocate nothing per block:
 
 * :class:`NumericStats` summarises each block's values with
   :func:`shardtrain.kernels.moments.moments` (count, extremes, mean, squared deviations)
-  and folds the summaries together here.
+  and folds the summaries together here, and counts them into its histogram with
+  :func:`shardtrain.kernels.histogram.add_counts` (one more pass over values the first
+  pass just brought into the cache).
 * :class:`CategoricalStats` counts values in a :class:`shardtrain.kernels.value_counts.ValueCounts`
   hash table sized by the number of *distinct* values (bounded by ``MAX_TRACKED``), not by
   the number of rows.
@@ -40,6 +45,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shardtrain.data.histogram import BOOL_BINS, Histogram, HistogramBins
 from shardtrain.data.task import MAX_CLASSES
 from shardtrain.kernels import arrow
 from shardtrain.kernels.moments import count_true, moments
@@ -80,7 +86,12 @@ def _chunks(values: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
 
 @dataclass
 class NumericStats:
-    """Count, missing, min, max, mean and standard deviation of a numeric (or bool) column."""
+    """Count, missing, min, max, mean, standard deviation and histogram of a numeric (or
+    bool) column.
+
+    ``histogram`` is None for a column without bins (the planning sample had no value of
+    it, the label's statistics, a dataset sharded before histograms existed).
+    """
 
     count: int = 0
     missing: int = 0
@@ -89,6 +100,12 @@ class NumericStats:
     mean: float = 0.0
     m2: float = 0.0  # sum of squared deviations from the mean
     nan: int = 0  # NaN or ±inf values present in the data (not counted as missing)
+    histogram: Histogram | None = field(default=None, compare=False)
+
+    @classmethod
+    def with_bins(cls, bins: HistogramBins | None) -> NumericStats:
+        """Empty statistics that count values into ``bins`` (None: no histogram)."""
+        return cls(histogram=Histogram.empty(bins) if bins is not None else None)
 
     def update_table(self, table: pa.Table, name: str) -> None:
         """Add the column ``name`` of one batch (every kind of statistics takes a batch so)."""
@@ -112,6 +129,8 @@ class NumericStats:
             if pa.types.is_boolean(chunk.type):
                 valid = n - nulls
                 trues = count_true(chunk)
+                if self.histogram is not None:
+                    self.histogram.add_bools(valid - trues, trues)
                 self._fold(
                     valid,
                     0.0 if trues < valid else 1.0,
@@ -124,14 +143,33 @@ class NumericStats:
                 chunk = pc.cast(chunk, pa.float64())
             summary = moments(chunk)
             self.nan += summary.nonfinite  # NaN and ±inf: kept in the data, not in the statistics
+            if self.histogram is not None:
+                self.histogram.update(chunk)
             self._fold(summary.finite, summary.min, summary.max, summary.mean, summary.m2)
 
     def merge(self, other: NumericStats, missing: bool = True) -> None:
-        """Fold ``other`` into this one (Chan et al.'s parallel variance)."""
+        """Fold ``other`` into this one (Chan et al.'s parallel variance).
+
+        Histograms add up when both have the same bins; empty statistics take ``other``'s.
+        A part without a histogram (or with other bins) that holds values leaves the merged
+        column without one: a histogram of some of the rows would misstate the column.
+        """
+        self._merge_histogram(other)
         if missing:
             self.missing += other.missing
             self.nan += other.nan
         self._fold(other.count, other.min, other.max, other.mean, other.m2)
+
+    def _merge_histogram(self, other: NumericStats) -> None:
+        mine, theirs = self.histogram, other.histogram
+        if mine is None:
+            if theirs is not None and self.count == self.nan == 0:
+                self.histogram = theirs.copy()
+        elif theirs is None or not mine.compatible(theirs):
+            if other.count:
+                self.histogram = None
+        else:
+            mine.merge(theirs)
 
     def _fold(self, count: int, lo: float, hi: float, mean: float, m2: float) -> None:
         """Chan et al.: combine two (count, mean, m2) summaries without revisiting values.
@@ -167,6 +205,7 @@ class NumericStats:
             "mean": None if empty else self.mean,
             "std": None if empty else self.std,
             "m2": self.m2,
+            **({"histogram": self.histogram.to_dict()} if self.histogram is not None else {}),
         }
 
     @classmethod
@@ -180,6 +219,7 @@ class NumericStats:
             max=-math.inf if empty else d["max"],
             mean=0.0 if empty else d["mean"],
             m2=d["m2"],
+            histogram=Histogram.from_dict(d["histogram"]) if d.get("histogram") else None,
         )
 
 
@@ -391,11 +431,14 @@ class ImageStats:
 ColumnStats = NumericStats | CategoricalStats | ImageStats
 
 
-def new_stats(column_type: str) -> ColumnStats:
-    """Empty statistics for a column of the given schema type."""
+def new_stats(column_type: str, bins: HistogramBins | None = None) -> ColumnStats:
+    """Empty statistics for a column of the given schema type; a numeric column counts its
+    values into ``bins`` (a bool column always into :data:`BOOL_BINS`)."""
     if column_type == "image":
         return ImageStats()
-    return CategoricalStats() if column_type == "string" else NumericStats()
+    if column_type == "string":
+        return CategoricalStats()
+    return NumericStats.with_bins(BOOL_BINS if column_type == "bool" else bins)
 
 
 def stats_from_dict(d: dict[str, Any]) -> ColumnStats:

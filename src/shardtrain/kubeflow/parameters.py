@@ -178,6 +178,21 @@ RUN = (
         "image", "str", "The project image of every step and of the training job.", DEFAULT_IMAGE
     ),
     Param(
+        "data_checks",
+        "str",
+        "Compare the new dataset with the served model's training data (new, missing or "
+        "retyped columns, label classes, missing rates, drift): 'fail' stops the run before "
+        "training when a check fails, 'warn' reports it and goes on, 'off' checks nothing.",
+        "fail",
+    ),
+    Param(
+        "data_check_limits",
+        "str",
+        "Limits of the data checks, e.g. 'numeric_drift=0.05,new_columns=off,"
+        "missing_rate.gold=0.2' ('' keeps the defaults; see `shardtrain validate --help`).",
+        "",
+    ),
+    Param(
         "secret_name",
         "str",
         "Kubernetes Secret holding AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and optionally "
@@ -278,6 +293,14 @@ FINALIZE_SHARDS = (
         "dataset",
         "Output[Dataset]",
         "Points at dataset_uri, with the dataset's row counts, label and splits.",
+    ),
+    passed("serving_uri"),
+    passed("data_checks"),
+    passed("data_check_limits"),
+    Param(
+        "data_checks_report",
+        "Output[Markdown]",
+        "The data checks against the served model's training data, as Markdown.",
     ),
 )
 TRAIN = (

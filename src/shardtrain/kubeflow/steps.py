@@ -9,7 +9,8 @@ component          library function        does
 =================  ======================  =================================================
 plan_shards        :func:`plan_step`       check the inputs once, choose the shard workers
 shard (x N)        :func:`shard_step`      one shard worker (``dsl.ParallelFor``)
-finalize_shards    :func:`finalize_step`   commit ``metadata.json`` (``dsl.Collected``)
+finalize_shards    :func:`finalize_step`   commit ``metadata.json`` (``dsl.Collected``), check
+                                           it against the served model's training data
 train              :func:`train_step`      the TrainJob/TFJob: submit and wait, or run locally
 evaluate           :func:`evaluate_step`   blessing, metrics, ROC, slices, Markdown report
 export             :func:`export_step`     publish the SavedModel (when blessed)
@@ -19,7 +20,10 @@ deploy             :func:`deploy_step`     a KServe InferenceService of it (``de
 * :func:`plan_step` lists the sources and settles the schema once (a missing file or label
   fails here, in one pod, not in N) and returns the shard workers that have work to do.
 * :func:`shard_step` runs worker ``i`` of ``n`` of :func:`shardtrain.data.sharding.shard`;
-  :func:`finalize_step` merges the workers' tasks into ``metadata.json``.
+  :func:`finalize_step` merges the workers' tasks into ``metadata.json`` and compares the
+  dataset with the data the served model was trained on
+  (:mod:`shardtrain.kubeflow.data_checks`: a drifted or reshaped dataset stops the run
+  before training, or is reported, by parameter).
 * :func:`train_step` renders the training job with the generators of ``shardtrain trainjob
   render`` (Kubeflow Trainer v2, where the cluster serves it: ``job_api=auto``) or ``shardtrain
   tfjob render`` and, on a cluster, submits it and waits (the step fails when the job fails or
@@ -72,6 +76,7 @@ from shardtrain.data import sharding
 from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.errors import ConfigError, DataError, NotCommittedError, ShardtrainError
 from shardtrain.kubeflow import pods
+from shardtrain.kubeflow.data_checks import data_checks_step
 from shardtrain.kubeflow.jobs import tfjob, trainjob
 from shardtrain.kubeflow.local import processes
 from shardtrain.kubeflow.pointers import read_pointer, write_pointer
@@ -225,19 +230,36 @@ def _dataset_facts(meta: DatasetMetadata) -> dict[str, Any]:
     }
 
 
-def finalize_step(*, dataset_uri: str, worker_reports: list[str], dataset: Any) -> DatasetMetadata:
-    """Commit the dataset once every shard worker is done, and point ``dataset`` at it.
+def finalize_step(
+    *,
+    dataset_uri: str,
+    worker_reports: list[str],
+    dataset: Any,
+    serving_uri: str = "",
+    data_checks: str = "fail",
+    data_check_limits: str = "",
+    data_checks_report: Any = None,
+) -> DatasetMetadata:
+    """Commit the dataset once every shard worker is done, point ``dataset`` at it, and
+    check it against the data the served model was trained on
+    (:func:`~shardtrain.kubeflow.data_checks.data_checks_step`).
 
     Args:
         dataset_uri: the dataset's URI.
         worker_reports: the JSON reports of :func:`shard_step` (``dsl.Collected``).
         dataset: the ``dsl.Dataset`` output.
+        serving_uri: the serving location whose model the data is compared with.
+        data_checks: ``fail``, ``warn`` or ``off`` (see
+            :func:`~shardtrain.kubeflow.data_checks.data_checks_step`).
+        data_check_limits: the checks' limits (:meth:`~shardtrain.data.validation.Limits.parse`).
+        data_checks_report: the ``dsl.Markdown`` output for the checks' report (None: none).
 
     Returns:
         The dataset's metadata.
 
     Raises:
         DataError: a task is missing, or too many rows were rejected.
+        DataChecksFailed: a data check failed with ``data_checks='fail'``.
     """
     _setup_logging()
     reports = [json.loads(r) for r in worker_reports]
@@ -248,6 +270,13 @@ def finalize_step(*, dataset_uri: str, worker_reports: list[str], dataset: Any) 
     else:  # one worker finalized by itself, or the dataset was complete already
         meta = DatasetMetadata.load(dataset_uri)
     write_pointer(dataset, dataset_uri, **_dataset_facts(meta))
+    data_checks_step(
+        dataset_uri,
+        serving_uri,
+        mode=data_checks,
+        limits=data_check_limits,
+        report_path=getattr(data_checks_report, "path", None),
+    )
     return meta
 
 

@@ -27,10 +27,16 @@ columns in the order of ``classes``), ``class_ids`` (int64 ``[batch]``) and ``cl
 standardised output times the label's standard deviation plus its mean, as
 ``shardtrain_model.json``'s ``feature_spec`` records them).
 
+The training dataset's schema and statistics go beside the SavedModel as
+``training_data.json`` (:mod:`shardtrain.data.profile`), and with it into every published
+version: a later run checks new data against what the model was trained on
+(``shardtrain validate NEW --against MODEL``) even once that dataset is gone.
+
 Layout in the model directory (``export/latest.json`` is written last, so a reader never
 picks up a half-uploaded export)::
 
-    MODEL_DIR/export/<unix-seconds>/saved_model.pb, variables/, shardtrain_model.json
+    MODEL_DIR/export/<unix-seconds>/saved_model.pb, variables/, shardtrain_model.json,
+                                    training_data.json
     MODEL_DIR/export/latest.json   {"path": "export/<unix-seconds>", "step": N, ...}
 """
 
@@ -47,6 +53,7 @@ from dataclasses import asdict
 from typing import Any
 
 from shardtrain import storage
+from shardtrain.data.profile import write_profile
 from shardtrain.errors import NotCommittedError
 from shardtrain.train.features import FeatureSpec
 from shardtrain.train.models import model_inputs
@@ -142,7 +149,13 @@ def _remove_orphaned_staging() -> None:
 
 
 def export_saved_model(
-    model: Any, spec: FeatureSpec, model_dir: str, *, step: int, extra: dict | None = None
+    model: Any,
+    spec: FeatureSpec,
+    model_dir: str,
+    *,
+    step: int,
+    extra: dict | None = None,
+    dataset: str | None = None,
 ) -> str:
     """Save ``model`` with serving signatures and publish it under ``MODEL_DIR/export/``.
 
@@ -152,6 +165,8 @@ def export_saved_model(
         model_dir: the model directory URI.
         step: the global step of the weights (recorded in the pointer).
         extra: more facts for ``shardtrain_model.json`` (e.g. the training config).
+        dataset: the training dataset's URI: its schema and statistics are saved with the
+            model (``training_data.json``); None saves none.
 
     Returns:
         The export's URI.
@@ -176,6 +191,8 @@ def export_saved_model(
         }
         with open(os.path.join(path, MODEL_INFO), "w") as f:
             json.dump(info, f, indent=2, default=str)
+        if dataset is not None:
+            write_profile(path, dataset)
         target = storage.join(model_dir, "export", version)
         storage.upload_dir(path, target)
     finally:

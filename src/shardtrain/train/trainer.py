@@ -330,6 +330,7 @@ def _export(
         config.model_dir,
         step=step,
         extra={"train_config": config.to_dict(), "data": config.data},
+        dataset=config.data,
     )
     return export_uri, final_metrics(config, evaluator, step, sidecar=role.has_evaluator)
 

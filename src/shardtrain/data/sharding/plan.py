@@ -21,6 +21,7 @@ from typing import Any
 
 from shardtrain import storage
 from shardtrain.data import column_blocks, examples
+from shardtrain.data.histogram import HistogramBins, plan_bins
 from shardtrain.data.metadata import FORMAT
 from shardtrain.data.schema import Schema
 from shardtrain.data.shard_config import MIB, ShardConfig
@@ -83,6 +84,12 @@ class Plan:
     options: dict[str, Any]
     estimated_rows: int
     fingerprint: str = ""
+    #: The histogram bins of the numeric columns (:mod:`shardtrain.data.histogram`), chosen
+    #: from the planning sample. Not part of the fingerprint: they follow from the inputs,
+    #: which it covers, and shape the statistics only, never the shards, so a dataset written
+    #: before histograms existed is still the same dataset (complete: kept; half-written:
+    #: resumed, its columns then without histograms, see ``NumericStats.merge``).
+    histograms: dict[str, HistogramBins] = dataclasses.field(default_factory=dict)
 
     def shard_path(self, split_index: int, shard: int) -> str:
         """Path of a shard relative to the dataset URI."""
@@ -108,12 +115,15 @@ class Plan:
             "options": self.options,
             "estimated_rows": self.estimated_rows,
             "tasks": [t.to_dict() for t in self.tasks],
+            "histograms": {name: b.to_list() for name, b in self.histograms.items()},
         }
 
     def fingerprinted(self) -> Plan:
-        """This plan with its fingerprint: a hash of everything but the fingerprint."""
+        """This plan with its fingerprint: a hash of everything but the fingerprint (and
+        the histogram bins, see :attr:`histograms`)."""
         payload = self.to_dict()
         payload.pop("fingerprint")
+        payload.pop("histograms")
         return Plan(**{**self.__dict__, "fingerprint": _fingerprint(payload)})
 
     def earlier_fingerprint(self) -> str | None:
@@ -137,6 +147,9 @@ class Plan:
             options=d["options"],
             estimated_rows=d["estimated_rows"],
             fingerprint=d["fingerprint"],
+            histograms={
+                name: HistogramBins.from_list(b) for name, b in d.get("histograms", {}).items()
+            },
         )
 
 
@@ -217,6 +230,7 @@ def build_plan(config: ShardConfig) -> Plan:
         for t, group in enumerate(groups)
     )
     options = {**config.plan_options(), **final.options}
+    features = {c.name: c.type for c in schema.features}
     plan = Plan(
         output=config.output,
         sources=tuple(sources),
@@ -227,6 +241,7 @@ def build_plan(config: ShardConfig) -> Plan:
         compression=config.compression,
         options=options,
         estimated_rows=estimated_rows,
+        histograms=plan_bins(features, inputs.sample),
     )
     return plan.fingerprinted()
 

@@ -154,7 +154,7 @@ def _foreign_files(output: str, splits_now: list[str]) -> list[str]:
         splits.update(splits_now)
     shards = "|".join(map(re.escape, sorted(splits))) or "(?!)"
     own = re.compile(
-        rf"(?:_plan\.json|metadata\.json|rejects/rejects\.jsonl|{lease}"
+        rf"(?:_plan\.json|metadata\.json|data_checks\.json|rejects/rejects\.jsonl|{lease}"
         r"|_tasks/task-\d{5}(?:\.json|\.rejects\.jsonl)"
         rf"|(?:{shards})/part-\d{{5}}-of-\d{{5}}\.tfrecord(?:\.gz)?)(?:\.tmp-[0-9a-f]{{12}})?"
     )

@@ -80,7 +80,7 @@ def _run_task(plan: Plan, task: Task, config: ShardConfig, progress: Progress | 
     result = TaskResult(task=task.index)
     source = config.source()
     layout = plan.layout
-    column_stats = source.new_statistics(schema)
+    column_stats = source.new_statistics(schema, plan.histograms)
     label_stats = LabelStats()
     fractions = np.cumsum([f for _, f in plan.splits])
     fractions[-1] = 1.0

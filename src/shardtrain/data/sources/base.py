@@ -39,6 +39,7 @@ import numpy as np
 import pyarrow as pa
 
 from shardtrain import storage
+from shardtrain.data.histogram import HistogramBins
 from shardtrain.data.schema import Schema
 from shardtrain.data.statistics import ColumnStats, new_stats
 from shardtrain.errors import DataError, ShardtrainError, StorageError
@@ -217,9 +218,13 @@ class Source(abc.ABC):
         added (stored in the plan, so :meth:`recall` can take it back)."""
         return FinalSchema(inputs.schema, inputs.options)
 
-    def new_statistics(self, schema: Schema) -> dict[str, ColumnStats]:
-        """Empty statistics for every feature column (merged across tasks by the sharder)."""
-        return {c.name: new_stats(c.type) for c in schema.features}
+    def new_statistics(
+        self, schema: Schema, bins: Mapping[str, HistogramBins] | None = None
+    ) -> dict[str, ColumnStats]:
+        """Empty statistics for every feature column (merged across tasks by the sharder);
+        numeric columns count into their ``bins`` (the plan's)."""
+        bins = bins or {}
+        return {c.name: new_stats(c.type, bins.get(c.name)) for c in schema.features}
 
     def warm_up(self) -> None:  # noqa: B027 - optional hook: nothing to load by default
         """Load what the first task would otherwise load (compiled kernels): a head start for

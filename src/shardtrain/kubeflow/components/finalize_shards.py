@@ -9,6 +9,9 @@ finalize_shards = step_component(
     step="finalize_step",
     summary="""
     Merges the shard workers' tasks into dataset_uri/metadata.json (statistics, rejects,
-    splits) and outputs a Dataset pointing at it. See shardtrain.kubeflow.steps.finalize_step.
+    splits) and outputs a Dataset pointing at it; then checks the dataset against the
+    training data of the model served at serving_uri (data_checks: fail, warn or off) and
+    writes the outcome to data_checks_report and dataset_uri/data_checks.json. See
+    shardtrain.kubeflow.steps.finalize_step.
     """,
 )

@@ -158,6 +158,83 @@ def test_csv_to_model_end_to_end_on_minio(minio, tmp_path, capfd, deterministic_
         assert minio.env[name] not in text, name
 
 
+def test_a_drifted_dataset_is_flagged_before_training(minio, tmp_path, capfd):
+    """Data checks in the finalize step, against the model served at serving_uri.
+
+    A first run (nothing served) passes with a note and publishes a model that carries its
+    training data's statistics; a second run on data whose gear_score is tripled stops in
+    finalize (data_checks=fail) naming the column, before any training; a third, with
+    data_checks=warn, goes on to a published model, and its report says so.
+    """
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+
+    from shardtrain.data.profile import TRAINING_DATA
+    from shardtrain.errors import ShardtrainError
+
+    csv_path = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(csv_path), 6_000, seed=13)
+    table = pacsv.read_csv(csv_path)
+    at = table.column_names.index("gear_score")
+    pacsv.write_csv(
+        table.set_column(at, "gear_score", pc.multiply(table["gear_score"], 3)),
+        tmp_path / "drifted.csv",
+    )
+    base = minio.uri("checks")
+    for name in ("quest", "drifted"):
+        storage.upload_file(str(tmp_path / f"{name}.csv"), f"{base}/raw/{name}.csv")
+    common = {
+        "serving_uri": f"{base}/serving",
+        "key": "attempt_id",
+        "shard_workers": 1,
+        "shard_cpu": "1",
+        "tfjob_workers": 0,
+        "evaluator": False,
+        "gpus_per_worker": 0,
+        "train_steps": 20,
+        "batch_size": 64,
+        "checkpoint_every": 20,
+    }
+
+    def run(name: str, source: str, mode: str):
+        arguments = client.parse_arguments([f"sources={base}/raw/{source}.csv"]) | {
+            **common,
+            "dataset_uri": f"{base}/{name}/dataset",
+            "model_dir": f"{base}/{name}/model",
+            "data_checks": mode,
+        }
+        root = tmp_path / name
+        return arguments, root, lambda: client.run_local(arguments, pipeline_root=str(root))
+
+    def finalize_report(root: Path) -> str:
+        [report] = root.glob("*/finalize-shards/data_checks_report")
+        return report.read_text()
+
+    _, root, start = run("first", "quest", "fail")
+    first = start()
+    assert "first run" in finalize_report(root)
+    assert storage.exists(f"{first.served}/{TRAINING_DATA}")  # the published version's data
+
+    arguments, root, start = run("second", "drifted", "fail")
+    capfd.readouterr()
+    with pytest.raises(ShardtrainError, match="failed"):
+        start()
+    text = "".join(capfd.readouterr())
+    assert "data checks failed against" in text
+    assert "numeric_drift: gear_score (JS divergence" in text
+    assert not storage.exists(f"{arguments['model_dir']}/export/latest.json")  # never trained
+    checks = storage.read_json(f"{arguments['dataset_uri']}/data_checks.json")
+    assert checks["passed"] is False and checks["failures"][0]["column"] == "gear_score"
+
+    _, root, start = run("third", "drifted", "warn")
+    third = start()
+    report = finalize_report(root)
+    assert "**Result: FAILED (1 finding(s))**" in report
+    assert "| numeric_drift | gear_score |" in report
+    assert "**data_checks=warn**: warn mode: the run goes on" in report
+    assert third.served != first.served and storage.exists(f"{third.served}/saved_model.pb")
+
+
 def test_the_same_pipeline_trains_on_an_image_directory_tree(tmp_path, deterministic_tf):
     """Image datasets go through the same pipeline: a tree shards, the image model trains.
 

@@ -56,6 +56,12 @@ def test_split_is_deterministic_across_runs_and_worker_counts(tmp_path):
     checks = [[s["crc32c"] for s in m["splits"]["train"]["shards"]] for m in runs]
     assert checks[0] == checks[1] == checks[2] == checks[3]  # byte-identical shards
     assert _split_keys(str(tmp_path / "one")) == _split_keys(str(tmp_path / "three"))
+    # The histograms too, however many workers and processes counted them.
+    hists = [{n: c.get("histogram") for n, c in m["stats"]["columns"].items()} for m in runs]
+    assert hists[0] == hists[1] == hists[2] == hists[3]
+    assert (
+        sum(hists[0]["player_level"]["counts"]) == one["stats"]["columns"]["player_level"]["count"]
+    )
     # Hashing the whole row instead of a key is deterministic too.
     a = sharding.shard(
         _config([csv_path], tmp_path / "row-a", task_bytes=300_000)
@@ -87,3 +93,24 @@ def test_schema_file_overrides_types_and_drops(tmp_path):
     typo.write_text("drop: [nonexistent]\n")
     with pytest.raises(ConfigError, match="does not have: nonexistent"):
         sharding.shard(_config([ALL_TYPES], tmp_path / "y", schema_file=str(typo)))
+
+
+def test_histogram_bins_are_in_the_plan_but_not_in_its_fingerprint(tmp_path):
+    """A dataset written before histograms existed (its plan has none) is the same dataset:
+    complete, it is kept as it is."""
+    import json
+
+    csv_path = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(csv_path), 3_000, seed=2)
+    config = _config([csv_path], tmp_path / "ds", key="attempt_id")
+    meta = _metadata(config)
+    plan_file = tmp_path / "ds" / "_plan.json"
+    plan = json.loads(plan_file.read_text())
+    assert plan["histograms"]["player_level"][1:3] == [2, 0]  # steps of 2 levels
+    assert "histogram" in meta["stats"]["columns"]["gear_score"]
+    # As an earlier version wrote it: no bins in the plan, no histograms in the statistics.
+    del plan["histograms"]
+    plan_file.write_text(json.dumps(plan))
+    stored = sharding.Plan.from_dict(str(tmp_path / "ds"), plan)
+    assert stored.histograms == {} and stored.fingerprinted().fingerprint == plan["fingerprint"]
+    assert sharding.shard(config).status == "already-complete"

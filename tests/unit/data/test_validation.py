@@ -1,0 +1,149 @@
+"""The data checks: each one firing and not firing, the limits' syntax, the report."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from helpers import shard
+from shardtrain.data import datagen
+from shardtrain.data.metadata import DatasetMetadata
+from shardtrain.data.profile import DataProfile
+from shardtrain.data.validation import Limits, validate
+from shardtrain.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def quest(tmp_path_factory) -> dict:
+    """metadata.json of 4,000 quest rows."""
+    tmp = tmp_path_factory.mktemp("quest")
+    datagen.generate_quest_logs(str(tmp / "q.csv"), 4_000, seed=8)
+    return shard([tmp / "q.csv"], tmp / "ds", key="attempt_id")
+
+
+def _profile(meta: dict, uri: str) -> DataProfile:
+    return DataProfile(uri=uri, metadata=DatasetMetadata.from_dict(meta), source=uri)
+
+
+def _check(new: dict, old: dict, limits: str = ""):
+    return validate(_profile(new, "new"), _profile(old, "old"), Limits.parse(limits))
+
+
+def _failed(result) -> set[tuple[str, str]]:
+    return {(f.check, f.column) for f in result.failures}
+
+
+def test_the_same_data_passes_every_check(quest):
+    result = _check(quest, quest)
+    assert result.passed and not result.failures
+    checks = {f.check for f in result.findings}
+    assert checks == {"missing_rate", "numeric_drift", "categorical_drift"}
+    assert result.summary() == "new: every data check holds against old"
+
+
+def test_missing_new_and_retyped_columns(quest):
+    new = copy.deepcopy(quest)
+    columns = new["schema"]["columns"]
+    columns[:] = [c for c in columns if c["name"] != "region"]  # missing
+    next(c for c in columns if c["name"] == "party_size")["type"] = "string"  # retyped
+    columns.append({"name": "server", "type": "string", "drop": False})  # new
+    result = _check(new, quest)
+    assert _failed(result) == {
+        ("missing_columns", "region"),
+        ("retyped_columns", "party_size"),
+        ("new_columns", "server"),
+    }
+    line = result.summary()
+    assert "retyped_columns: party_size (int → string)" in line
+    assert "missing_columns: region (string column missing)" in line
+    assert _check(new, quest, "missing_columns=off,new_columns=off,retyped_columns=off").passed
+
+
+def test_label_classes_appearing_and_vanishing(quest):
+    new = copy.deepcopy(quest)
+    counts = new["stats"]["label"]["counts"]
+    counts["2"] = 17
+    result = _check(new, quest)
+    assert _failed(result) == {("label_classes", "cleared")}
+    assert "new class '2' (17 rows)" in result.summary()
+    del counts["1"]
+    assert "class '1' vanished" in _check(new, quest).summary()
+    assert _check(new, quest, "label_classes=off").passed
+
+
+def test_missing_rate_jumps(quest):
+    new = copy.deepcopy(quest)
+    gear = new["stats"]["columns"]["gear_score"]
+    moved = int(gear["count"] * 0.1)
+    gear["count"] -= moved
+    gear["missing"] += moved
+    result = _check(new, quest, "numeric_drift=off")
+    assert _failed(result) == {("missing_rate", "gear_score")}
+    assert "missing rate 0.00% → 10.00%" in result.summary()
+    assert _check(new, quest, "numeric_drift=off,missing_rate=0.2").passed
+    assert _check(new, quest, "numeric_drift=off,missing_rate.gear_score=off").passed
+
+
+def test_numeric_drift(quest):
+    new = copy.deepcopy(quest)
+    hist = new["stats"]["columns"]["player_level"]["histogram"]
+    counts = hist["counts"]
+    hist["counts"] = [0] * 5 + counts[:-6] + [sum(counts[-6:])]  # 10 levels higher
+    result = _check(new, quest)
+    assert _failed(result) == {("numeric_drift", "player_level")}
+    finding = result.failures[0]
+    assert finding.value is not None and finding.value > 0.05 and finding.limit == 0.05
+    assert _check(new, quest, "numeric_drift.player_level=1").passed
+    # Statistics without histograms (sharded before them): not compared, said so.
+    del new["stats"]["columns"]["player_level"]["histogram"]
+    result = _check(new, quest)
+    assert result.passed and any("player_level: no histogram" in n for n in result.notes)
+
+
+def test_categorical_drift(quest):
+    new = copy.deepcopy(quest)
+    top = new["stats"]["columns"]["platform"]["top"]
+    top[0]["count"], top[1]["count"] = top[0]["count"] + top[1]["count"], 0  # one platform gone
+    result = _check(new, quest)
+    assert _failed(result) == {("categorical_drift", "platform")}
+    assert "L-inf distance" in result.summary()
+    assert _check(new, quest, "categorical_drift=0.9").passed
+
+
+def test_the_report_names_failures_and_every_column(quest):
+    new = copy.deepcopy(quest)
+    new["schema"]["columns"][2]["type"] = "string"
+    text = _check(new, quest).to_markdown()
+    assert "**Result: FAILED (1 finding(s))**" in text
+    assert "| retyped_columns | player_level | int → string |" in text
+    assert "| gear_score | numeric_drift | 0 | 0.05 | ok |" in text
+    doc = _check(new, quest).to_dict()
+    assert doc["passed"] is False and doc["failures"][0]["column"] == "player_level"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("drift=0.1", "CHECK one of"),
+        ("numeric_drift", "expected CHECK=VALUE"),
+        ("numeric_drift=-1", "a number >= 0 or off"),
+        ("numeric_drift=lots", "a number >= 0 or off"),
+        ("new_columns=0.5", "new_columns is on or off"),
+        ("new_columns.x=off", "new_columns is on or off"),
+    ],
+)
+def test_malformed_limits_are_one_line_errors(text, message):
+    with pytest.raises(ConfigError, match=message):
+        Limits.parse(text)
+
+
+def test_limits_parse_and_describe():
+    limits = Limits.parse(" numeric_drift=0.2, new_columns=off ,missing_rate.gold=off,"
+                          "categorical_drift.Market Share Perc. (Nov 2013)=0.3")  # fmt: skip
+    assert limits.numeric_drift == 0.2 and limits.new_columns is False
+    assert limits.limit("missing_rate", "gold") is None
+    assert limits.limit("missing_rate", "other") == 0.05
+    assert limits.limit("categorical_drift", "Market Share Perc. (Nov 2013)") == 0.3
+    assert Limits.parse(limits.describe()) == limits
+    assert Limits.parse("") == Limits()

@@ -1,0 +1,85 @@
+"""The finalize step's data checks against the model served at serving_uri: the first run,
+the same data, a tripled column in fail, warn and off modes, per-column limits, a model
+exported without its training data's statistics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shardtrain import storage
+from shardtrain.data import datagen, sharding
+from shardtrain.data.profile import write_profile
+from shardtrain.data.validation import DataChecksFailed
+from shardtrain.errors import ConfigError
+from shardtrain.kubeflow import data_checks
+
+VERSION = "1700000000"
+
+
+def _served(tmp_path: Path, dataset_uri: str) -> str:
+    """A serving location whose latest version was trained on ``dataset_uri``."""
+    serving = tmp_path / "serving"
+    (serving / VERSION).mkdir(parents=True)
+    (serving / VERSION / "saved_model.pb").write_bytes(b"")
+    write_profile(str(serving / VERSION), dataset_uri)
+    storage.write_json(str(serving / "latest.json"), {"version": VERSION, "path": VERSION})
+    return str(serving)
+
+
+def test_finalize_checks_the_data_against_the_served_model(tmp_path):
+    csv = tmp_path / "q.csv"
+    datagen.generate_quest_logs(str(csv), 3000, seed=5)
+    old, new = str(tmp_path / "old"), str(tmp_path / "new")
+    sharding.shard(sharding.ShardConfig(sources=(str(csv),), output=old, label="cleared"))
+    # The new data: gear_score tripled.
+    lines = csv.read_text().splitlines()
+    at = lines[0].split(",").index("gear_score")
+    rows = [line.split(",") for line in lines[1:]]
+    for row in rows:
+        row[at] = str(float(row[at]) * 3)
+    (tmp_path / "new.csv").write_text("\n".join([lines[0], *map(",".join, rows)]) + "\n")
+    sharding.shard(
+        sharding.ShardConfig(sources=(str(tmp_path / "new.csv"),), output=new, label="cleared")
+    )
+    report = tmp_path / "report.md"
+
+    # First run: nothing served, the check passes with a note.
+    first = data_checks.data_checks_step(new, str(tmp_path / "serving"), mode="fail", limits="",
+                             report_path=str(report))  # fmt: skip
+    assert first is None and "first run" in report.read_text()
+    assert storage.read_json(f"{new}/data_checks.json")["passed"] is True
+
+    serving = _served(tmp_path, old)
+    same = data_checks.data_checks_step(
+        old, serving, mode="fail", limits="", report_path=str(report)
+    )
+    assert same is not None and same.passed and "**Result: passed**" in report.read_text()
+    with pytest.raises(DataChecksFailed, match=r"numeric_drift: gear_score \(JS divergence"):
+        data_checks.data_checks_step(new, serving, mode="fail", limits="", report_path=str(report))
+    assert "**data_checks=fail**: the run stops here" in report.read_text()
+    saved = storage.read_json(f"{new}/data_checks.json")
+    assert saved["passed"] is False and saved["failures"][0]["column"] == "gear_score"
+    warned = data_checks.data_checks_step(
+        new, serving, mode="warn", limits="", report_path=str(report)
+    )
+    assert warned is not None and not warned.passed
+    assert "warn mode: the run goes on" in report.read_text()
+    limits = "numeric_drift.gear_score=off"
+    assert data_checks.data_checks_step(
+        new, serving, mode="fail", limits=limits, report_path=None
+    ).passed
+    assert (
+        data_checks.data_checks_step(new, serving, mode="off", limits="", report_path=None) is None
+    )
+    with pytest.raises(ConfigError, match="data_checks must be one of fail, warn, off"):
+        data_checks.data_checks_step(new, serving, mode="stop", limits="", report_path=None)
+    # A model exported before models carried their training data: nothing to compare with.
+    (tmp_path / "serving" / VERSION / "training_data.json").unlink()
+    data_checks.data_checks_step(new, serving, mode="fail", limits="", report_path=str(report))
+    assert "carries no statistics of its training data" in report.read_text()
+    # The dataset's own file is no foreign file: --overwrite re-shards it.
+    sharding.shard(
+        sharding.ShardConfig(sources=(str(csv),), output=new, label="cleared", overwrite=True)
+    )
