@@ -41,6 +41,39 @@ def shard_quest(minio, workdir: Path, bucket: str, rows: int, seed: int = 5) -> 
     return out
 
 
+def run_pipeline_on_cluster(k8s, minio, tmp_path: Path, monkeypatch, bucket: str, **more):
+    """The whole csv_to_model pipeline under kfp.local on generated quest data in ``bucket``,
+    its train step in cluster mode (a small 2-replica job) with a token bound to k8s/rbac's
+    Role only. Returns the namespace and the run."""
+    from shardtrain.kubeflow import client
+
+    ns = job_namespace(k8s, minio)
+    monkeypatch.setenv(
+        "KUBECONFIG", str(launcher_kubeconfig(k8s, ns, tmp_path / "launcher.kubeconfig"))
+    )
+    source = minio.uri(bucket, "raw", "quest.csv")
+    datagen.generate_quest_logs(source, 4000, seed=13)
+    base = minio.uri(bucket)
+    arguments = client.parse_arguments([f"sources={source}"]) | {
+        "dataset_uri": f"{base}/dataset",
+        "model_dir": f"{base}/model",
+        "serving_uri": f"{base}/serving",
+        "key": "attempt_id",
+        "shard_workers": 1,
+        "shard_cpu": "1",
+        "namespace": ns,
+        "tfjob_workers": 1,
+        "gpus_per_worker": 0,
+        "worker_cpu": "500m",
+        "worker_memory": "1Gi",
+        "train_steps": 40,
+        "batch_size": 32,
+        "checkpoint_every": 20,
+        **more,
+    }
+    return ns, client.run_local(arguments, pipeline_root=str(tmp_path / "runs"), cluster=True)
+
+
 def get(k8s, kind: str, ns: str, name: str) -> dict | None:
     """An object as JSON, None when it does not exist."""
     out = k8s.kubectl("get", kind, name, "-n", ns, "-o", "json", check=False)

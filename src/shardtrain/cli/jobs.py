@@ -95,6 +95,86 @@ WAIT_OPTIONS = [
 ]
 
 
+#: The queue a job waits in (every job API).
+QUEUE_OPTION = click.option(
+    "--queue",
+    default=None,
+    help="Queue to wait in: a Kueue LocalQueue (label kueue.x-k8s.io/queue-name, created "
+    "suspended until admitted), or with --gang-scheduler volcano a Volcano queue "
+    "[default: none].",
+)
+
+
+def submit_options(kind: str) -> list[Any]:
+    """`submit`'s own options for a job of ``kind``: a manifest file instead of the settings,
+    and how to wait (:data:`WAIT_OPTIONS`)."""
+    file_option = click.option(
+        "-f",
+        "--file",
+        "manifest_file",
+        default=None,
+        help=f"Submit this {kind} manifest instead of building one from the options.",
+    )
+    return [file_option, *WAIT_OPTIONS]
+
+
+def pod_options(d: Callable[[str, str], dict[str, Any]], *, required: bool, per: str) -> list:
+    """The settings every job API's pods have (``d`` gives an option's help and default;
+    ``per`` names a pod: 'pod', 'node')."""
+    return [
+        click.option("--data", required=required, help="Sharded dataset URI."),
+        click.option("--model-dir", required=required, help="Model URI."),
+        click.option(
+            "--secret",
+            default=None,
+            **d("secret", "Secret with the storage variables ('' for none, e.g. GCS)."),
+        ),
+        click.option(
+            "--service-account",
+            default=None,
+            **d("service_account", "The pods' service account."),
+        ),
+        click.option("--cpu", default=None, **d("cpu", f"CPU request per {per}.")),
+        click.option("--memory", default=None, **d("memory", f"Memory per {per}.")),
+        click.option(
+            "--termination-grace-seconds",
+            type=click.IntRange(min=0),
+            default=None,
+            **d(
+                "termination_grace_seconds",
+                f"Seconds between SIGTERM and SIGKILL: a {per} needs one training step plus "
+                "a checkpoint write to stop cleanly.",
+            ),
+        ),
+        click.option(
+            "--active-deadline-seconds",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Fail the job after this many seconds [default: no limit].",
+        ),
+    ]
+
+
+def job_to_submit(
+    manifest_file: str | None,
+    train_args: tuple[str, ...],
+    settings: dict[str, Any],
+    *,
+    from_file: Callable[[str], Any],
+    from_settings: Callable[..., Any],
+) -> Any:
+    """The job `submit` sends: the manifest file's, or the one its settings build.
+
+    Raises:
+        click.UsageError: a manifest file together with job options or train args.
+    """
+    if manifest_file is None:
+        return from_settings(train_args=train_args, **settings)
+    if train_args or any(v is not None for v in settings.values()):
+        raise click.UsageError("-f FILE cannot be combined with job options or train args")
+    return from_file(manifest_file)
+
+
 def _tfjob_options(*, required: bool):
     """The TFJob settings of `tfjob render` and `tfjob submit`; None means the default."""
     d = _tfjob_help
@@ -119,20 +199,7 @@ def _tfjob_options(*, required: bool):
             default=None,
             **d("evaluator", "Add an evaluator replica."),
         ),
-        click.option("--data", required=required, help="Sharded dataset URI."),
-        click.option("--model-dir", required=required, help="Model URI."),
-        click.option(
-            "--secret",
-            default=None,
-            **d("secret", "Secret with the storage variables ('' for none, e.g. GCS)."),
-        ),
-        click.option(
-            "--service-account",
-            default=None,
-            **d("service_account", "The pods' service account."),
-        ),
-        click.option("--cpu", default=None, **d("cpu", "CPU request per pod.")),
-        click.option("--memory", default=None, **d("memory", "Memory per pod.")),
+        *pod_options(d, required=required, per="replica"),
         click.option(
             "--backoff-limit",
             type=click.IntRange(min=0),
@@ -151,29 +218,7 @@ def _tfjob_options(*, required: bool):
             default=None,
             **d("clean_pod_policy", "Pods deleted when the job ends."),
         ),
-        click.option(
-            "--termination-grace-seconds",
-            type=click.IntRange(min=0),
-            default=None,
-            **d(
-                "termination_grace_seconds",
-                "Seconds between SIGTERM and SIGKILL: a replica needs one training step plus "
-                "a checkpoint write to stop cleanly.",
-            ),
-        ),
-        click.option(
-            "--active-deadline-seconds",
-            type=click.IntRange(min=1),
-            default=None,
-            help="Fail the job after this many seconds [default: no limit].",
-        ),
-        click.option(
-            "--queue",
-            default=None,
-            help="Queue to wait in: a Kueue LocalQueue (label kueue.x-k8s.io/queue-name, "
-            "created suspended until admitted), or with --gang-scheduler volcano a Volcano "
-            "queue [default: none].",
-        ),
+        QUEUE_OPTION,
         click.option(
             "--gang-scheduler",
             type=click.Choice(["volcano"]),
@@ -215,14 +260,7 @@ def tfjob_render_cmd(train_args: tuple[str, ...], **settings) -> None:
 
 @tfjob_group.command("submit")
 @_tfjob_options(required=False)
-@click.option(
-    "-f",
-    "--file",
-    "manifest_file",
-    default=None,
-    help="Submit this TFJob manifest instead of building one from the options.",
-)
-@decorate_with(WAIT_OPTIONS)
+@decorate_with(submit_options("TFJob"))
 @click.argument("train_args", nargs=-1, type=click.UNPROCESSED)
 def tfjob_submit_cmd(
     manifest_file: str | None,
@@ -243,13 +281,13 @@ def tfjob_submit_cmd(
     """
     from shardtrain.kubeflow.jobs import tfjob
 
-    if manifest_file is not None:
-        if train_args or any(v is not None for v in settings.values()):
-            raise click.UsageError("-f FILE cannot be combined with job options or train args")
-        job = tfjob.from_manifest(tfjob.load_manifest(manifest_file))
-    else:
-        config = tfjob.JobConfig.from_overrides(train_args=train_args, **settings)
-        job = tfjob.build_tfjob(config)
+    job = job_to_submit(
+        manifest_file,
+        train_args,
+        settings,
+        from_file=lambda path: tfjob.from_manifest(tfjob.load_manifest(path)),
+        from_settings=lambda **s: tfjob.build_tfjob(tfjob.JobConfig.from_overrides(**s)),
+    )
     tfjob.submit_and_wait(
         job,
         wait_timeout=wait_timeout,

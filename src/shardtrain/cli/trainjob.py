@@ -11,7 +11,14 @@ from typing import Any
 
 import click
 
-from shardtrain.cli.jobs import WAIT_OPTIONS, SettingsOption, decorate_with
+from shardtrain.cli.jobs import (
+    QUEUE_OPTION,
+    SettingsOption,
+    decorate_with,
+    job_to_submit,
+    pod_options,
+    submit_options,
+)
 
 
 def _settings() -> type:
@@ -42,49 +49,14 @@ def _trainjob_options(*, required: bool) -> Any:
                 default=None,
                 **_d("gpus_per_node", "nvidia.com/gpu of each node (0: CPU only)."),
             ),
-            click.option("--data", required=required, help="Sharded dataset URI."),
-            click.option("--model-dir", required=required, help="Model URI."),
             click.option(
                 "--runtime",
                 default=None,
                 help="ClusterTrainingRuntime [default: shardtrain-tensorflow, with "
                 "--gang-scheduler S shardtrain-tensorflow-S].",
             ),
-            click.option(
-                "--secret",
-                default=None,
-                **_d("secret", "Secret with the storage variables ('' for none, e.g. GCS)."),
-            ),
-            click.option(
-                "--service-account",
-                default=None,
-                **_d("service_account", "The pods' service account."),
-            ),
-            click.option("--cpu", default=None, **_d("cpu", "CPU request per node.")),
-            click.option("--memory", default=None, **_d("memory", "Memory per node.")),
-            click.option(
-                "--termination-grace-seconds",
-                type=click.IntRange(min=0),
-                default=None,
-                **_d(
-                    "termination_grace_seconds",
-                    "Seconds between SIGTERM and SIGKILL: a node needs one training step plus "
-                    "a checkpoint write to stop cleanly.",
-                ),
-            ),
-            click.option(
-                "--active-deadline-seconds",
-                type=click.IntRange(min=1),
-                default=None,
-                help="Fail the job after this many seconds [default: no limit].",
-            ),
-            click.option(
-                "--queue",
-                default=None,
-                help="Queue to wait in: a Kueue LocalQueue (label kueue.x-k8s.io/queue-name, "
-                "created suspended until admitted), or with --gang-scheduler volcano a Volcano "
-                "queue [default: none].",
-            ),
+            *pod_options(_d, required=required, per="node"),
+            QUEUE_OPTION,
             click.option(
                 "--gang-scheduler",
                 type=click.Choice(["volcano", "coscheduling"]),
@@ -126,14 +98,7 @@ def trainjob_render_cmd(train_args: tuple[str, ...], **settings: Any) -> None:
 
 @trainjob_group.command("submit")
 @_trainjob_options(required=False)
-@click.option(
-    "-f",
-    "--file",
-    "manifest_file",
-    default=None,
-    help="Submit this TrainJob manifest instead of building one from the options.",
-)
-@decorate_with(WAIT_OPTIONS)
+@decorate_with(submit_options("TrainJob"))
 @click.argument("train_args", nargs=-1, type=click.UNPROCESSED)
 def trainjob_submit_cmd(
     manifest_file: str | None,
@@ -155,13 +120,15 @@ def trainjob_submit_cmd(
     from shardtrain.kubeflow.jobs import trainjob
     from shardtrain.kubeflow.jobs.manifests import load_manifest
 
-    if manifest_file is not None:
-        if train_args or any(v is not None for v in settings.values()):
-            raise click.UsageError("-f FILE cannot be combined with job options or train args")
-        job = load_manifest(manifest_file, trainjob.KIND)
-    else:
-        config = trainjob.TrainJobConfig.from_overrides(train_args=train_args, **settings)
-        job = trainjob.build_trainjob(config)
+    job = job_to_submit(
+        manifest_file,
+        train_args,
+        settings,
+        from_file=lambda path: load_manifest(path, trainjob.KIND),
+        from_settings=lambda **s: trainjob.build_trainjob(
+            trainjob.TrainJobConfig.from_overrides(**s)
+        ),
+    )
     trainjob.submit_and_wait(
         job,
         wait_timeout=wait_timeout,

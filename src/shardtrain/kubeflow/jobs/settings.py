@@ -170,6 +170,20 @@ class JobSettings:
     OPTIONAL: ClassVar[tuple[str, ...]] = ()
     REQUIRED: ClassVar[tuple[str, ...]] = ("data", "model_dir")
 
+    def normalise(self) -> None:
+        """What every job's ``__post_init__`` starts with: ``train_args`` as a tuple of str,
+        ``env`` as a dict of str, and a dataset and model URI.
+
+        Raises:
+            ConfigError: no data or model_dir.
+        """
+        me: Any = self  # a frozen dataclass deriving from this class
+        object.__setattr__(me, "train_args", tuple(str(a) for a in me.train_args))
+        object.__setattr__(me, "env", {str(k): str(v) for k, v in dict(me.env).items()})
+        for what, value in (("data", me.data), ("model_dir", me.model_dir)):
+            if not value or not str(value).strip():
+                raise ConfigError(f"a {self.KIND} needs {what} (a dataset/model URI)")
+
     @classmethod
     def from_overrides(cls, **overrides: Any) -> Self:
         """The defaults with every override that is not None applied (what the CLI passes).

@@ -21,9 +21,17 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cluster_jobs import (
+    describe,
+    get,
+    job_namespace,
+    launcher_kubeconfig,
+    pid_of,
+    run_pipeline_on_cluster,
+    shard_quest,
+)
 from helpers import run_cli
 from shardtrain import storage
-from shardtrain.data import datagen, sharding
 from shardtrain.kubeflow.jobs import tfjob
 from shardtrain.kubeflow.local import processes
 from tfjob_examples import example_manifests
@@ -184,11 +192,6 @@ def _probe_manifest(name: str, namespace: str) -> dict:
     return manifest
 
 
-def _describe(k8s, namespace: str) -> str:
-    pods = k8s.kubectl("get", "pods,tfjobs", "-n", namespace, "-o", "wide", check=False)
-    return f"\n{pods.stdout}\nnode agent log (tail):\n{k8s.node_log.read_text()[-3000:]}"
-
-
 def _shape(tf_config: dict) -> dict:
     """TF_CONFIG with every address replaced by its position (hosts and ports differ)."""
     return {
@@ -205,7 +208,7 @@ def test_run_local_writes_the_tf_config_the_operator_writes(k8s, tmp_path):
     path = tmp_path / "probe.yaml"
     path.write_text(tfjob.to_yaml(manifest))
     submit = run_cli("tfjob", "submit", "-f", str(path), "--poll-interval", "1", "--no-logs")
-    assert submit.returncode == 0, submit.stdout + submit.stderr + _describe(k8s, ns)
+    assert submit.returncode == 0, submit.stdout + submit.stderr + describe(k8s, ns)
     assert f"TFJob {ns}/probe succeeded" in submit.stdout
     # Submitting it again: the API server refuses (it exists), one line, nothing waits.
     again = run_cli("tfjob", "submit", "-f", str(path), "--no-logs")
@@ -258,34 +261,7 @@ ROWS = 4000
 
 @pytest.fixture(scope="module")
 def quest_data(minio, tmp_path_factory) -> str:
-    csv = str(tmp_path_factory.mktemp("quest") / "quest.csv")
-    datagen.generate_quest_logs(csv, ROWS, seed=5)
-    out = minio.uri("k8s-data")
-    sharding.shard(
-        sharding.ShardConfig(
-            sources=(csv,), output=out, label="cleared", key="attempt_id", processes=1
-        )
-    )
-    return out
-
-
-def _job_namespace(k8s, minio) -> str:
-    """A namespace with the trainer's service account and the storage Secret."""
-    ns = k8s.namespace(service_accounts=("shardtrain-trainer",))
-    env = minio.env
-    k8s.kubectl(
-        "create",
-        "secret",
-        "generic",
-        "shardtrain-storage",
-        "-n",
-        ns,
-        f"--from-literal=AWS_ACCESS_KEY_ID={env['AWS_ACCESS_KEY_ID']}",
-        f"--from-literal=AWS_SECRET_ACCESS_KEY={env['AWS_SECRET_ACCESS_KEY']}",
-        f"--from-literal=AWS_ENDPOINT_URL={env['AWS_ENDPOINT_URL']}",
-        "--from-literal=AWS_REGION=us-east-1",
-    )
-    return ns
+    return shard_quest(minio, tmp_path_factory.mktemp("quest"), "k8s-data", ROWS)
 
 
 def _submit_args(ns: str, name: str, data: str, model_dir: str, *more: str) -> list[str]:
@@ -321,7 +297,7 @@ NO_AWS = {name: "" for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
 @pytest.mark.slow
 @pytest.mark.cluster
 def test_submit_trains_chief_two_workers_and_evaluator_on_the_operator(k8s, minio, quest_data):
-    ns = _job_namespace(k8s, minio)
+    ns = job_namespace(k8s, minio)
     model_dir = minio.uri("k8s-model")
     args = _submit_args(
         ns,
@@ -343,7 +319,7 @@ def test_submit_trains_chief_two_workers_and_evaluator_on_the_operator(k8s, mini
     )
     proc = run_cli(*args, timeout=1000)
     text = proc.stdout + proc.stderr
-    assert proc.returncode == 0, text[-5000:] + _describe(k8s, ns)
+    assert proc.returncode == 0, text[-5000:] + describe(k8s, ns)
     assert f"TFJob {ns}/quest succeeded" in text
     # The chief's log streamed through the API server from the node agent.
     assert "[Pod quest-chief-0]: chief: trained to step 60 (from 0)" in text, text[-3000:]
@@ -371,22 +347,6 @@ def test_submit_trains_chief_two_workers_and_evaluator_on_the_operator(k8s, mini
         assert minio.env[name] not in text, name
 
 
-def _pod(k8s, ns: str, name: str) -> dict | None:
-    out = k8s.kubectl("get", "pod", name, "-n", ns, "-o", "json", check=False)
-    return json.loads(out.stdout) if out.returncode == 0 else None
-
-
-def _pid(pod: dict | None) -> int | None:
-    """The local process of a running pod (the node agent reports it as its container ID)."""
-    if not pod or pod["status"].get("phase") != "Running":
-        return None
-    for status in pod["status"].get("containerStatuses", []):
-        cid = status.get("containerID", "")
-        if "running" in status.get("state", {}) and cid.startswith("local-process://"):
-            return int(cid.rsplit("/", 1)[1])
-    return None
-
-
 @pytest.mark.minio
 @pytest.mark.slow
 @pytest.mark.cluster
@@ -395,7 +355,7 @@ def test_a_preempted_worker_is_recreated_by_the_operator_and_the_job_resumes(
 ):
     """SIGTERM to a worker's process: it checkpoints and exits 143, the operator recreates
     the pod (restartPolicy ExitCode), training resumes and ends at exactly --train-steps."""
-    ns = _job_namespace(k8s, minio)
+    ns = job_namespace(k8s, minio)
     model_dir = minio.uri("k8s-preempt")
     steps = 400
     args = _submit_args(
@@ -426,21 +386,21 @@ def test_a_preempted_worker_is_recreated_by_the_operator_and_the_job_resumes(
         deadline = time.monotonic() + 600
         first_uid = None
         while time.monotonic() < deadline:
-            pod = _pod(k8s, ns, "pre-worker-0")
-            pid = _pid(pod)
+            pod = get(k8s, "pod", ns, "pre-worker-0")
+            pid = pid_of(pod)
             if pid and storage.exists(storage.join(model_dir, "checkpoints")):
                 first_uid = pod["metadata"]["uid"]
                 subprocess.run(["kill", "-TERM", str(pid)], check=True)
                 break
             assert submit.poll() is None, log_path.read_text()[-3000:]
             time.sleep(0.5)
-        assert first_uid, "training never reached a checkpoint" + _describe(k8s, ns)
+        assert first_uid, "training never reached a checkpoint" + describe(k8s, ns)
         # The recreated pod, seen while the job runs (once it has Succeeded, the operator may
         # clean its pods up before they can be read).
         recreated_uid = None
         deadline = time.monotonic() + 900
         while submit.poll() is None and time.monotonic() < deadline:
-            pod = _pod(k8s, ns, "pre-worker-0")
+            pod = get(k8s, "pod", ns, "pre-worker-0")
             if pod and pod["metadata"]["uid"] != first_uid:
                 recreated_uid = pod["metadata"]["uid"]
                 break
@@ -450,7 +410,7 @@ def test_a_preempted_worker_is_recreated_by_the_operator_and_the_job_resumes(
         if submit.poll() is None:
             submit.kill()
     text = log_path.read_text()
-    assert code == 0, text[-5000:] + _describe(k8s, ns)
+    assert code == 0, text[-5000:] + describe(k8s, ns)
     job = json.loads(k8s.kubectl("get", "tfjob", "pre", "-n", ns, "-o", "json").stdout)
     assert job["status"]["conditions"][-1]["type"] == "Succeeded", job["status"]
     # The operator saw the worker exit with 143 and recreated its pod.
@@ -458,7 +418,7 @@ def test_a_preempted_worker_is_recreated_by_the_operator_and_the_job_resumes(
     said = {(e["reason"], e["message"]) for e in events}
     assert ("ExitedWithCode", f"Pod: {ns}.pre-worker-0 exited with code 143") in said, said
     assert any(reason == "TFJobRestarting" for reason, _ in said), said
-    assert recreated_uid, "no pre-worker-0 with a new uid while the job ran" + _describe(k8s, ns)
+    assert recreated_uid, "no pre-worker-0 with a new uid while the job ran" + describe(k8s, ns)
     assert "restored checkpoint step" in text, text[-3000:]
     metrics = storage.read_json(storage.join(model_dir, "eval", "metrics.json"))
     assert metrics["step"] == steps
@@ -468,7 +428,7 @@ def test_a_preempted_worker_is_recreated_by_the_operator_and_the_job_resumes(
 @pytest.mark.slow
 def test_a_permanent_error_fails_the_job_and_the_submit_command(k8s, minio):
     """Exit code 1 (no dataset there): the operator marks the job Failed, no restart."""
-    ns = _job_namespace(k8s, minio)
+    ns = job_namespace(k8s, minio)
     missing = minio.uri("no-such-dataset")
     args = _submit_args(
         ns,
@@ -491,7 +451,7 @@ def test_a_permanent_error_fails_the_job_and_the_submit_command(k8s, minio):
     line = proc.stderr.strip().splitlines()[-1]
     assert line.startswith(f"error: TFJob {ns}/bad failed: TFJobFailed: "), text[-3000:]
     assert "Chief" in line, line
-    pod = _pod(k8s, ns, "bad-chief-0")
+    pod = get(k8s, "pod", ns, "bad-chief-0")
     state = pod["status"]["containerStatuses"][0]["state"]["terminated"]
     assert state["exitCode"] == 1
     job = json.loads(k8s.kubectl("get", "tfjob", "bad", "-n", ns, "-o", "json").stdout)
@@ -532,8 +492,8 @@ def test_a_job_outlasting_the_wait_timeout_fails_the_submit_command(k8s):
     # --delete: the job is gone once the wait ended, and the garbage collector takes its pod.
     assert "NotFound" in k8s.kubectl("get", "tfjob", "stuck", "-n", ns, check=False).stderr
     deadline = time.monotonic() + 60
-    while _pod(k8s, ns, "stuck-chief-0") is not None:
-        assert time.monotonic() < deadline, "the deleted TFJob's pod stayed" + _describe(k8s, ns)
+    while get(k8s, "pod", ns, "stuck-chief-0") is not None:
+        assert time.monotonic() < deadline, "the deleted TFJob's pod stayed" + describe(k8s, ns)
         time.sleep(0.5)
     # It never ran: the node has no GPU (the node agent, as a scheduler, said so on the pod).
     said = f"pod {ns}/stuck-chief-0: not scheduled: node {k8s.node_name} has no 1 nvidia.com/gpu"
@@ -565,7 +525,9 @@ def test_a_pod_whose_command_does_not_exist_fails_and_the_node_runs_the_others(k
             "--timeout=120s",
             timeout=180,
         )
-    terminated = _pod(k8s, ns, "missing")["status"]["containerStatuses"][0]["state"]["terminated"]
+    terminated = get(k8s, "pod", ns, "missing")["status"]["containerStatuses"][0]["state"][
+        "terminated"
+    ]
     assert terminated["exitCode"] == 128 and terminated["reason"] == "StartError", terminated
     assert "/nonexistent/no-such-command" in terminated["message"]
     k8s.kubectl("delete", "pod", "sleeper", "missing", "-n", ns, "--timeout=120s", timeout=180)
@@ -576,32 +538,9 @@ def test_a_pod_whose_command_does_not_exist_fails_and_the_node_runs_the_others(k
 # ------------------------------------------------------------------------------------------
 
 
-def _launcher_kubeconfig(k8s, ns: str, path: Path) -> Path:
-    """k8s/rbac applied in ``ns``; a kubeconfig with a token of its service account only."""
-    rbac = k8s.kubectl("kustomize", str(REPO / "k8s" / "rbac")).stdout
-    docs = [d for d in yaml.safe_load_all(rbac) if d]
-    for doc in docs:
-        doc["metadata"]["namespace"] = ns
-        for subject in doc.get("subjects", ()):
-            subject["namespace"] = ns
-    k8s.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
-    token = k8s.kubectl(
-        "create", "token", "shardtrain-launcher", "-n", ns, "--duration", "2h"
-    ).stdout.strip()
-    config = yaml.safe_load(Path(k8s.kubeconfig).read_text())
-    config["users"] = [{"name": "launcher", "user": {"token": token}}]
-    config["contexts"][0]["context"] = {
-        "cluster": "shardtrain",
-        "user": "launcher",
-        "namespace": ns,
-    }
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
 def test_the_launcher_role_allows_launching_and_nothing_more(k8s, tmp_path):
     ns = k8s.namespace(service_accounts=("shardtrain-trainer",))
-    kubeconfig = _launcher_kubeconfig(k8s, ns, tmp_path / "launcher.kubeconfig")
+    kubeconfig = launcher_kubeconfig(k8s, ns, tmp_path / "launcher.kubeconfig")
 
     def can(*what: str) -> bool:
         out = k8s.kubectl("--kubeconfig", str(kubeconfig), "auth", "can-i", *what, check=False)
@@ -622,34 +561,10 @@ def test_the_pipeline_trains_on_the_operator_with_the_launcher_role_only(
 ):
     """The whole csv_to_model pipeline under kfp.local; its train step in cluster mode submits
     a real TFJob (chief, worker, evaluator) with a token bound to k8s/rbac's Role only."""
-    from shardtrain.kubeflow import client
-
-    ns = _job_namespace(k8s, minio)
-    monkeypatch.setenv(
-        "KUBECONFIG", str(_launcher_kubeconfig(k8s, ns, tmp_path / "launcher.kubeconfig"))
+    # The TrainJob twin: tests/integration/kubeflow/jobs/test_trainjob.py.
+    ns, run = run_pipeline_on_cluster(
+        k8s, minio, tmp_path, monkeypatch, "k8s-pipeline", job_api="tfjob", evaluator=True
     )
-    source = minio.uri("k8s-pipeline", "raw", "quest.csv")
-    datagen.generate_quest_logs(source, ROWS, seed=13)
-    base = minio.uri("k8s-pipeline")
-    arguments = client.parse_arguments([f"sources={source}"]) | {
-        "dataset_uri": f"{base}/dataset",
-        "model_dir": f"{base}/model",
-        "serving_uri": f"{base}/serving",
-        "key": "attempt_id",
-        "shard_workers": 1,
-        "shard_cpu": "1",
-        "namespace": ns,
-        "job_api": "tfjob",  # the TrainJob twin: tests/integration/kubeflow/jobs/test_trainjob.py
-        "tfjob_workers": 1,
-        "evaluator": True,
-        "gpus_per_worker": 0,
-        "worker_cpu": "500m",
-        "worker_memory": "1Gi",
-        "train_steps": 40,
-        "batch_size": 32,
-        "checkpoint_every": 20,
-    }
-    run = client.run_local(arguments, pipeline_root=str(tmp_path / "runs"), cluster=True)
     logs = capfd.readouterr()
     text = logs.out + logs.err
     jobs = json.loads(k8s.kubectl("get", "tfjobs", "-n", ns, "-o", "json").stdout)["items"]

@@ -24,13 +24,12 @@ from cluster_jobs import (
     describe,
     get,
     job_namespace,
-    launcher_kubeconfig,
     pid_of,
+    run_pipeline_on_cluster,
     shard_quest,
 )
 from helpers import run_cli
 from shardtrain import storage
-from shardtrain.data import datagen
 
 DATA, MODEL = "s3://shardtrain-data/quest", "s3://shardtrain-data/models/quest"
 ROWS = 4000
@@ -292,32 +291,7 @@ def test_the_pipeline_trains_a_trainjob_where_the_cluster_serves_trainer_v2(
     """The whole csv_to_model pipeline under kfp.local; its train step in cluster mode
     (job_api auto) finds trainer.kubeflow.org and submits a TrainJob of 2 nodes with a token
     bound to k8s/rbac's Role only."""
-    from shardtrain.kubeflow import client
-
-    ns = job_namespace(k8s, minio)
-    monkeypatch.setenv(
-        "KUBECONFIG", str(launcher_kubeconfig(k8s, ns, tmp_path / "launcher.kubeconfig"))
-    )
-    source = minio.uri("tj-pipeline", "raw", "quest.csv")
-    datagen.generate_quest_logs(source, ROWS, seed=13)
-    base = minio.uri("tj-pipeline")
-    arguments = client.parse_arguments([f"sources={source}"]) | {
-        "dataset_uri": f"{base}/dataset",
-        "model_dir": f"{base}/model",
-        "serving_uri": f"{base}/serving",
-        "key": "attempt_id",
-        "shard_workers": 1,
-        "shard_cpu": "1",
-        "namespace": ns,
-        "tfjob_workers": 1,
-        "gpus_per_worker": 0,
-        "worker_cpu": "500m",
-        "worker_memory": "1Gi",
-        "train_steps": 40,
-        "batch_size": 32,
-        "checkpoint_every": 20,
-    }
-    run = client.run_local(arguments, pipeline_root=str(tmp_path / "runs"), cluster=True)
+    ns, run = run_pipeline_on_cluster(k8s, minio, tmp_path, monkeypatch, "tj-pipeline")
     logs = capfd.readouterr()
     text = logs.out + logs.err
     jobs = json.loads(k8s.kubectl("get", "trainjobs", "-n", ns, "-o", "json").stdout)["items"]

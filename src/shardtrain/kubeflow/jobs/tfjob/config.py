@@ -90,11 +90,7 @@ class JobConfig(JobSettings):
     OPTIONAL: ClassVar[tuple[str, ...]] = ("secret", "queue", "gang_scheduler", "priority_class")
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "train_args", tuple(str(a) for a in self.train_args))
-        object.__setattr__(self, "env", {str(k): str(v) for k, v in dict(self.env).items()})
-        for what, value in (("data", self.data), ("model_dir", self.model_dir)):
-            if not value or not str(value).strip():
-                raise ConfigError(f"a TFJob needs {what} (a dataset/model URI)")
+        self.normalise()
         settings.check_job_name(KIND, self.name)
         settings.check_namespace(self.namespace)
         settings.check_image(self.image)

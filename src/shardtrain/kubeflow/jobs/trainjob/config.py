@@ -85,11 +85,7 @@ class TrainJobConfig(JobSettings):
     )  # fmt: skip
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "train_args", tuple(str(a) for a in self.train_args))
-        object.__setattr__(self, "env", {str(k): str(v) for k, v in dict(self.env).items()})
-        for what, value in (("data", self.data), ("model_dir", self.model_dir)):
-            if not value or not str(value).strip():
-                raise ConfigError(f"a {KIND} needs {what} (a dataset/model URI)")
+        self.normalise()
         settings.check_counts(
             (
                 ("nodes", self.nodes, 1),
