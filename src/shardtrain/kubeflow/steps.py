@@ -416,19 +416,38 @@ def _task_args(task: str, extra: list[str]) -> tuple[str, ...]:
 JOB_APIS = ("auto", "trainjob", "tfjob")
 
 
-def resolve_job_api(job_api: str) -> str:
+def resolve_job_api(job_api: str, runtime: str = trainjob.RUNTIME_NAME) -> str:
     """``trainjob`` or ``tfjob``: ``auto`` is the TrainJob where the cluster serves Kubeflow
-    Trainer v2 (``trainer.kubeflow.org``), else the TFJob.
+    Trainer v2 (``trainer.kubeflow.org``) and has our ``runtime``, else the TFJob. Trainer v2
+    without the runtime, where TFJobs are served too, is the TFJob with a warning saying how
+    to install it.
 
     Raises:
         ConfigError: ``job_api`` is none of :data:`JOB_APIS`.
-        ClusterError: ``auto`` could not ask the cluster.
+        ClusterError: ``auto`` could not ask the cluster, or found TrainJobs without the
+            runtime and no TFJobs.
     """
     if job_api not in JOB_APIS:
         raise ConfigError(f"job_api '{job_api}' is not one of {', '.join(JOB_APIS)}")
     if job_api != "auto":
         return job_api
-    return "trainjob" if trainjob.serves_trainjobs() else "tfjob"
+    if not trainjob.serves_trainjobs():
+        return "tfjob"
+    if trainjob.runtime_installed(runtime) is not False:
+        return "trainjob"
+    install = "kubectl apply --server-side -k k8s/trainer-v2"
+    if trainjob.serves(tfjob.API_VERSION.split("/")[0], "v1", "tfjobs"):
+        log.warning(
+            "the cluster has Kubeflow Trainer v2 but not the runtime %s (%s): training on a "
+            "TFJob instead",
+            runtime,
+            install,
+        )
+        return "tfjob"
+    raise tfjob.ClusterError(
+        f"the cluster has Kubeflow Trainer v2 but not the ClusterTrainingRuntime {runtime}: "
+        f"install it ({install}) or set job_api"
+    )
 
 
 def trainjob_config(config: tfjob.JobConfig) -> trainjob.TrainJobConfig:
@@ -534,7 +553,8 @@ def train_step(
         log.info("running TFJob %s locally (the manifest's replicas as processes)", config.name)
         run_tfjob_locally(tfjob.to_manifest(job_model), timeout=timeout)
     else:
-        kind = resolve_job_api(job_api)
+        runtime = trainjob.runtime_name(config.gang_scheduler)
+        kind = resolve_job_api(job_api, runtime)
         if kind == "trainjob":
             job_manifest = trainjob.build_trainjob(trainjob_config(config))
             trainjob.submit_and_wait(job_manifest, wait_timeout=timeout, out=sys.stdout)

@@ -572,6 +572,8 @@ def test_train_step_submits_a_trainjob_where_the_cluster_has_trainer_v2(tmp_path
     with (
         mock.patch.object(trainjob, "submit_and_wait", autospec=True) as submit,
         mock.patch.object(trainjob, "serves_trainjobs", autospec=True, return_value=serves),
+        # None: a launcher may not read cluster-scoped runtimes (Trainer's webhook checks).
+        mock.patch.object(trainjob, "runtime_installed", autospec=True, return_value=None),
         mock.patch.object(tfjob, "submit_and_wait", autospec=True) as tfjob_submit,
     ):
         steps.train_step(
@@ -592,6 +594,20 @@ def test_train_step_submits_a_trainjob_where_the_cluster_has_trainer_v2(tmp_path
         "labels": job["metadata"]["labels"],
     }
     assert model.metadata["job"] == f"TrainJob team-a/{steps.tfjob_name('run-1')}"
+
+
+def test_auto_without_our_runtime_falls_back_to_the_tfjob_or_says_how_to_install_it(caplog):
+    with (
+        mock.patch.object(trainjob, "serves_trainjobs", autospec=True, return_value=True),
+        mock.patch.object(trainjob, "runtime_installed", autospec=True, return_value=False),
+        mock.patch.object(trainjob, "serves", autospec=True, return_value=True) as serves,
+    ):
+        assert steps.resolve_job_api("auto", "shardtrain-tensorflow") == "tfjob"
+        serves.assert_called_once_with("kubeflow.org", "v1", "tfjobs")
+        assert "kubectl apply --server-side -k k8s/trainer-v2" in caplog.text
+        serves.return_value = False
+        with pytest.raises(tfjob.ClusterError, match="not the ClusterTrainingRuntime"):
+            steps.resolve_job_api("auto", "shardtrain-tensorflow")
 
 
 def test_auto_picks_the_tfjob_where_the_cluster_has_no_trainer_v2():

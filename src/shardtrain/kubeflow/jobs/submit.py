@@ -15,6 +15,7 @@ The pieces, in order: :func:`check_submission` (before anything reaches the clus
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -105,7 +106,7 @@ def submit_and_wait(
         JobTimeoutError: the job had not finished after ``wait_timeout`` seconds.
     """
     what = f"{api.kind} {namespace}/{name}"
-    verb = "attached to" if _create(api, job, name, namespace, what) else "created"
+    verb = "attached to" if _create(api, job, name, namespace, what, out) else "created"
     say(
         out,
         f"{verb} {what}; waiting up to {wait_timeout:g}s for it to end"
@@ -139,9 +140,15 @@ def submit_and_wait(
     return SubmitResult(name=name, namespace=namespace, conditions=conditions)
 
 
-def _create(api: JobApi, job: Any, name: str, namespace: str, what: str) -> bool:
-    """Create the job; True when the same job already exists (a retried pipeline step, a
-    repeated submit) and the wait attaches to it instead.
+#: How long a failed job of an earlier attempt may take to be deleted before it is recreated.
+DELETE_TIMEOUT_SECONDS = 300.0
+
+
+def _create(api: JobApi, job: Any, name: str, namespace: str, what: str, out: TextIO) -> bool:
+    """Create the job; True when the same job already exists and is running or has succeeded
+    (a retried pipeline step, a repeated submit): the wait attaches to it instead. The same job
+    that *failed* in an earlier attempt is deleted and created again (a retry must be able to
+    train; it resumes from the checkpoint).
 
     Raises:
         ClusterError: the API refused the job, or a different job has its name.
@@ -157,11 +164,55 @@ def _create(api: JobApi, job: Any, name: str, namespace: str, what: str) -> bool
         if not api.same_job(existing, job):
             raise ClusterError(
                 f"{what} already exists and runs something else (another image, data, model "
-                "directory or train arguments): delete it or choose another name"
+                "directory, train arguments, pods' settings or queue): delete it or choose "
+                "another name"
             ) from exc
-        return True
+        failed = has(conditions_of(existing), api.failed)
+        if failed is None:
+            return True
+        say(
+            out,
+            f"{what} failed in an earlier attempt ({failed.reason or 'no reason given'}): "
+            "deleting it to run it again (it resumes from its checkpoint)",
+        )
+        _delete_and_wait(api, name, namespace, what)
+        return _create(api, job, name, namespace, what, out)
     except (RuntimeError, TimeoutError, ValueError) as exc:
         raise ClusterError(f"cannot create {what}: {one_line(exc)}") from exc
+
+
+def _delete_and_wait(api: JobApi, name: str, namespace: str, what: str) -> None:
+    """Delete the job and wait until the API no longer has it.
+
+    Raises:
+        ClusterError: it could not be deleted, or is still there after
+            :data:`DELETE_TIMEOUT_SECONDS`.
+    """
+    try:
+        api.delete(name, namespace)
+    except Exception as exc:
+        if not is_not_found(exc):
+            raise ClusterError(f"cannot delete {what}: {one_line(exc)}") from exc
+    deadline = time.monotonic() + DELETE_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            api.get(name, namespace)
+        except Exception as exc:
+            if is_not_found(exc):
+                return
+            raise ClusterError(f"lost track of {what} while deleting it: {one_line(exc)}") from exc
+        time.sleep(1)
+    raise ClusterError(f"{what} was not deleted within {DELETE_TIMEOUT_SECONDS:g}s")
+
+
+def is_not_found(exc: BaseException) -> bool:
+    """True when ``exc`` (or what it was raised from) is the API's HTTP 404."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if getattr(cause, "status", None) == 404:
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _wait(

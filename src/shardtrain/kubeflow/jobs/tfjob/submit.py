@@ -18,7 +18,13 @@ from shardtrain.kubeflow.jobs.submit import (
     check_submission,
 )
 from shardtrain.kubeflow.jobs.tfjob.render import to_manifest
-from shardtrain.kubeflow.jobs.tfjob.spec import CONTAINER_NAME, KIND, SUSPENDED, validate
+from shardtrain.kubeflow.jobs.tfjob.spec import (
+    CONTAINER_NAME,
+    KIND,
+    KUEUE_QUEUE_LABEL,
+    SUSPENDED,
+    validate,
+)
 
 if TYPE_CHECKING:  # the SDK pulls in the whole Kubernetes client: imported where it is used
     from kubeflow.training import KubeflowOrgV1TFJob, TrainingClient
@@ -65,8 +71,10 @@ class TFJobApi:
         """Same replicas (types, counts, containers' image, command and args)."""
 
         def shape(tfjob: Any) -> dict[str, Any]:
-            specs = to_manifest(tfjob)["spec"]["tfReplicaSpecs"]
-            return {
+            manifest = to_manifest(tfjob)
+            specs = manifest["spec"]["tfReplicaSpecs"]
+            queue = (manifest["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+            return {"queue": queue} | {
                 rtype: (
                     rspec.get("replicas"),
                     [

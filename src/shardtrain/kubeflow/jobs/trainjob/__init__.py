@@ -17,9 +17,16 @@ from shardtrain.kubeflow.jobs.trainjob.spec import (
     KIND,
     RUNTIME_NAME,
     VOLCANO_RUNTIME_NAME,
+    runtime_name,
     validate,
 )
-from shardtrain.kubeflow.jobs.trainjob.submit import is_queued, serves_trainjobs, submit_and_wait
+from shardtrain.kubeflow.jobs.trainjob.submit import (
+    is_queued,
+    runtime_installed,
+    serves,
+    serves_trainjobs,
+    submit_and_wait,
+)
 
 __all__ = [
     "API_VERSION",
@@ -31,6 +38,9 @@ __all__ = [
     "build_trainjob",
     "is_queued",
     "replicas_in_sync",
+    "runtime_installed",
+    "runtime_name",
+    "serves",
     "serves_trainjobs",
     "submit_and_wait",
     "to_yaml",

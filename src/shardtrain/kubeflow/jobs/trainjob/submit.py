@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import datetime
 import sys
 import time
 from collections.abc import Mapping
@@ -35,20 +36,47 @@ def is_queued(job: Any) -> bool:
 REFUSED_GRACE_SECONDS = 30.0
 
 
+#: Events older than the wait's start by more than this are another attempt's (and leave
+#: room for a clock skew between this machine and the API server).
+EVENT_SKEW_SECONDS = 60.0
+
+
+def _event_time(event: Any) -> datetime.datetime | None:
+    """When an event was last seen (core/v1 events carry it in one of three places)."""
+    series = getattr(event, "series", None)
+    for when in (
+        getattr(series, "last_observed_time", None),
+        getattr(event, "last_timestamp", None),
+        getattr(event, "event_time", None),
+    ):
+        if when is not None:
+            return when if when.tzinfo else when.replace(tzinfo=datetime.UTC)
+    return None
+
+
 class _Refusals:
     """Watches a TrainJob's Warning events for Trainer's ``TrainJobResourcesCreationFailed``
-    with a denied admission: such a job never starts, so after :data:`REFUSED_GRACE_SECONDS`
-    of it the wait ends with the reason instead of running into its timeout."""
+    with a denied admission, while the job has no JobSet: such a job never starts, so after
+    :data:`REFUSED_GRACE_SECONDS` of it the wait ends with the reason instead of running into
+    its timeout. Events from before this wait (an earlier, since fixed refusal) do not count."""
 
     def __init__(self, what: str) -> None:
         self.what = what
         self.first: float | None = None
+        self.since = datetime.datetime.now(datetime.UTC) - datetime.timedelta(
+            seconds=EVENT_SKEW_SECONDS
+        )
 
-    def check(self, events: list[Any]) -> None:
+    def check(self, job: Any, events: list[Any]) -> None:
+        if ((job.get("status") or {}).get("jobsStatus")) if isinstance(job, Mapping) else None:
+            self.first = None  # Trainer has made the JobSet: whatever it was, it passed
+            return
         denied = [
             e
             for e in events
-            if e.reason == "TrainJobResourcesCreationFailed" and "denied" in (e.message or "")
+            if e.reason == "TrainJobResourcesCreationFailed"
+            and "denied" in (e.message or "")
+            and (_event_time(e) or self.since) >= self.since
         ]
         if not denied:
             self.first = None
@@ -110,7 +138,7 @@ class TrainJobApi:
             conditions = conditions_of(job)
             if any(c.true and c.type in (self.succeeded, self.failed) for c in conditions):
                 return job
-            refused.check(self._warnings(name, namespace))
+            refused.check(job, self._warnings(name, namespace))
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError(f"timeout after {timeout:g}s")
@@ -139,9 +167,24 @@ class TrainJobApi:
         return is_queued(job)
 
     def same_job(self, existing: Any, job: Any) -> bool:
-        """True when ``existing`` runs what ``job`` asks for (runtime and trainer settings)."""
-        want, have = job.get("spec") or {}, existing.get("spec") or {}
-        return all(want.get(k) == have.get(k) for k in ("runtimeRef", "trainer"))
+        """True when ``existing`` runs what ``job`` asks for: runtime, trainer settings, the
+        pods' patches (without the time Trainer's webhook stamps on them) and the queue."""
+
+        def shape(obj: Mapping[str, Any]) -> tuple[Any, ...]:
+            spec, meta = obj.get("spec") or {}, obj.get("metadata") or {}
+            patches = [
+                {k: v for k, v in p.items() if k != "time"}
+                for p in spec.get("runtimePatches") or ()
+            ]
+            return (
+                spec.get("runtimeRef"),
+                spec.get("trainer"),
+                patches,
+                (meta.get("labels") or {}).get(api.KUEUE_QUEUE_LABEL),
+                (meta.get("annotations") or {}).get(api.VOLCANO_QUEUE_ANNOTATION),
+            )
+
+        return shape(existing) == shape(job)
 
     def _pods(self, name: str, namespace: str) -> list[Any]:
         return self._call(
@@ -207,27 +250,50 @@ def _clients() -> tuple[Any, Any]:
     return client.CustomObjectsApi(), client.CoreV1Api()
 
 
-def serves_trainjobs(custom: Any | None = None) -> bool:
-    """True when the cluster serves ``trainer.kubeflow.org/v1alpha1`` TrainJobs (the
-    pipeline's ``job_api=auto`` picks the TrainJob then)."""
-    from kubernetes import client
+def serves(group: str, version: str, plural: str, custom: Any | None = None) -> bool:
+    """True when the cluster serves ``plural`` of ``group/version`` (API discovery, which
+    every authenticated account may read)."""
     from kubernetes.client.rest import ApiException
 
     if custom is None:
         custom, _ = _clients()
     try:
-        resources = client.CustomObjectsApi(custom.api_client).get_api_resources(
-            api.GROUP, api.VERSION
-        )
+        resources = custom.get_api_resources(group, version)
     except ApiException as exc:
         if exc.status == 404:
             return False
         raise ClusterError(
-            f"cannot ask the cluster for {api.API_VERSION}: {one_line(exc)}"
+            f"cannot ask the cluster for {group}/{version}: {one_line(exc)}"
         ) from exc
     except OSError as exc:
         raise ClusterError(f"cannot reach the cluster: {exc}") from exc
-    return any(r.name == api.PLURAL for r in (resources.resources or ()))
+    return any(r.name == plural for r in (resources.resources or ()))
+
+
+def serves_trainjobs(custom: Any | None = None) -> bool:
+    """True when the cluster serves ``trainer.kubeflow.org/v1alpha1`` TrainJobs."""
+    return serves(api.GROUP, api.VERSION, api.PLURAL, custom)
+
+
+def runtime_installed(name: str, custom: Any | None = None) -> bool | None:
+    """Whether the ClusterTrainingRuntime ``name`` exists; None when this account may not
+    read cluster-scoped runtimes (a namespaced launcher Role): Trainer's webhook then refuses
+    a TrainJob naming a missing one, in one line, at creation."""
+    from kubernetes.client.rest import ApiException
+
+    if custom is None:
+        custom, _ = _clients()
+    try:
+        custom.get_cluster_custom_object(api.GROUP, api.VERSION, "clustertrainingruntimes", name)
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        if exc.status == 403:
+            return None
+        raise ClusterError(f"cannot read ClusterTrainingRuntime {name}: {one_line(exc)}") from exc
+    except OSError as exc:
+        raise ClusterError(f"cannot reach the cluster: {exc}") from exc
+    return True
 
 
 def submit_and_wait(

@@ -114,3 +114,82 @@ def test_a_failed_job_says_which_pod_failed_first_and_its_last_log_line():
     core.read_namespaced_pod_log.assert_called_once_with(
         "q3-node-0-1-a", "ns", container="node", tail_lines=5
     )
+
+
+def test_an_old_refusal_or_one_since_overcome_does_not_end_the_wait(monkeypatch):
+    """A denial from before this wait (a policy webhook fixed since), or while the JobSet
+    exists (Trainer got past it), is not this job's fate."""
+    import datetime
+
+    monkeypatch.setattr(trainjob_submit, "REFUSED_GRACE_SECONDS", 0.0)
+    old = _event("TrainJobResourcesCreationFailed", DENIED)
+    old.last_timestamp = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=1)
+    clients = _clients([old])
+    with pytest.raises(Exception, match="did not end within"):
+        trainjob.submit_and_wait(
+            _job(), clients=clients, poll_interval=0.01, wait_timeout=0.2, stream_logs=False,
+            out=io.StringIO(),
+        )  # fmt: skip
+    running = _job() | {"status": {"jobsStatus": [{"name": "node", "active": 2}]}}
+    custom, core = _clients([_event("TrainJobResourcesCreationFailed", DENIED)])
+    custom.get_namespaced_custom_object.return_value = running
+    with pytest.raises(Exception, match="did not end within"):
+        trainjob.submit_and_wait(
+            _job(), clients=(custom, core), poll_interval=0.01, wait_timeout=0.2,
+            stream_logs=False, out=io.StringIO(),
+        )  # fmt: skip
+
+
+def _conflict():
+    from kubernetes.client.rest import ApiException
+
+    return ApiException(status=409, reason="AlreadyExists")
+
+
+def test_a_repeated_submit_of_a_failed_job_deletes_it_and_runs_it_again(monkeypatch):
+    from kubernetes.client.rest import ApiException
+
+    failed = _job() | {"status": {"conditions": [
+        {"type": "Failed", "status": "True", "reason": "FailJobSetFailurePolicyAction"},
+    ]}}  # fmt: skip
+    done = _job() | {"status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+    custom, core = _clients([])
+    custom.create_namespaced_custom_object.side_effect = [_conflict(), None]
+    # read: the failed job; after the delete: gone; then the new job, which completes.
+    custom.get_namespaced_custom_object.side_effect = [failed, ApiException(status=404), done]
+    out = io.StringIO()
+    result = trainjob.submit_and_wait(
+        _job(), clients=(custom, core), poll_interval=0.01, wait_timeout=60, stream_logs=False,
+        out=out,
+    )  # fmt: skip
+    assert result.name == "q3"
+    text = out.getvalue()
+    assert "failed in an earlier attempt (FailJobSetFailurePolicyAction): deleting it" in text
+    assert "created TrainJob ns/q3" in text
+    custom.delete_namespaced_custom_object.assert_called_once()
+    assert custom.create_namespaced_custom_object.call_count == 2
+
+
+def test_a_repeated_submit_attaches_only_to_the_same_job(monkeypatch):
+    running = _job() | {"status": {"conditions": [{"type": "Created", "status": "True"}]}}
+    custom, core = _clients([])
+    custom.create_namespaced_custom_object.side_effect = _conflict()
+    # The same job, still running: attached.
+    custom.get_namespaced_custom_object.return_value = running
+    with pytest.raises(Exception, match="did not end within"):
+        trainjob.submit_and_wait(
+            _job(), clients=(custom, core), poll_interval=0.01, wait_timeout=0.1,
+            stream_logs=False, out=io.StringIO(),
+        )  # fmt: skip
+    # Another queue: refused.
+    other = trainjob.build_trainjob(
+        trainjob.TrainJobConfig(
+            data="s3://b/q", model_dir="s3://b/m", namespace="ns", name="q3", queue="gpu"
+        )
+    )
+    custom.get_namespaced_custom_object.return_value = other
+    with pytest.raises(Exception, match="already exists and runs something else"):
+        trainjob.submit_and_wait(
+            _job(), clients=(custom, core), poll_interval=0.01, wait_timeout=0.1,
+            stream_logs=False, out=io.StringIO(),
+        )  # fmt: skip
