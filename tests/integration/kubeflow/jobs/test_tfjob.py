@@ -210,13 +210,22 @@ def test_run_local_writes_the_tf_config_the_operator_writes(k8s, tmp_path):
     submit = run_cli("tfjob", "submit", "-f", str(path), "--poll-interval", "1", "--no-logs")
     assert submit.returncode == 0, submit.stdout + submit.stderr + describe(k8s, ns)
     assert f"TFJob {ns}/probe succeeded" in submit.stdout
-    # Submitting it again: the API server refuses (it exists), one line, nothing waits.
+    # Submitting it again (a retried step): it attaches to the finished job, nothing reruns.
     again = run_cli("tfjob", "submit", "-f", str(path), "--no-logs")
-    assert again.returncode == 1
-    assert again.stderr.strip().splitlines() == [
-        f"error: cannot create TFJob {ns}/probe: HTTP 409: "
-        f'tfjobs.kubeflow.org "probe" already exists'
-    ], again.stderr
+    assert again.returncode == 0, again.stderr
+    assert f"attached to TFJob {ns}/probe" in again.stdout
+    assert f"TFJob {ns}/probe succeeded" in again.stdout
+    # Another job under that name: refused in one line, nothing waits.
+    smaller = _probe_manifest("probe", ns)
+    smaller["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 1
+    (tmp_path / "other.yaml").write_text(tfjob.to_yaml(smaller))
+    other = run_cli("tfjob", "submit", "-f", str(tmp_path / "other.yaml"), "--no-logs")
+    assert other.returncode == 1
+    assert other.stderr.strip().splitlines() == [
+        f"error: TFJob {ns}/probe already exists and runs something else (another image, "
+        "data, model directory, train arguments, pods' settings or queue): delete it or "
+        "choose another name"
+    ], other.stderr
 
     # What the operator wrote into the pods (their spec) and what the processes saw (their
     # logs through the API server and the node agent).
