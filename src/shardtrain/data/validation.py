@@ -12,6 +12,9 @@ check                  fails when                                              d
 ``retyped_columns``    a column's type changed (``int`` → ``string``...)       on
 ``label_classes``      a label class appeared or vanished (or the label        on
                        column changed)
+``label_drift``        the L-infinity distance of the label's class            0.1
+                       frequencies exceeds this (for a regression label: the
+                       Jensen-Shannon divergence of its histograms)
 ``missing_rate``       a column's share of missing values (NaN included)       0.05
                        moved by more than this (absolute)
 ``numeric_drift``      the Jensen-Shannon divergence of a numeric column's     0.05
@@ -53,6 +56,7 @@ MEASURES = {
     "missing_rate": "change of the missing rate",
     "numeric_drift": "JS divergence",
     "categorical_drift": "L-inf distance",
+    "label_drift": "L-inf distance of class frequencies (regression: JS divergence)",
 }
 #: The on/off checks.
 SWITCHES = ("missing_columns", "new_columns", "retyped_columns", "label_classes")
@@ -71,6 +75,9 @@ class Limits:
         missing_rate: the largest change of a column's missing rate that passes.
         numeric_drift: the largest Jensen-Shannon divergence (bits) that passes.
         categorical_drift: the largest L-infinity distance that passes.
+        label_drift: the largest change of the label's distribution that passes: the
+            L-infinity distance of its class frequencies, or for a regression label the
+            Jensen-Shannon divergence of its histograms.
         columns: limits for single columns, ``{(check, column): limit}``.
     """
 
@@ -81,6 +88,7 @@ class Limits:
     missing_rate: float | None = 0.05
     numeric_drift: float | None = 0.05
     categorical_drift: float | None = 0.1
+    label_drift: float | None = 0.1
     columns: Mapping[tuple[str, str], float | None] = field(default_factory=dict)
 
     def limit(self, check: str, column: str) -> float | None:
@@ -249,6 +257,7 @@ def validate(new: DataProfile, baseline: DataProfile, limits: Limits | None = No
     a, b = new.metadata, baseline.metadata
     findings += _schema_findings(a, b, limits)
     findings += _label_findings(a, b, limits, notes)
+    findings += _label_drift(a, b, limits, notes)
     old_types = {c.name: c.type for c in b.schema.features}
     for column in a.schema.features:
         if old_types.get(column.name) != column.type:
@@ -338,6 +347,50 @@ def _label_findings(
     return out
 
 
+def _label_drift(
+    a: DatasetMetadata, b: DatasetMetadata, limits: Limits, notes: list[str]
+) -> list[Finding]:
+    """The change of the label's distribution (the label_classes check sees only classes
+    appearing or vanishing, not a shift of their balance)."""
+    limit = limits.limit("label_drift", a.label)
+    if limit is None or a.label != b.label:
+        return []
+    new, old = a.stats.label, b.stats.label
+    if "regression" in (a.label_info.task, b.label_info.task):
+        sides = (new.get("numeric") or {}, old.get("numeric") or {})
+        if not all(st.get("count") for st in sides):
+            notes.append(f"label '{a.label}': no values on one side; distributions not compared")
+            return []
+        if not all(st.get("histogram") for st in sides):
+            notes.append(f"label '{a.label}': no histogram on one side (sharded before them)")
+            return []
+        value, measure = _js_divergence(*sides), "JS divergence"
+    else:
+        if new.get("many_values") or old.get("many_values"):
+            if not limits.label_classes:  # which says so otherwise
+                notes.append(f"label '{a.label}': too many values to compare classes")
+            return []
+        counts = (new.get("counts", {}), old.get("counts", {}))
+        totals = [sum(c.values()) for c in counts]
+        if not all(totals):
+            notes.append(f"label '{a.label}': no values on one side; classes not compared")
+            return []
+        value = linf_distance(*counts, *totals)
+        measure = "L-inf distance of class frequencies"
+    finding = _numeric(a.label, "label_drift", value, limit, measure)
+    return [finding] if finding else []
+
+
+def _js_divergence(st_new: Mapping[str, Any], st_old: Mapping[str, Any]) -> float:
+    """The JS divergence of two numeric statistics' histograms."""
+    return histogram_js_divergence(
+        Histogram.from_dict(st_new["histogram"]),
+        Histogram.from_dict(st_old["histogram"]),
+        a_range=(st_new["min"], st_new["max"]),
+        b_range=(st_old["min"], st_old["max"]),
+    )
+
+
 def _missing_rate(st: Mapping[str, Any]) -> float | None:
     absent = st.get("missing", 0) + st.get("nan", 0)
     total = st.get("count", 0) + absent
@@ -382,12 +435,7 @@ def _column_findings(
         if not st_new.get("histogram") or not st_old.get("histogram"):
             notes.append(f"{name}: no histogram on one side (sharded before histograms)")
         else:
-            value = histogram_js_divergence(
-                Histogram.from_dict(st_new["histogram"]),
-                Histogram.from_dict(st_old["histogram"]),
-                a_range=(st_new["min"], st_new["max"]),
-                b_range=(st_old["min"], st_old["max"]),
-            )
+            value = _js_divergence(st_new, st_old)
             limit = limits.limit("numeric_drift", name)
             out.append(_numeric(name, "numeric_drift", value, limit, "JS divergence"))
     elif kind == "categorical":

@@ -38,7 +38,7 @@ def test_the_same_data_passes_every_check(quest):
     result = _check(quest, quest)
     assert result.passed and not result.failures
     checks = {f.check for f in result.findings}
-    assert checks == {"missing_rate", "numeric_drift", "categorical_drift"}
+    assert checks == {"missing_rate", "numeric_drift", "categorical_drift", "label_drift"}
     assert result.summary() == "new: every data check holds against old"
 
 
@@ -87,7 +87,43 @@ def test_label_classes_appearing_and_vanishing(quest):
     assert "new class '2' (17 rows)" in result.summary()
     del counts["1"]
     assert "class '1' vanished" in _check(new, quest).summary()
-    assert _check(new, quest, "label_classes=off").passed
+    # A vanished class also moves the balance of those left (label_drift).
+    assert _failed(_check(new, quest, "label_classes=off")) == {("label_drift", "cleared")}
+    assert _check(new, quest, "label_classes=off,label_drift=off").passed
+
+
+def test_label_balance_shifts(quest):
+    """The same classes in other proportions: not label_classes, but label_drift."""
+    new = copy.deepcopy(quest)
+    counts = new["stats"]["label"]["counts"]
+    total = sum(counts.values())
+    old_share = counts["1"] / total
+    counts["1"] = round(total * (old_share + 0.15))
+    counts["0"] = total - counts["1"]
+    result = _check(new, quest)
+    assert _failed(result) == {("label_drift", "cleared")}
+    finding = result.failures[0]
+    assert finding.value == pytest.approx(0.15, abs=1e-3) and finding.limit == 0.1
+    assert "L-inf distance of class frequencies" in finding.detail
+    assert _check(new, quest, "label_drift=0.2").passed
+    assert _check(new, quest, "label_drift.cleared=off").passed
+
+
+def test_regression_label_drift(tmp_path):
+    """A regression label (many values) is compared by its histogram, which it now has."""
+    datagen.generate_quest_logs(str(tmp_path / "q.csv"), 4_000, seed=8)
+    meta = shard([tmp_path / "q.csv"], tmp_path / "ds", key="attempt_id", label="gold")
+    assert meta["label_info"]["task"] == "regression"
+    numeric = meta["stats"]["label"]["numeric"]
+    assert sum(numeric["histogram"]["counts"]) == numeric["count"]
+    result = _check(meta, meta)
+    assert result.passed and any(f.check == "label_drift" for f in result.findings)
+    new = copy.deepcopy(meta)
+    counts = new["stats"]["label"]["numeric"]["histogram"]["counts"]
+    counts[:] = [0] * 10 + counts[:-11] + [sum(counts[-11:])]  # much higher
+    result = _check(new, meta)
+    assert _failed(result) == {("label_drift", "gold")}
+    assert "JS divergence" in result.failures[0].detail
 
 
 def test_missing_rate_jumps(quest):
