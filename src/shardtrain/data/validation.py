@@ -49,7 +49,7 @@ from shardtrain.data.histogram import Histogram
 from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.data.profile import DataProfile, load_profile
 from shardtrain.data.report import fmt, markdown_table
-from shardtrain.errors import ConfigError, DataError
+from shardtrain.errors import ConfigError, DataError, one_line
 
 #: The checks with a numeric limit, and what their value measures.
 MEASURES = {
@@ -257,7 +257,8 @@ def validate(new: DataProfile, baseline: DataProfile, limits: Limits | None = No
     a, b = new.metadata, baseline.metadata
     findings += _schema_findings(a, b, limits)
     findings += _label_findings(a, b, limits, notes)
-    findings += _label_drift(a, b, limits, notes)
+    where = (new.source, baseline.source)
+    findings += _label_drift(a, b, limits, notes, where)
     old_types = {c.name: c.type for c in b.schema.features}
     for column in a.schema.features:
         if old_types.get(column.name) != column.type:
@@ -267,7 +268,7 @@ def validate(new: DataProfile, baseline: DataProfile, limits: Limits | None = No
         if not st_new or not st_old or st_new.get("kind") != st_old.get("kind"):
             notes.append(f"{column.name}: no statistics on both sides; not compared")
             continue
-        findings += _column_findings(column.name, st_new, st_old, limits, notes)
+        findings += _column_findings(column.name, st_new, st_old, limits, notes, where)
     return Validation(
         new=new.uri or new.source,
         baseline=baseline.source,
@@ -348,7 +349,11 @@ def _label_findings(
 
 
 def _label_drift(
-    a: DatasetMetadata, b: DatasetMetadata, limits: Limits, notes: list[str]
+    a: DatasetMetadata,
+    b: DatasetMetadata,
+    limits: Limits,
+    notes: list[str],
+    where: tuple[str, str],
 ) -> list[Finding]:
     """The change of the label's distribution (the label_classes check sees only classes
     appearing or vanishing, not a shift of their balance)."""
@@ -364,7 +369,10 @@ def _label_drift(
         if not all(st.get("histogram") for st in sides):
             notes.append(f"label '{a.label}': no histogram on one side (sharded before them)")
             return []
-        value, measure = _js_divergence(*sides), "JS divergence"
+        js = _js_divergence(f"label '{a.label}'", sides, where, notes)
+        if js is None:
+            return []
+        value, measure = js, "JS divergence"
     else:
         if new.get("many_values") or old.get("many_values"):
             if not limits.label_classes:  # which says so otherwise
@@ -381,14 +389,38 @@ def _label_drift(
     return [finding] if finding else []
 
 
-def _js_divergence(st_new: Mapping[str, Any], st_old: Mapping[str, Any]) -> float:
-    """The JS divergence of two numeric statistics' histograms."""
-    return histogram_js_divergence(
-        Histogram.from_dict(st_new["histogram"]),
-        Histogram.from_dict(st_old["histogram"]),
-        a_range=(st_new["min"], st_new["max"]),
-        b_range=(st_old["min"], st_old["max"]),
-    )
+def _js_divergence(
+    name: str,
+    sides: tuple[Mapping[str, Any], Mapping[str, Any]],
+    where: tuple[str, str],
+    notes: list[str],
+) -> float | None:
+    """The JS divergence of two numeric statistics' histograms (new, baseline), read from
+    ``where``; None when neither holds a value (noted: an all-null column has not drifted).
+
+    Raises:
+        DataError: statistics that are not what a dataset writes (a hand-edited or truncated
+            ``training_data.json``), naming the file.
+    """
+    read = []
+    for st, uri in zip(sides, where, strict=True):
+        try:
+            hist = Histogram.from_dict(st["histogram"])
+            bounds = (float(st["min"]), float(st["max"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise DataError(f"{uri}: malformed statistics of {name}: {one_line(e)}") from None
+        read.append((hist, bounds, uri))
+    if not any(hist.total for hist, _, _ in read):
+        notes.append(f"{name}: empty histograms on both sides; distributions not compared")
+        return None
+    for hist, _, uri in read:
+        if not hist.total:
+            raise DataError(f"{uri}: malformed statistics of {name}: values but an empty histogram")
+    (a, a_range, _), (b, b_range, _) = read
+    try:
+        return histogram_js_divergence(a, b, a_range=a_range, b_range=b_range)
+    except ValueError as e:
+        raise DataError(f"{where[1]}: statistics of {name} not comparable: {one_line(e)}") from None
 
 
 def _missing_rate(st: Mapping[str, Any]) -> float | None:
@@ -413,6 +445,7 @@ def _column_findings(
     st_old: Mapping[str, Any],
     limits: Limits,
     notes: list[str],
+    where: tuple[str, str],
 ) -> list[Finding]:
     out: list[Finding | None] = []
     kind = st_new.get("kind")
@@ -435,9 +468,10 @@ def _column_findings(
         if not st_new.get("histogram") or not st_old.get("histogram"):
             notes.append(f"{name}: no histogram on one side (sharded before histograms)")
         else:
-            value = _js_divergence(st_new, st_old)
-            limit = limits.limit("numeric_drift", name)
-            out.append(_numeric(name, "numeric_drift", value, limit, "JS divergence"))
+            value = _js_divergence(f"column '{name}'", (st_new, st_old), where, notes)
+            if value is not None:
+                limit = limits.limit("numeric_drift", name)
+                out.append(_numeric(name, "numeric_drift", value, limit, "JS divergence"))
     elif kind == "categorical":
         value = linf_distance(
             {t["value"]: t["count"] for t in st_new.get("top", [])},

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
-from helpers import shard
+from helpers import run_cli, shard
 from shardtrain.data import datagen
 from shardtrain.data.metadata import DatasetMetadata
-from shardtrain.data.profile import DataProfile
-from shardtrain.data.validation import Limits, validate
-from shardtrain.errors import ConfigError
+from shardtrain.data.profile import TRAINING_DATA, DataProfile, write_profile
+from shardtrain.data.validation import Limits, validate, validate_uris
+from shardtrain.errors import ConfigError, DataError
 
 
 @pytest.fixture(scope="module")
@@ -153,6 +154,38 @@ def test_numeric_drift(quest):
     del new["stats"]["columns"]["player_level"]["histogram"]
     result = _check(new, quest)
     assert result.passed and any("player_level: no histogram" in n for n in result.notes)
+
+
+def test_empty_histograms_on_both_sides_are_not_drift(quest):
+    new, old = copy.deepcopy(quest), copy.deepcopy(quest)
+    for meta in (new, old):
+        hist = meta["stats"]["columns"]["gold"]["histogram"]
+        hist["counts"] = [0] * len(hist["counts"])
+    result = _check(new, old)
+    assert result.passed and ("numeric_drift", "gold") not in {
+        (f.check, f.column) for f in result.findings
+    }
+    assert "column 'gold': empty histograms on both sides; distributions not compared" in (
+        result.notes
+    )
+    with pytest.raises(DataError, match=r"^old: malformed statistics of column 'gold': values but"):
+        _check(quest, old)
+
+
+def test_a_malformed_baseline_is_a_one_line_error(tmp_path):
+    """A hand-edited training_data.json: exit 1 with one line naming it, no traceback."""
+    datagen.generate_quest_logs(str(tmp_path / "q.csv"), 2_000, seed=4)
+    shard([tmp_path / "q.csv"], tmp_path / "ds", key="attempt_id")
+    written = write_profile(str(tmp_path / "model"), str(tmp_path / "ds"))
+    doc = json.loads((tmp_path / "model" / TRAINING_DATA).read_text())
+    doc["metadata"]["stats"]["columns"]["gold"]["histogram"]["counts"] = [1]
+    (tmp_path / "model" / TRAINING_DATA).write_text(json.dumps(doc))
+    with pytest.raises(DataError, match="malformed statistics of column 'gold'"):
+        validate_uris(str(tmp_path / "ds"), str(tmp_path / "model"))
+    proc = run_cli("validate", str(tmp_path / "ds"), "--against", str(tmp_path / "model"))
+    assert proc.returncode == 1, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith(f"error: {written}: malformed statistics of column 'gold': ")
 
 
 def test_categorical_drift(quest):
