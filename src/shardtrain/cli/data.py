@@ -260,12 +260,14 @@ def warm_up_cmd() -> None:
     default="",
     help="Limits of the checks, e.g. 'numeric_drift=0.05,new_columns=off,missing_rate.gold=0.2' "
     "(CHECK=VALUE or CHECK.COLUMN=VALUE; off disables) [default: missing_rate=0.05, "
-    "numeric_drift=0.05, categorical_drift=0.1, the column and label checks on].",
+    "numeric_drift=0.05, categorical_drift=0.1, label_drift=0.1, the column and label checks "
+    "on].",
 )
 @click.option("--json-report", default=None, help="Also write the outcome as JSON to this URI.")
 def validate_cmd(new_dataset: str, against: str, limits: str, json_report: str | None) -> None:
     """Check NEW_DATASET against a dataset or a model's training data: new, missing or
-    retyped columns, label classes, missing rates, numeric and categorical drift.
+    retyped columns, label classes and their balance, missing rates, numeric and categorical
+    drift.
 
     Prints a report; exits 0 when every check holds, 1 with one line naming the failing
     columns and checks otherwise.

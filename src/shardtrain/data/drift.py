@@ -11,13 +11,17 @@
 Both are what TensorFlow Data Validation uses for its drift and skew comparators.
 
 Histograms of two datasets need not share their bins (each dataset's bins come from its own
-planning sample, see :mod:`shardtrain.data.histogram`). :func:`align` puts both on the union
-of their edges: a bin split by the other histogram's edges gives each part a share of its
-count in proportion to its width (values assumed spread evenly inside a bin, as TFDV assumes
-when it aligns histograms). Where both have the same edges -- the usual case for data of the
-same kind, whose bins sit on the same decimal lattice -- nothing is split and the
-comparison is exact. The outer bins span from the column's min to the first edge and from
-the last edge to its max.
+planning sample, see :mod:`shardtrain.data.histogram`). Their edges are multiples of a
+decimal step (1, 2 or 5 times a power of ten), so :func:`align` re-bins both into bins of
+the smallest step that is a multiple of both: every bin of either histogram then lies
+inside one new bin, and the comparison is exact -- a count column binned by 0.2 on one side
+and 0.5 on the other is compared by whole units. Only the outer bins (values beyond the
+planning sample's range, about 1 % of them) are spread evenly between the column's min and
+the first edge, and the last edge and its max. Edges on no such lattice (histograms written
+by something else) fall back to the union of both sets of edges, a bin split by the other's
+edges giving each part a share of its count in proportion to its width (values assumed
+spread evenly inside a bin, as TFDV assumes when it aligns histograms), every bin clipped
+to the column's ``[min, max]`` so that a constant column stays a point.
 """
 
 from __future__ import annotations
@@ -27,24 +31,34 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from shardtrain.data.histogram import Histogram
+from shardtrain.data.histogram import Histogram, HistogramBins
 
 __all__ = ["align", "histogram_js_divergence", "js_divergence", "linf_distance"]
 
 
-def _pieces(h: Histogram, lo: float, hi: float) -> list[tuple[float, float, int]]:
-    """``(start, end, count)`` of every non-empty bin; the outer bins reach ``lo`` and
-    ``hi`` (the column's min and max; a bin of zero width is a point)."""
-    edges = h.edges
-    counts = h.counts
+def _outer_pieces(h: Histogram, lo: float, hi: float) -> list[tuple[float, float, int]]:
+    """``(start, end, count)`` of the outer bins: from the column's min ``lo`` to the first
+    edge, from the last edge to its max ``hi`` (a bin of zero width is a point)."""
+    edges, counts = h.edges, h.counts
     out = []
     if counts[0]:
         out.append((min(lo, edges[0]), edges[0], int(counts[0])))
-    for j in range(1, len(edges)):
-        if counts[j]:
-            out.append((edges[j - 1], edges[j], int(counts[j])))
     if counts[-1]:
         out.append((edges[-1], max(hi, edges[-1]), int(counts[-1])))
+    return out
+
+
+def _pieces(h: Histogram, lo: float, hi: float) -> list[tuple[float, float, int]]:
+    """``(start, end, count)`` of every non-empty bin, clipped to the column's ``[lo, hi]``
+    (min and max; a bin of zero width is a point)."""
+    edges, counts = h.edges, h.counts
+    out = _outer_pieces(h, lo, hi)
+    for j in range(1, len(edges)):
+        if counts[j]:
+            start, end = max(edges[j - 1], lo), min(edges[j], hi)
+            if start > end:  # statistics that disagree with the histogram: keep the bin
+                start, end = edges[j - 1], edges[j]
+            out.append((start, end, int(counts[j])))
     return out
 
 
@@ -60,17 +74,54 @@ def _cdf(pieces: list[tuple[float, float, int]], points: np.ndarray) -> np.ndarr
     return out
 
 
+def _counts(pieces: list[tuple[float, float, int]], grid: np.ndarray, total: int) -> np.ndarray:
+    """The counts of ``pieces`` between consecutive ``grid`` points (the last one inf)."""
+    cdf = _cdf(pieces, grid)
+    cdf[-1] = total
+    return np.diff(cdf, prepend=0.0)
+
+
+def _rebinned(
+    a: Histogram,
+    b: Histogram,
+    lattices: tuple[HistogramBins, HistogramBins],
+    ranges: tuple[tuple[float, float], tuple[float, float]],
+) -> tuple[np.ndarray, np.ndarray]:
+    """``a`` and ``b`` in bins of the least common multiple of their steps (see the module
+    docstring): below the first common bin, the common bins, at or past the last one."""
+    exponent = min(x.exponent for x in lattices)
+    steps = [x.step_in(exponent) for x in lattices]
+    common = math.lcm(*steps)
+    cells = [
+        [(q * step) // common for q in range(x.first, x.first + x.bins)]
+        for x, step in zip(lattices, steps, strict=True)
+    ]
+    low = min(c[0] for c in cells)
+    size = max(c[-1] for c in cells) - low + 1
+    while common % 10 == 0:
+        common, exponent = common // 10, exponent + 1
+    grid = np.asarray([*HistogramBins(low, common, exponent, size).edges, math.inf])
+    out = []
+    for h, cell, (lo, hi) in zip((a, b), cells, ranges, strict=True):
+        counts = _counts(_outer_pieces(h, lo, hi), grid, int(h.counts[0] + h.counts[-1]))
+        np.add.at(counts, np.asarray(cell) - low + 1, h.counts[1:-1])
+        out.append(counts)
+    return out[0], out[1]
+
+
 def align(
     a: Histogram, b: Histogram, *, a_range: tuple[float, float], b_range: tuple[float, float]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The counts of ``a`` and ``b`` on the union of their edges (and the columns' ranges
-    ``(min, max)``), as two float arrays of the same length."""
+    """The counts of ``a`` and ``b`` in common bins (see the module docstring), given the
+    columns' ranges ``(min, max)``, as two float arrays of the same length."""
+    if a.edges == b.edges:
+        return a.counts.astype(np.float64), b.counts.astype(np.float64)
+    la, lb = HistogramBins.from_edges(a.edges), HistogramBins.from_edges(b.edges)
+    if la is not None and lb is not None:
+        return _rebinned(a, b, (la, lb), (a_range, b_range))
     pa_, pb = _pieces(a, *a_range), _pieces(b, *b_range)
-    points = sorted({x for p in (*pa_, *pb) for x in p[:2]})
-    grid = np.asarray([*points, math.inf])
-    ca, cb = _cdf(pa_, grid), _cdf(pb, grid)
-    ca[-1], cb[-1] = a.total, b.total
-    return np.diff(ca, prepend=0.0), np.diff(cb, prepend=0.0)
+    grid = np.asarray([*sorted({x for p in (*pa_, *pb) for x in p[:2]}), math.inf])
+    return _counts(pa_, grid, a.total), _counts(pb, grid, b.total)
 
 
 def js_divergence(p: np.ndarray, q: np.ndarray) -> float:

@@ -19,10 +19,12 @@ and max are in its other statistics). The plan records them (:attr:`Plan.histogr
 
 The width is a "round" decimal step (1, 2 or 5 times a power of ten, at least 1 for an
 integer column, so each small integer gets a bin of its own) and the edges are multiples of
-it. Two datasets of the same kind so mostly get the very same edges, or edges of which one
-set holds the other's, and comparing their histograms then needs no assumption about how
-values spread inside a bin (see :func:`shardtrain.data.drift.align`). Quantile edges would
-follow skewed columns more closely, but differ between any two samples.
+it. Two such steps always have a common multiple on the same scale (the larger step, or 10
+times the power of ten where one is 2 and the other 5 times it), whose multiples are edges
+of both histograms: re-binned into bins of that step, two datasets' histograms compare
+exactly, with no assumption about how values spread inside a bin (see
+:func:`shardtrain.data.drift.align`); only their outer bins are spread evenly. Quantile
+edges would follow skewed columns more closely, but differ between any two samples.
 
 Known costs: a column whose values mostly sit beyond the sample's range (input sorted by
 that column, the first file unlike the rest) lands mostly in the outer bins, and a heavy
@@ -34,7 +36,7 @@ Bool columns need no sample: two bins, false and true.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +86,32 @@ class HistogramBins:
     def edges(self) -> tuple[float, ...]:
         """The ``bins + 1`` edges of the inner bins."""
         return tuple(self.edge(q) for q in range(self.first, self.first + self.bins + 1))
+
+    def step_in(self, exponent: int) -> int:
+        """The step in units of ``10**exponent`` (``exponent <= self.exponent``): an integer."""
+        return self.mantissa * 10 ** (self.exponent - exponent)
+
+    @classmethod
+    def from_edges(cls, edges: Sequence[float]) -> HistogramBins | None:
+        """The bins whose :attr:`edges` are exactly ``edges`` (a histogram read back from
+        JSON keeps only its edges); None when they are not such a lattice."""
+        if len(edges) < 2:
+            return None
+        try:
+            raw = (edges[-1] - edges[0]) / (len(edges) - 1)
+            if not (math.isfinite(raw) and raw > 0):
+                return None
+            exponent = math.floor(math.log10(raw))
+            mantissa = round(raw / 10.0**exponent)
+            if mantissa == 10:
+                mantissa, exponent = 1, exponent + 1
+            if mantissa not in _MANTISSAS:
+                return None
+            first = round(edges[0] * cls(0, mantissa, exponent, 1).inverse_step)
+        except (OverflowError, ValueError):
+            return None
+        bins = cls(first, mantissa, exponent, len(edges) - 1)
+        return bins if bins.edges == tuple(edges) else None
 
     def to_list(self) -> list[int]:
         return [self.first, self.mantissa, self.exponent, self.bins]

@@ -455,7 +455,8 @@ class LabelStats:
     """The label's distribution: the exact count of every value (as strings: '0'/'1', 'true',
     class names) while there are at most :data:`MAX_LABEL_VALUES` distinct ones, and for a
     numeric label its count, min, max, mean and standard deviation (what a regression
-    standardises its target with).
+    standardises its target with), with a histogram when the plan gave the label ``bins``
+    (a regression label's distribution is compared by it, :mod:`.validation`).
 
     A regression label (minutes played, spend) has as many distinct values as rows: past
     :data:`MAX_LABEL_VALUES` the counts are dropped and ``many_values`` is set, so a task's
@@ -467,6 +468,7 @@ class LabelStats:
     missing: int = 0
     many_values: bool = False
     numeric: NumericStats | None = None
+    bins: HistogramBins | None = field(default=None, compare=False, repr=False)
 
     def update(self, values: pa.Array | pa.ChunkedArray) -> None:
         self.missing += values.null_count
@@ -475,7 +477,7 @@ class LabelStats:
             return
         if pa.types.is_integer(present.type) or pa.types.is_floating(present.type):
             if self.numeric is None:
-                self.numeric = NumericStats()
+                self.numeric = NumericStats.with_bins(self.bins)
             self.numeric.update(present)
         if self.many_values:
             return

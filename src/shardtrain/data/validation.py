@@ -12,6 +12,9 @@ check                  fails when                                              d
 ``retyped_columns``    a column's type changed (``int`` → ``string``...)       on
 ``label_classes``      a label class appeared or vanished (or the label        on
                        column changed)
+``label_drift``        the L-infinity distance of the label's class            0.1
+                       frequencies exceeds this (for a regression label: the
+                       Jensen-Shannon divergence of its histograms)
 ``missing_rate``       a column's share of missing values (NaN included)       0.05
                        moved by more than this (absolute)
 ``numeric_drift``      the Jensen-Shannon divergence of a numeric column's     0.05
@@ -46,13 +49,14 @@ from shardtrain.data.histogram import Histogram
 from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.data.profile import DataProfile, load_profile
 from shardtrain.data.report import fmt, markdown_table
-from shardtrain.errors import ConfigError, DataError
+from shardtrain.errors import ConfigError, DataError, one_line
 
 #: The checks with a numeric limit, and what their value measures.
 MEASURES = {
     "missing_rate": "change of the missing rate",
     "numeric_drift": "JS divergence",
     "categorical_drift": "L-inf distance",
+    "label_drift": "L-inf distance of class frequencies (regression: JS divergence)",
 }
 #: The on/off checks.
 SWITCHES = ("missing_columns", "new_columns", "retyped_columns", "label_classes")
@@ -71,6 +75,9 @@ class Limits:
         missing_rate: the largest change of a column's missing rate that passes.
         numeric_drift: the largest Jensen-Shannon divergence (bits) that passes.
         categorical_drift: the largest L-infinity distance that passes.
+        label_drift: the largest change of the label's distribution that passes: the
+            L-infinity distance of its class frequencies, or for a regression label the
+            Jensen-Shannon divergence of its histograms.
         columns: limits for single columns, ``{(check, column): limit}``.
     """
 
@@ -81,6 +88,7 @@ class Limits:
     missing_rate: float | None = 0.05
     numeric_drift: float | None = 0.05
     categorical_drift: float | None = 0.1
+    label_drift: float | None = 0.1
     columns: Mapping[tuple[str, str], float | None] = field(default_factory=dict)
 
     def limit(self, check: str, column: str) -> float | None:
@@ -249,6 +257,8 @@ def validate(new: DataProfile, baseline: DataProfile, limits: Limits | None = No
     a, b = new.metadata, baseline.metadata
     findings += _schema_findings(a, b, limits)
     findings += _label_findings(a, b, limits, notes)
+    where = (new.source, baseline.source)
+    findings += _label_drift(a, b, limits, notes, where)
     old_types = {c.name: c.type for c in b.schema.features}
     for column in a.schema.features:
         if old_types.get(column.name) != column.type:
@@ -258,7 +268,7 @@ def validate(new: DataProfile, baseline: DataProfile, limits: Limits | None = No
         if not st_new or not st_old or st_new.get("kind") != st_old.get("kind"):
             notes.append(f"{column.name}: no statistics on both sides; not compared")
             continue
-        findings += _column_findings(column.name, st_new, st_old, limits, notes)
+        findings += _column_findings(column.name, st_new, st_old, limits, notes, where)
     return Validation(
         new=new.uri or new.source,
         baseline=baseline.source,
@@ -338,6 +348,81 @@ def _label_findings(
     return out
 
 
+def _label_drift(
+    a: DatasetMetadata,
+    b: DatasetMetadata,
+    limits: Limits,
+    notes: list[str],
+    where: tuple[str, str],
+) -> list[Finding]:
+    """The change of the label's distribution (the label_classes check sees only classes
+    appearing or vanishing, not a shift of their balance)."""
+    limit = limits.limit("label_drift", a.label)
+    if limit is None or a.label != b.label:
+        return []
+    new, old = a.stats.label, b.stats.label
+    if "regression" in (a.label_info.task, b.label_info.task):
+        sides = (new.get("numeric") or {}, old.get("numeric") or {})
+        if not all(st.get("count") for st in sides):
+            notes.append(f"label '{a.label}': no values on one side; distributions not compared")
+            return []
+        if not all(st.get("histogram") for st in sides):
+            notes.append(f"label '{a.label}': no histogram on one side (sharded before them)")
+            return []
+        js = _js_divergence(f"label '{a.label}'", sides, where, notes)
+        if js is None:
+            return []
+        value, measure = js, "JS divergence"
+    else:
+        if new.get("many_values") or old.get("many_values"):
+            if not limits.label_classes:  # which says so otherwise
+                notes.append(f"label '{a.label}': too many values to compare classes")
+            return []
+        counts = (new.get("counts", {}), old.get("counts", {}))
+        totals = [sum(c.values()) for c in counts]
+        if not all(totals):
+            notes.append(f"label '{a.label}': no values on one side; classes not compared")
+            return []
+        value = linf_distance(*counts, *totals)
+        measure = "L-inf distance of class frequencies"
+    finding = _numeric(a.label, "label_drift", value, limit, measure)
+    return [finding] if finding else []
+
+
+def _js_divergence(
+    name: str,
+    sides: tuple[Mapping[str, Any], Mapping[str, Any]],
+    where: tuple[str, str],
+    notes: list[str],
+) -> float | None:
+    """The JS divergence of two numeric statistics' histograms (new, baseline), read from
+    ``where``; None when neither holds a value (noted: an all-null column has not drifted).
+
+    Raises:
+        DataError: statistics that are not what a dataset writes (a hand-edited or truncated
+            ``training_data.json``), naming the file.
+    """
+    read = []
+    for st, uri in zip(sides, where, strict=True):
+        try:
+            hist = Histogram.from_dict(st["histogram"])
+            bounds = (float(st["min"]), float(st["max"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise DataError(f"{uri}: malformed statistics of {name}: {one_line(e)}") from None
+        read.append((hist, bounds, uri))
+    if not any(hist.total for hist, _, _ in read):
+        notes.append(f"{name}: empty histograms on both sides; distributions not compared")
+        return None
+    for hist, _, uri in read:
+        if not hist.total:
+            raise DataError(f"{uri}: malformed statistics of {name}: values but an empty histogram")
+    (a, a_range, _), (b, b_range, _) = read
+    try:
+        return histogram_js_divergence(a, b, a_range=a_range, b_range=b_range)
+    except ValueError as e:
+        raise DataError(f"{where[1]}: statistics of {name} not comparable: {one_line(e)}") from None
+
+
 def _missing_rate(st: Mapping[str, Any]) -> float | None:
     absent = st.get("missing", 0) + st.get("nan", 0)
     total = st.get("count", 0) + absent
@@ -360,6 +445,7 @@ def _column_findings(
     st_old: Mapping[str, Any],
     limits: Limits,
     notes: list[str],
+    where: tuple[str, str],
 ) -> list[Finding]:
     out: list[Finding | None] = []
     kind = st_new.get("kind")
@@ -382,14 +468,10 @@ def _column_findings(
         if not st_new.get("histogram") or not st_old.get("histogram"):
             notes.append(f"{name}: no histogram on one side (sharded before histograms)")
         else:
-            value = histogram_js_divergence(
-                Histogram.from_dict(st_new["histogram"]),
-                Histogram.from_dict(st_old["histogram"]),
-                a_range=(st_new["min"], st_new["max"]),
-                b_range=(st_old["min"], st_old["max"]),
-            )
-            limit = limits.limit("numeric_drift", name)
-            out.append(_numeric(name, "numeric_drift", value, limit, "JS divergence"))
+            value = _js_divergence(f"column '{name}'", (st_new, st_old), where, notes)
+            if value is not None:
+                limit = limits.limit("numeric_drift", name)
+                out.append(_numeric(name, "numeric_drift", value, limit, "JS divergence"))
     elif kind == "categorical":
         value = linf_distance(
             {t["value"]: t["count"] for t in st_new.get("top", [])},

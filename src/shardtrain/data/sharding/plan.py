@@ -84,11 +84,12 @@ class Plan:
     options: dict[str, Any]
     estimated_rows: int
     fingerprint: str = ""
-    #: The histogram bins of the numeric columns (:mod:`shardtrain.data.histogram`), chosen
-    #: from the planning sample. Not part of the fingerprint: they follow from the inputs,
-    #: which it covers, and shape the statistics only, never the shards, so a dataset written
-    #: before histograms existed is still the same dataset (complete: kept; half-written:
-    #: resumed, its columns then without histograms, see ``NumericStats.merge``).
+    #: The histogram bins of the numeric columns, label included
+    #: (:mod:`shardtrain.data.histogram`), chosen from the planning sample. Not part of the
+    #: fingerprint: they follow from the inputs, which it covers, and shape the statistics
+    #: only, never the shards, so a dataset written before histograms existed is still the
+    #: same dataset (complete: kept; half-written: resumed, its columns then without
+    #: histograms, see ``NumericStats.merge``).
     histograms: dict[str, HistogramBins] = dataclasses.field(default_factory=dict)
 
     def shard_path(self, split_index: int, shard: int) -> str:
@@ -230,7 +231,8 @@ def build_plan(config: ShardConfig) -> Plan:
         for t, group in enumerate(groups)
     )
     options = {**config.plan_options(), **final.options}
-    features = {c.name: c.type for c in schema.features}
+    # The label's distribution is compared too (a regression label by its histogram).
+    binned = {c.name: c.type for c in (*schema.features, schema.column(schema.label))}
     plan = Plan(
         output=config.output,
         sources=tuple(sources),
@@ -241,7 +243,7 @@ def build_plan(config: ShardConfig) -> Plan:
         compression=config.compression,
         options=options,
         estimated_rows=estimated_rows,
-        histograms=plan_bins(features, inputs.sample),
+        histograms=plan_bins(binned, inputs.sample),
     )
     return plan.fingerprinted()
 

@@ -81,7 +81,7 @@ def _run_task(plan: Plan, task: Task, config: ShardConfig, progress: Progress | 
     source = config.source()
     layout = plan.layout
     column_stats = source.new_statistics(schema, plan.histograms)
-    label_stats = LabelStats()
+    label_stats = LabelStats(bins=plan.histograms.get(schema.label))
     fractions = np.cumsum([f for _, f in plan.splits])
     fractions[-1] = 1.0
     # Writer slots: for split s, local shard j → slot base[s] + j.
