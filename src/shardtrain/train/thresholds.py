@@ -15,7 +15,9 @@ model's task (:data:`TASK_METRICS`).
 :func:`decide` checks every clause against the candidate's metrics and the baseline's: a
 relative clause without a baseline (the first model, or a baseline that cannot score the
 data) is *skipped*, not failed, so the first model is blessed on the absolute clauses alone.
-A metric that is not finite (the NaN AUC of a one-class eval split) fails its clause.
+A metric that is not finite (the NaN AUC of a one-class eval split) fails its clause, and a
+candidate evaluated on no examples (``num_examples`` 0 or missing) is never blessed, whatever
+the thresholds.
 
 Pure Python (no TensorFlow, no storage): parsed by the CLI and the pipeline's parameters alike,
 and tested on plain values.
@@ -204,13 +206,19 @@ class Check:
 
 @dataclass(frozen=True)
 class Decision:
-    """Whether the candidate is blessed: every clause holds (skipped ones aside)."""
+    """Whether the candidate is blessed: every clause holds (skipped ones aside).
+
+    Attributes:
+        checks: every clause checked.
+        refused: why the candidate is not blessed whatever its checks ('' : it may be).
+    """
 
     checks: tuple[Check, ...]
+    refused: str = ""
 
     @property
     def blessed(self) -> bool:
-        return all(c.passed is not False for c in self.checks)
+        return not self.refused and all(c.passed is not False for c in self.checks)
 
     @property
     def failed(self) -> tuple[Check, ...]:
@@ -218,6 +226,8 @@ class Decision:
 
     def summary(self) -> str:
         """One line: ``blessed: ...`` or ``not blessed: <the failing clauses>``."""
+        if self.refused:
+            return f"not blessed: {self.refused}"
         if not self.checks:
             return "blessed: no thresholds"
         if not self.blessed:
@@ -236,8 +246,13 @@ def decide(
 ) -> Decision:
     """Check every clause: the candidate's metrics against absolute bounds and against the
     baseline's metrics (None: no baseline, relative clauses are skipped with ``no_baseline``
-    as the reason).
+    as the reason). A candidate without examples (``num_examples`` 0 or missing) is refused:
+    its metrics describe nothing.
     """
+    examples = candidate.get("num_examples")
+    refused = ""
+    if not (isinstance(examples, int | float) and not isinstance(examples, bool) and examples > 0):
+        refused = f"the candidate was evaluated on no examples (num_examples {examples})"
     checks = []
     for t in thresholds:
         value = float(candidate.get(t.metric, math.nan))
@@ -253,4 +268,4 @@ def decide(
             continue
         bound = t.bound(base)
         checks.append(Check(t, value, bound, t.holds(value, bound)))
-    return Decision(tuple(checks))
+    return Decision(tuple(checks), refused)
