@@ -32,7 +32,7 @@ def test_absolute_and_relative_clauses_parse_and_print_back():
     )
     assert parse_thresholds(format_thresholds(parsed)) == parsed
     assert parse_thresholds("") == () and parse_thresholds(None) == ()
-    assert parse_thresholds("mean_error>=-0.5") == (Threshold("mean_error", ">=", -0.5),)
+    assert parse_thresholds("r2>=-0.5") == (Threshold("r2", ">=", -0.5),)
 
 
 @pytest.mark.parametrize(
@@ -46,6 +46,12 @@ def test_absolute_and_relative_clauses_parse_and_print_back():
         ("f1>=0.5", r"^thresholds: 'f1>=0.5': unknown metric 'f1' \(known: accuracy, auc, "),
         ("auc>=nan", r"the bound must be finite"),
         ("auc>=0.8,,rmse", r"^thresholds: 'rmse' is not METRIC"),
+        ("auc>=baseline--1", r"^thresholds: 'auc>=baseline--1': '-1' after baseline- must be an "),
+        ("auc>=baseline*-1", r"'-1' after baseline\* must be an unsigned number"),
+        ("auc>=baseline + +1", r"'\+1' after baseline\+ must be an unsigned number"),
+        ("r2>=baseline*0.95", r"^thresholds: 'r2>=baseline\*0.95': r2 can be negative, where "),
+        ("mean_error<=baseline*1.1", r"mean_error can be negative, where baseline\*X moves"),
+        ("mean_error>=-0.5", r"mean_error is compared as its absolute value, so its bound "),
     ],
 )
 def test_a_bad_clause_is_one_line_naming_it(text, message):
@@ -126,3 +132,26 @@ def test_a_candidate_evaluated_on_no_examples_is_never_blessed(examples):
             f"not blessed: the candidate was evaluated on no examples (num_examples {examples})"
         )
     assert not decide((), candidate, None).blessed
+
+
+def test_a_relative_number_is_unsigned_even_in_code():
+    with pytest.raises(ConfigError, match=r"'auc>=baseline--1': the number after baseline- "):
+        Threshold("auc", ">=", -1.0, "-")
+    with pytest.raises(ConfigError, match=r"r2 can be negative"):
+        parse_thresholds([Threshold("r2", ">=", 0.95, "*")])
+
+
+def test_mean_error_is_compared_as_its_absolute_value():
+    """A bias of -5 is as bad as one of 5: it fails mean_error<=0.5, and is held to the
+    baseline's absolute bias."""
+    thresholds = parse_thresholds("mean_error<=0.5,mean_error<=baseline+0.1")
+    low = decide(thresholds, {**N, "mean_error": -5.0}, {"mean_error": -0.2})
+    assert [c.passed for c in low.checks] == [False, False]
+    assert [c.value for c in low.checks] == [5.0, 5.0]
+    assert low.checks[1].bound == pytest.approx(0.3)
+    assert low.summary().startswith("not blessed: |mean_error| 5.0000 is not <= 0.5000 (")
+    good = decide(thresholds, {**N, "mean_error": -0.25}, {"mean_error": 0.2})
+    assert good.blessed and [c.value for c in good.checks] == [0.25, 0.25]
+    # r2's relative bounds stay additive: 0.01 below a negative baseline is below it.
+    r2 = decide(parse_thresholds("r2>=baseline-0.01"), {**N, "r2": -0.505}, {"r2": -0.5})
+    assert r2.checks[0].bound == pytest.approx(-0.51) and r2.blessed
