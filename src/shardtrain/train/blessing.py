@@ -232,8 +232,9 @@ def evaluate_model(config: EvaluateConfig) -> Blessing:
             why = f"it cannot be read: {one_line(exc)}"
             no_baseline = _without_baseline(baseline_info, why, config.data)
 
-    # The trainer's metrics.json is of its eval split: another split must be scored.
-    same_split = trained.get("split") == config.split
+    # The trainer's metrics.json is of its eval split (``eval`` if it does not say): another
+    # split must be scored.
+    same_split = trained.get("split", "eval") == config.split
     candidate: ExportedModel | None = None
     if baseline is not None or slices or not same_split:
         meta = meta or DatasetMetadata.load(config.data)
