@@ -3,7 +3,7 @@
 :func:`evaluate_model` is what ``shardtrain evaluate`` and the pipeline's ``evaluate`` step
 run. It finds the *baseline* — the model published at the serving location
 (``SERVING_URI/latest.json`` → ``SERVING_URI/<version>/``, written by
-:func:`shardtrain.kubeflow.steps.publish_export`) — scores the candidate (the model
+:func:`shardtrain.kubeflow.publish.publish_export`) — scores the candidate (the model
 directory's newest export) and the baseline on the same eval split of the dataset, through
 their serving signatures (:mod:`shardtrain.train.scoring`), and blesses the candidate only if
 every threshold holds (:mod:`shardtrain.train.thresholds`). It writes:
