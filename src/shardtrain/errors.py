@@ -86,6 +86,11 @@ class ConfigError(ShardtrainError):
     """A configuration or argument value makes no sense."""
 
 
+class StaleDecisionError(ShardtrainError):
+    """A step acts on a decision whose grounds changed since it was taken (a model blessed
+    against a served model that another run has replaced since): take it again."""
+
+
 class TrainingInterrupted(ShardtrainError):
     """Training stopped on SIGTERM/SIGINT after writing a checkpoint: restart to resume.
 

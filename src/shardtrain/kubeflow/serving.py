@@ -1,7 +1,7 @@
 """Serving a published model with KServe: the ``InferenceService`` and its service account.
 
 The pipeline's export step publishes each model under the serving base (see
-:func:`shardtrain.kubeflow.steps.publish_export`)::
+:func:`shardtrain.kubeflow.publish.publish_export`)::
 
     <serving_uri>/<integer version>/saved_model.pb, variables/, _MANIFEST.json, ...
     <serving_uri>/latest.json        {"version": "<integer version>", ...}   (written last)
@@ -267,7 +267,7 @@ class PublishedModel:
     step: int | None = None
 
 
-def _version_number(name: str) -> int | None:
+def version_number(name: str) -> int | None:
     """A directory name as TensorFlow Serving reads it: a non-negative int64, else None."""
     return int(name) if name.isascii() and name.isdigit() and int(name) < 2**63 else None
 
@@ -294,14 +294,14 @@ def check_published(base: str) -> PublishedModel:
         )
     pointer = storage.read_json(pointer_uri)
     name = str(pointer.get("version", "")) if isinstance(pointer, dict) else ""
-    version = _version_number(name)
+    version = version_number(name)
     if version is None:
         raise DataError(
             f"{pointer_uri}: version {name!r} is not an integer; TensorFlow Serving loads only "
             "integer-named version directories"
         )
     versions = sorted(
-        v for v in (_version_number(storage.basename(u)) for u in storage.ls(base)) if v is not None
+        v for v in (version_number(storage.basename(u)) for u in storage.ls(base)) if v is not None
     )
     uri = storage.join(base, name)
     if version not in versions or not storage.is_committed(uri):

@@ -36,7 +36,8 @@ deploy             :func:`deploy_step`     a KServe InferenceService of it (``de
   ``dsl.ClassificationMetrics`` ROC curve and confusion matrix (and per slice), and a
   ``dsl.Markdown`` report (:mod:`shardtrain.kubeflow.report`); it returns ``blessed``, and
   the export runs only then (``dsl.If``).
-* :func:`export_step` copies the newest SavedModel to a serving location, publish-last.
+* :func:`export_step` copies the newest SavedModel to a serving location, publish-last, if
+  the model it was blessed against is still the one served (:mod:`shardtrain.kubeflow.publish`).
 * :func:`deploy_step` (only with the ``deploy`` parameter) renders the KServe InferenceService
   serving that location (:mod:`shardtrain.kubeflow.serving`), records it as an artifact and,
   on a cluster, applies it.
@@ -74,17 +75,18 @@ from typing import Any
 from shardtrain import storage
 from shardtrain.data import sharding
 from shardtrain.data.metadata import DatasetMetadata
-from shardtrain.errors import ConfigError, DataError, NotCommittedError, ShardtrainError
+from shardtrain.errors import ConfigError, NotCommittedError, ShardtrainError
 from shardtrain.kubeflow import pods
 from shardtrain.kubeflow.data_checks import data_checks_step
 from shardtrain.kubeflow.jobs import tfjob, trainjob
 from shardtrain.kubeflow.local import processes
 from shardtrain.kubeflow.pointers import read_pointer, write_pointer
+from shardtrain.kubeflow.publish import check_still_served, publish_export
 from shardtrain.kubeflow.report import fmt, render_report
 from shardtrain.options import from_params
 from shardtrain.progress import setup_logging
 from shardtrain.train import export
-from shardtrain.train.blessing import SERVING_POINTER, EvaluateConfig, evaluate_model
+from shardtrain.train.blessing import EvaluateConfig, evaluate_model
 from shardtrain.train.evaluation import headline_keys
 from shardtrain.train.evaluator import METRICS_NAME
 from shardtrain.train.trainer import finished_step as trained_step
@@ -738,66 +740,10 @@ def _log_slices(sliced: Any, slices: Mapping[str, Any]) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _relative_files(uri: str) -> list[tuple[str, str]]:
-    """``(absolute URI, path relative to uri)`` of every file under ``uri``."""
-    _, base = storage.filesystem(uri)
-    base = base.rstrip("/")
-    files = []
-    for src in storage.walk_files(uri):
-        _, path = storage.filesystem(src)
-        files.append((src, path[len(base) :].lstrip("/")))
-    return files
-
-
-def publish_export(export_uri: str, serving_uri: str, *, step: int | None = None) -> str:
-    """Copy the SavedModel at ``export_uri`` to ``serving_uri/<version>/``, publish-last.
-
-    ``<version>`` is the export's own name (its Unix time, the integer version directory TF
-    Serving and KServe expect). Object stores cannot rename a directory into place, so the
-    copy is ordered: the variables and assets first, ``saved_model.pb`` after them (a server
-    polling the directory finds a loadable model or none), then the manifest
-    ``_MANIFEST.json`` listing every file (the commit), and last ``serving_uri/latest.json``
-    pointing at the version. A version already published from the same export is left alone.
-
-    Args:
-        export_uri: a SavedModel directory (``MODEL_DIR/export/<version>``).
-        serving_uri: the serving base location (local, ``s3://``, ``gs://``).
-        step: the training step of the export (recorded in the manifest and pointer).
-
-    Returns:
-        The URI of the published version.
-
-    Raises:
-        StorageError: the export is missing or the copy failed.
-    """
-    version = storage.basename(export_uri)
-    target = storage.join(serving_uri, version)
-    if storage.is_committed(target):
-        manifest = storage.read_committed(target)
-        if manifest.get("source") == export_uri:
-            log.info("%s is already published from %s", target, export_uri)
-            return target
-        log.warning("%s holds another export (%s): replacing it", target, manifest.get("source"))
-        storage.delete(storage.join(target, storage.MANIFEST_NAME))
-    files = _relative_files(export_uri)
-    if not any(rel == "saved_model.pb" for _, rel in files):
-        raise DataError(f"{export_uri}: not a SavedModel (no saved_model.pb)")
-    files.sort(key=lambda f: (f[1] == "saved_model.pb", f[1]))
-    listed = []
-    for src, rel in files:
-        storage.copy(src, storage.join(target, rel))
-        listed.append({"path": rel, "bytes": storage.size(src)})
-    storage.publish(target, {"source": export_uri, "step": step, "files": listed})
-    storage.write_json(
-        storage.join(serving_uri, SERVING_POINTER),
-        {"version": version, "path": version, "step": step, "source": export_uri},
-    )
-    log.info("published %s (%d files) from %s", target, len(listed), export_uri)
-    return target
-
-
 def export_step(*, model: Any, serving_uri: str, served_model: Any) -> str:
-    """Publish the model's newest export at ``serving_uri`` (see :func:`publish_export`).
+    """Publish the model's newest export at ``serving_uri``
+    (:func:`shardtrain.kubeflow.publish.publish_export`), if the model it was blessed against
+    is still the one served there.
 
     Args:
         model: the ``dsl.Model`` input (from :func:`train_step`).
@@ -806,10 +752,16 @@ def export_step(*, model: Any, serving_uri: str, served_model: Any) -> str:
 
     Returns:
         The published version's URI.
+
+    Raises:
+        StaleDecisionError: the model served at ``serving_uri`` is no longer the one the
+            evaluate step blessed this model against (another run published since), or
+            ``blessing.json`` did not bless this export (:func:`check_still_served`).
     """
     _setup_logging()
     model_dir = read_pointer(model)["uri"]
     latest = export.latest_export(model_dir)
+    check_still_served(model_dir, serving_uri, latest["uri"])
     target = publish_export(latest["uri"], serving_uri, step=latest.get("step"))
     write_pointer(
         served_model, target, framework="tensorflow", step=latest.get("step"), source=latest["uri"]

@@ -3,7 +3,7 @@
 :func:`evaluate_model` is what ``shardtrain evaluate`` and the pipeline's ``evaluate`` step
 run. It finds the *baseline* — the model published at the serving location
 (``SERVING_URI/latest.json`` → ``SERVING_URI/<version>/``, written by
-:func:`shardtrain.kubeflow.steps.publish_export`) — scores the candidate (the model
+:func:`shardtrain.kubeflow.publish.publish_export`) — scores the candidate (the model
 directory's newest export) and the baseline on the same eval split of the dataset, through
 their serving signatures (:mod:`shardtrain.train.scoring`), and blesses the candidate only if
 every threshold holds (:mod:`shardtrain.train.thresholds`). It writes:
@@ -11,7 +11,8 @@ every threshold holds (:mod:`shardtrain.train.thresholds`). It writes:
 * ``MODEL_DIR/eval/blessing.json``: ``blessed``, every threshold with its value, bound and
   pass, the candidate's and the baseline's metrics, the baseline's URI and version;
 * with ``slice_by``, a ``slices`` section in ``MODEL_DIR/eval/metrics.json``: the candidate's
-  metrics per value of each column (:mod:`shardtrain.train.slices`).
+  metrics per value of each column (:mod:`shardtrain.train.slices`); without, the section of
+  an earlier run is removed, so that the report never shows slices of another model.
 
 The rules:
 
@@ -20,13 +21,15 @@ The rules:
 * **The baseline is the candidate** (a re-run after the export published it): the same;
   comparing a model with itself says nothing.
 * **A baseline that cannot score this data** (trained on another dataset version: a column
-  it needs is missing or retyped, another label or set of classes): said in one warning,
-  recorded in ``blessing.json`` (``baseline.error``) and treated as no baseline. The new data
-  is what the next model must serve, and a baseline that cannot read it could never be
-  beaten: keep absolute thresholds beside the relative ones to keep a floor in that case.
-* **Nothing to compare with and no slices** (no baseline, or no thresholds): nothing is
-  scored; the thresholds are checked on the trainer's metrics of the same eval split
-  (``metrics.json``), which the serving signature reproduces. No TensorFlow is loaded then.
+  it needs is missing or retyped, another label or set of classes), or that fails to load or
+  to predict: said in one warning naming its URI, recorded in ``blessing.json``
+  (``baseline.error``) and treated as no baseline. The new data is what the next model must
+  serve, and a baseline that cannot read it could never be beaten: keep absolute thresholds
+  beside the relative ones to keep a floor in that case.
+* **Nothing to compare with and no slices** (no baseline, or no thresholds) on the split the
+  trainer evaluated: nothing is scored; the thresholds are checked on the trainer's metrics
+  of that split (``metrics.json``), which the serving signature reproduces. No TensorFlow is
+  loaded then. Another ``split`` is always scored.
 
 Both models are scored through the SavedModel exactly as a client sends rows, so their metrics
 are comparable; the candidate's may differ from the trainer's ``metrics.json`` in the last
@@ -40,7 +43,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from shardtrain.errors import DataError, NotCommittedError
+from shardtrain.errors import DataError, NotCommittedError, one_line
 from shardtrain.options import check, option
 from shardtrain.train.slices import MAX_SLICES, parse_columns
 from shardtrain.train.thresholds import (
@@ -223,10 +226,17 @@ def evaluate_model(config: EvaluateConfig) -> Blessing:
         no_baseline = "the served model is this candidate"
         log.info("%s is already served (%s): no baseline", export_uri, baseline_info["uri"])
     elif config.thresholds:
-        baseline = ExportedModel.read(baseline_info["uri"])
+        try:
+            baseline = ExportedModel.read(baseline_info["uri"])
+        except Exception as exc:  # anything unreadable there: judged without it
+            why = f"it cannot be read: {one_line(exc)}"
+            no_baseline = _without_baseline(baseline_info, why, config.data)
 
+    # The trainer's metrics.json is of its eval split (``eval`` if it does not say): another
+    # split must be scored.
+    same_split = trained.get("split", "eval") == config.split
     candidate: ExportedModel | None = None
-    if baseline is not None or slices:
+    if baseline is not None or slices or not same_split:
         meta = meta or DatasetMetadata.load(config.data)
         candidate = ExportedModel.read(export_uri)
         reason = incompatibility(candidate, candidate, meta)
@@ -234,26 +244,25 @@ def evaluate_model(config: EvaluateConfig) -> Blessing:
             raise DataError(f"{config.model_dir}: cannot score {config.data}: {reason}")
         why = "" if baseline is None else incompatibility(baseline, candidate, meta)
         if why and baseline_info is not None:
-            no_baseline = "the baseline cannot score this data"
-            baseline_info["error"] = why
-            log.warning(
-                "baseline %s cannot score %s (%s): judged on the absolute thresholds only",
-                baseline_info["uri"],
-                config.data,
-                why,
-            )
+            no_baseline = _without_baseline(baseline_info, why, config.data)
             baseline = None
-    if candidate is None or (baseline is None and not slices) or meta is None:
+    if candidate is None or meta is None or (baseline is None and not slices and same_split):
         # Nothing to compare with and no slices: the trainer's metrics of the same split.
         decision = decide(config.thresholds, trained, None, no_baseline=no_baseline)
         blessing = Blessing(decision, trained, None, baseline_info, export_uri)
         _write(config, blessing, None)
         return blessing
 
-    models = {"candidate": candidate, **({"baseline": baseline} if baseline else {})}
+    models = {"candidate": candidate}
     with tempfile.TemporaryDirectory(prefix="shardtrain-score-") as scratch:
-        for model in models.values():
-            model.load(scratch)
+        candidate.load(scratch)
+        if baseline is not None and baseline_info is not None:
+            try:
+                baseline.load(scratch)
+                models["baseline"] = baseline
+            except Exception as exc:  # a SavedModel TensorFlow cannot load
+                why = f"it failed to load: {one_line(exc)}"
+                no_baseline = _without_baseline(baseline_info, why, config.data)
         scores = score_split(
             config.data,
             meta,
@@ -262,23 +271,47 @@ def evaluate_model(config: EvaluateConfig) -> Blessing:
             candidate=candidate,
             slices=slices,
             sliced=["candidate"],
+            optional=["baseline"],
             scratch=scratch,
         )
     scored = scores.get("baseline")
+    if scored is not None and "error" in scored and baseline_info is not None:
+        why = f"it failed to predict: {scored['error']}"
+        no_baseline = _without_baseline(baseline_info, why, config.data)
+        scored = None
     decision = decide(config.thresholds, scores["candidate"], scored, no_baseline=no_baseline)
     blessing = Blessing(decision, scores["candidate"], scored, baseline_info, export_uri)
     _write(config, blessing, scores["candidate"].get("slices"))
     return blessing
 
 
+def _without_baseline(info: dict[str, Any], why: str, data: str) -> str:
+    """Record why the baseline is not scored (``info["error"]``), say so in one warning line
+    naming its URI, and return the note its relative thresholds are skipped with."""
+    info["error"] = why
+    log.warning(
+        "baseline %s cannot score %s (%s): judged on the absolute thresholds only",
+        info["uri"],
+        data,
+        why,
+    )
+    return "the baseline cannot score this data"
+
+
 def _write(config: EvaluateConfig, blessing: Blessing, slices: dict[str, Any] | None) -> None:
-    """``blessing.json``, and the slices into ``metrics.json`` (the trainer's, kept)."""
+    """``blessing.json``, and the slices into ``metrics.json`` (the trainer's, kept): this
+    run's, or none (an earlier run's slices are removed when this one has no ``slice_by``)."""
     from shardtrain import storage
 
     eval_dir = storage.join(config.model_dir, "eval")
+    target = storage.join(eval_dir, METRICS_NAME)
     if slices is not None:
-        target = storage.join(eval_dir, METRICS_NAME)
         metrics = storage.read_json(target) if storage.exists(target) else {}
         storage.write_json(target, {**metrics, "slices": slices})
+    elif not config.slice_by and storage.exists(target):
+        metrics = storage.read_json(target)
+        if "slices" in metrics:
+            del metrics["slices"]
+            storage.write_json(target, metrics)
     storage.write_json(storage.join(eval_dir, BLESSING_NAME), blessing.to_dict())
     log.info("%s (%s)", blessing.summary(), storage.join(eval_dir, BLESSING_NAME))

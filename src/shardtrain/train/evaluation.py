@@ -40,6 +40,11 @@ with Chan et al.'s update, so its metrics are exact whatever the batches:
     mean of prediction minus label (the bias).
 ``label_mean``, ``label_std``
     of the eval split's labels: the scale RMSE and MAE compare with.
+
+Metrics of no examples (an empty eval split) are NaN, as a one-class split's AUC is: a 0.0
+would read as a perfect log loss or RMSE and pass a threshold. Their readers take NaN: the
+UI's metrics table leaves it out, the report shows ``n/a``, a threshold on it fails, and
+``metrics.json`` holds it as ``NaN`` (as Python's ``json`` reads and writes it).
 """
 
 from __future__ import annotations
@@ -169,8 +174,8 @@ class MetricsAccumulator:
             self.neg_hist[c] += np.bincount(bins[~is_c, c], minlength=BINS)
 
     def result(self) -> dict[str, Any]:
-        """The metrics so far (see the module docstring)."""
-        n = max(self.num_examples, 1)
+        """The metrics so far (see the module docstring; NaN when there is no example)."""
+        n = self.num_examples
         if self.is_binary:
             auc = _auc_from_histograms(self.pos_hist[1], self.neg_hist[1])
             roc = _roc_from_histograms(self.pos_hist[1], self.neg_hist[1])
@@ -185,8 +190,8 @@ class MetricsAccumulator:
         return {
             "num_examples": self.num_examples,
             "auc": auc,
-            "accuracy": self.correct / n,
-            "log_loss": self.log_loss_sum / n,
+            "accuracy": self.correct / n if n else math.nan,
+            "log_loss": self.log_loss_sum / n if n else math.nan,
             "confusion_matrix": {
                 "labels": list(self.classes),
                 "matrix": self.confusion.tolist(),
@@ -239,8 +244,8 @@ class RegressionAccumulator:
         """The metrics so far (NaN when there is no example; ``r2`` NaN for constant labels)."""
         n = self.num_examples
         if n == 0:
-            nan = float("nan")
-            return {"num_examples": 0, "rmse": nan, "mae": nan, "r2": nan, "mse": nan}
+            keys = ("rmse", "mae", "r2", "mse", "mean_error", "label_mean", "label_std")
+            return {"num_examples": 0, **dict.fromkeys(keys, math.nan)}
         mse = self.squared_error_sum / n
         return {
             "num_examples": n,

@@ -26,7 +26,7 @@ import numpy as np
 
 from shardtrain import storage
 from shardtrain.data.metadata import DatasetMetadata
-from shardtrain.errors import DataError
+from shardtrain.errors import DataError, one_line
 from shardtrain.train import dataset
 from shardtrain.train.evaluation import MetricsAccumulator, RegressionAccumulator
 from shardtrain.train.export import MODEL_INFO
@@ -234,6 +234,7 @@ def score_split(
     candidate: ExportedModel,
     slices: Mapping[str, Sequence[str]],
     sliced: Sequence[str] = (),
+    optional: Sequence[str] = (),
     scratch: str,
 ) -> dict[str, dict[str, Any]]:
     """Score every model on every record of ``split`` in one pass.
@@ -248,13 +249,15 @@ def score_split(
         slices: column → the values that get a slice of their own (the rest is
             :data:`~shardtrain.train.slices.OTHER`).
         sliced: the models (names) whose metrics are also computed per slice.
+        optional: the models (names) whose failure to predict does not stop the others: the
+            pass goes on without them (the baseline, whose failure blessing records).
         scratch: a local directory for staged shards.
 
     Returns:
         Per model: the metrics of :mod:`shardtrain.train.evaluation` plus ``task``, ``split``
         and, for the models in ``sliced``, ``slices``: ``{column: [{"value", **metrics}]}``
         (the column's values in order, then :data:`OTHER`; a value without eval rows is
-        left out).
+        left out). A model of ``optional`` that failed: ``{"error": what failed, one line}``.
     """
     wanted = {i["column"] for m in models.values() for i in m.inputs} | set(slices)
     parser = _RawColumns(meta, sorted(wanted))
@@ -271,6 +274,7 @@ def score_split(
         )
         for name in models
     }
+    failed: dict[str, str] = {}
     with dataset.reading_split(
         data_uri, meta, split, os.path.join(scratch, "shards"), max_bytes=CACHE_BYTES
     ) as cache:
@@ -293,14 +297,24 @@ def score_split(
                 for column, values in slices.items()
             }
             for name, model in models.items():
-                predictions = model.predict(columns, classes)
-                scores[name].overall.update(predictions, labels)
+                if name in failed:
+                    continue
+                try:
+                    predictions = model.predict(columns, classes)
+                    scores[name].overall.update(predictions, labels)
+                except Exception as exc:  # a broken SavedModel: TensorFlow raises anything
+                    if name not in optional:
+                        raise
+                    failed[name] = one_line(exc)
+                    continue
                 for column, by_value in scores[name].slices.items():
                     for value, mask in masks[column].items():
                         if mask.any():
                             by_value[value].update(predictions[mask], labels[mask])
-    out = {}
+    out: dict[str, dict[str, Any]] = {name: {"error": why} for name, why in failed.items()}
     for name, s in scores.items():
+        if name in failed:
+            continue
         result = {**s.overall.result(), "task": task, "split": split}
         if s.slices:
             result["slices"] = {

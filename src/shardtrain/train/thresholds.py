@@ -9,13 +9,24 @@ One syntax for any metric, absolute or relative to the served model (the *baseli
 
 Clauses are separated by commas (``auc>=0.8,auc>=baseline-0.002``); the operators are
 ``>=``, ``<=``, ``>`` and ``<``; a relative bound is ``baseline``, optionally followed by
-``+``, ``-`` or ``*`` and a number. The metric is one of ``metrics.json``'s scalars for the
-model's task (:data:`TASK_METRICS`).
+``+``, ``-`` or ``*`` and an unsigned number. The metric is one of ``metrics.json``'s scalars
+for the model's task (:data:`TASK_METRICS`).
+
+Two metrics can be negative, which the syntax accounts for:
+
+* ``mean_error`` (the bias, prediction minus label) is compared as its absolute value: a bias
+  of -5 is as bad as one of 5, so ``mean_error<=0.5`` means ``|mean_error| <= 0.5`` and
+  ``mean_error<=baseline+0.1`` at most 0.1 more bias than the baseline, either way. Its bound
+  cannot be negative.
+* ``r2`` (and ``mean_error``) refuse ``baseline*X``: scaling a negative baseline by 0.95
+  raises the bound instead of lowering it; ``r2>=baseline-0.01`` says what is meant.
 
 :func:`decide` checks every clause against the candidate's metrics and the baseline's: a
 relative clause without a baseline (the first model, or a baseline that cannot score the
 data) is *skipped*, not failed, so the first model is blessed on the absolute clauses alone.
-A metric that is not finite (the NaN AUC of a one-class eval split) fails its clause.
+A metric that is not finite (the NaN AUC of a one-class eval split) fails its clause, and a
+candidate evaluated on no examples (``num_examples`` 0 or missing) is never blessed, whatever
+the thresholds.
 
 Pure Python (no TensorFlow, no storage): parsed by the CLI and the pipeline's parameters alike,
 and tested on plain values.
@@ -40,6 +51,10 @@ TASK_METRICS = {
     "multiclass": CLASSIFICATION_METRICS,
     "regression": REGRESSION_METRICS,
 }
+#: Metrics that can be negative: no ``baseline*X`` bound for them.
+SIGNED_METRICS = ("r2", "mean_error")
+#: Metrics compared as their absolute value (a signed error: too low is as bad as too high).
+ABSOLUTE_METRICS = ("mean_error",)
 _OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
     "<=": operator.le,
@@ -49,6 +64,11 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
 _CLAUSE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(>=|<=|>|<)\s*(.+?)\s*$")
 _RELATIVE = re.compile(r"^baseline\s*(?:([-+*])\s*(\S+))?$")
 SYNTAX = "METRIC>=BOUND or METRIC<=BOUND, BOUND a number or baseline[+-*NUMBER]"
+
+
+def measured(metric: str, value: float) -> float:
+    """The value a clause on ``metric`` compares: ``|value|`` for :data:`ABSOLUTE_METRICS`."""
+    return abs(value) if metric in ABSOLUTE_METRICS else value
 
 
 @dataclass(frozen=True)
@@ -67,6 +87,23 @@ class Threshold:
     op: str
     value: float
     relative: str = ""
+
+    def __post_init__(self) -> None:
+        if self.relative and self.value < 0:
+            raise ConfigError(
+                f"thresholds: '{self}': the number after baseline{self.relative} must not be "
+                "negative"
+            )
+        if self.relative == "*" and self.metric in SIGNED_METRICS:
+            raise ConfigError(
+                f"thresholds: '{self}': {self.metric} can be negative, where baseline*X moves "
+                "the bound the wrong way; use baseline-X or baseline+X"
+            )
+        if not self.relative and self.metric in ABSOLUTE_METRICS and self.value < 0:
+            raise ConfigError(
+                f"thresholds: '{self}': {self.metric} is compared as its absolute value, so "
+                "its bound cannot be negative"
+            )
 
     @property
     def is_relative(self) -> bool:
@@ -109,8 +146,9 @@ def parse_clause(clause: str) -> Threshold:
     """One clause (``auc>=baseline-0.002``) → :class:`Threshold`.
 
     Raises:
-        ConfigError: not ``METRIC OP BOUND``, an unknown metric, or a bound that is neither a
-            number nor ``baseline[+-*NUMBER]``.
+        ConfigError: not ``METRIC OP BOUND``, an unknown metric, a bound that is neither a
+            number nor ``baseline[+-*NUMBER]`` (NUMBER unsigned), ``baseline*`` for a metric
+            that can be negative, or a negative bound for ``mean_error``.
     """
     match = _CLAUSE.match(clause)
     if not match:
@@ -127,6 +165,11 @@ def parse_clause(clause: str) -> Threshold:
     sign, number = relative.group(1), relative.group(2)
     if sign is None:
         return Threshold(metric, op, 0.0, "+")
+    if number[0] in "+-":
+        raise ConfigError(
+            f"thresholds: '{clause}': '{number}' after baseline{sign} must be an unsigned "
+            f"number ({SYNTAX})"
+        )
     return Threshold(metric, op, _number(number, clause), sign)
 
 
@@ -169,7 +212,7 @@ class Check:
 
     Attributes:
         threshold: the clause.
-        value: the candidate's value of the metric.
+        value: the candidate's value of the metric (``|mean_error|``: :func:`measured`).
         bound: the bound it was held to (None: skipped).
         passed: True, False, or None when skipped (a relative clause with no baseline).
         note: why it was skipped.
@@ -185,11 +228,12 @@ class Check:
         """``auc 0.8123 >= 0.8000 (auc>=0.8): holds``;
         ``auc 0.7912 is not >= 0.8000 (auc>=0.8)``."""
         t = self.threshold
+        name = f"|{t.metric}|" if t.metric in ABSOLUTE_METRICS else t.metric
         if self.passed is None:
             return f"{t}: skipped ({self.note})"
         if self.passed:
-            return f"{t.metric} {self.value:.4f} {t.op} {self.bound:.4f} ({t}): holds"
-        return f"{t.metric} {self.value:.4f} is not {t.op} {self.bound:.4f} ({t})"
+            return f"{name} {self.value:.4f} {t.op} {self.bound:.4f} ({t}): holds"
+        return f"{name} {self.value:.4f} is not {t.op} {self.bound:.4f} ({t})"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -204,13 +248,19 @@ class Check:
 
 @dataclass(frozen=True)
 class Decision:
-    """Whether the candidate is blessed: every clause holds (skipped ones aside)."""
+    """Whether the candidate is blessed: every clause holds (skipped ones aside).
+
+    Attributes:
+        checks: every clause checked.
+        refused: why the candidate is not blessed whatever its checks ('' : it may be).
+    """
 
     checks: tuple[Check, ...]
+    refused: str = ""
 
     @property
     def blessed(self) -> bool:
-        return all(c.passed is not False for c in self.checks)
+        return not self.refused and all(c.passed is not False for c in self.checks)
 
     @property
     def failed(self) -> tuple[Check, ...]:
@@ -218,6 +268,8 @@ class Decision:
 
     def summary(self) -> str:
         """One line: ``blessed: ...`` or ``not blessed: <the failing clauses>``."""
+        if self.refused:
+            return f"not blessed: {self.refused}"
         if not self.checks:
             return "blessed: no thresholds"
         if not self.blessed:
@@ -236,21 +288,27 @@ def decide(
 ) -> Decision:
     """Check every clause: the candidate's metrics against absolute bounds and against the
     baseline's metrics (None: no baseline, relative clauses are skipped with ``no_baseline``
-    as the reason).
+    as the reason); ``mean_error`` is compared as its absolute value (:func:`measured`), the
+    candidate's and the baseline's alike. A candidate without examples (``num_examples`` 0
+    or missing) is refused: its metrics describe nothing.
     """
+    examples = candidate.get("num_examples")
+    refused = ""
+    if not (isinstance(examples, int | float) and not isinstance(examples, bool) and examples > 0):
+        refused = f"the candidate was evaluated on no examples (num_examples {examples})"
     checks = []
     for t in thresholds:
-        value = float(candidate.get(t.metric, math.nan))
+        value = measured(t.metric, float(candidate.get(t.metric, math.nan)))
         if not t.is_relative:
             checks.append(Check(t, value, t.value, t.holds(value, t.value)))
             continue
         if baseline is None:
             checks.append(Check(t, value, None, None, no_baseline))
             continue
-        base = float(baseline.get(t.metric, math.nan))
+        base = measured(t.metric, float(baseline.get(t.metric, math.nan)))
         if not math.isfinite(base):
             checks.append(Check(t, value, None, None, f"the baseline's {t.metric} is {base}"))
             continue
         bound = t.bound(base)
         checks.append(Check(t, value, bound, t.holds(value, bound)))
-    return Decision(tuple(checks))
+    return Decision(tuple(checks), refused)

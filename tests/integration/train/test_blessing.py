@@ -196,6 +196,12 @@ def test_sliced_metrics_per_value_with_the_rest_as_other(models, tmp_path):
         assert all(0.5 < r["auc"] <= 1 and len(r["roc"]["fpr"]) == 101 for r in rows)
     assert "slices by difficulty:" in proc.stdout and "  (other): auc 0." in proc.stdout
 
+    # A later run without --slice-by leaves no slices of the earlier one behind.
+    proc, _ = _evaluate(models, "strong", tmp_path / "none")
+    assert proc.returncode == 0, proc.stderr
+    after = json.loads((models / "strong" / "eval" / "metrics.json").read_text())
+    assert "slices" not in after and after == {k: v for k, v in metrics.items() if k != "slices"}
+
     proc = run_cli(
         "evaluate",
         "--model-dir",
@@ -210,3 +216,43 @@ def test_sliced_metrics_per_value_with_the_rest_as_other(models, tmp_path):
         f"error: --slice-by: column 'player_level' of {models / 'ds'} is int, not categorical "
         "(slice by a string column)"
     )
+
+
+def test_another_split_is_scored_not_read_from_the_trainers_metrics(models, tmp_path):
+    """metrics.json is of the eval split: --split train scores the train split, even with
+    no baseline and no slices."""
+    trained = json.loads((models / "strong" / "eval" / "metrics.json").read_text())
+    proc, blessing = _evaluate(models, "strong", tmp_path / "none", "--split", "train")
+    assert proc.returncode == 0, proc.stderr
+    scored = blessing["candidate"]["metrics"]
+    assert scored["num_examples"] > 4 * trained["num_examples"]
+    assert scored["auc"] != trained["auc"]
+
+
+@pytest.mark.parametrize("broken", ["graph", "inputs"])
+def test_a_baseline_that_fails_to_load_or_predict_is_reported_and_skipped(models, tmp_path, broken):
+    """A served model TensorFlow cannot load (a corrupt saved_model.pb), or whose signature
+    rejects the inputs its shardtrain_model.json lists: one warning naming it, recorded,
+    judged on the absolute thresholds alone; no traceback."""
+    serving = tmp_path / "serving"
+    version = Path(_publish(models, "weak", serving))
+    if broken == "graph":
+        (version / "saved_model.pb").write_bytes(b"not a SavedModel")
+    else:
+        info_path = version / "shardtrain_model.json"
+        info = json.loads(info_path.read_text())
+        info["inputs"][0]["input"] = "no_such_input"
+        info_path.write_text(json.dumps(info))
+    proc, blessing = _evaluate(
+        models, "strong", serving, "--thresholds", "auc>=0.7,auc>=baseline-0.002"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    error = blessing["baseline"]["error"]
+    failed = "it failed to load: " if broken == "graph" else "it failed to predict: "
+    assert error.startswith(failed), error
+    assert "\n" not in error and blessing["baseline"]["metrics"] is None
+    warning = [line for line in proc.stderr.splitlines() if "judged on the absolute" in line]
+    assert len(warning) == 1 and f"baseline {version} cannot score" in warning[0], proc.stderr
+    assert blessing["blessed"] is True
+    assert blessing["thresholds"][1]["note"] == "the baseline cannot score this data"

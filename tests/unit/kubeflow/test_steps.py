@@ -25,6 +25,7 @@ from shardtrain.errors import (
     ConfigError,
     NotCommittedError,
     ShardtrainError,
+    StaleDecisionError,
     StorageError,
 )
 from shardtrain.kubeflow import pointers, steps
@@ -405,8 +406,21 @@ def test_evaluate_step_without_metrics_fails_with_one_line(tmp_path, tiny_datase
         steps.evaluate_step(dataset=dataset, model=model, **_outputs(tmp_path))
 
 
+def _blessed(model_dir: str, baseline: dict | None = None) -> None:
+    """The evaluate step's blessing.json: this export blessed against ``baseline``."""
+    storage.write_json(
+        f"{model_dir}/eval/blessing.json",
+        {
+            "blessed": True,
+            "candidate": {"export": f"{model_dir}/export/{VERSION}"},
+            "baseline": baseline,
+        },
+    )
+
+
 def test_export_step_publishes_variables_then_graph_then_manifest(tmp_path):
     model_dir = _model_dir(tmp_path)
+    _blessed(model_dir)
     _, model = _inputs(tmp_path, "unused", model_dir)
     serving = str(tmp_path / "serving")
     served = _artifact(dsl.Model, tmp_path, "served")
@@ -451,6 +465,21 @@ def test_export_step_publishes_variables_then_graph_then_manifest(tmp_path):
     with mock.patch.object(storage, "copy", autospec=True) as copy:
         assert steps.export_step(model=model, serving_uri=serving, served_model=served) == target
     copy.assert_not_called()
+
+
+def test_export_step_refuses_when_the_served_model_changed_since_the_blessing(tmp_path):
+    """Evaluate blessed the model with nothing served; another run published meanwhile."""
+    model_dir = _model_dir(tmp_path)
+    _blessed(model_dir)
+    _, model = _inputs(tmp_path, "unused", model_dir)
+    serving = str(tmp_path / "serving")
+    other = _model_dir(tmp_path / "other")
+    steps.publish_export(f"{other}/export/{VERSION}", serving)
+    pointer = storage.read_json(f"{serving}/latest.json")
+    served = _artifact(dsl.Model, tmp_path, "served")
+    with pytest.raises(StaleDecisionError, match=rf"^{serving} serves version {VERSION}, not "):
+        steps.export_step(model=model, serving_uri=serving, served_model=served)
+    assert storage.read_json(f"{serving}/latest.json") == pointer
 
 
 def test_export_step_without_an_export_fails(tmp_path):

@@ -109,3 +109,14 @@ def test_an_eval_split_of_one_class_has_no_auc_but_the_other_metrics():
     three = MetricsAccumulator(["a", "b", "c"])
     three.update(np.array([[0.5, 0.3, 0.2], [0.2, 0.5, 0.3]]), np.array([0, 0]))
     assert math.isnan(three.result()["auc"])
+
+
+def test_metrics_of_no_examples_are_nan_not_zero():
+    """An empty eval split has no accuracy or log loss (0.0 would pass log_loss<=0.5)."""
+    for classes in (["0", "1"], ["a", "b", "c"]):
+        m = MetricsAccumulator(classes).result()
+        assert m["num_examples"] == 0
+        assert all(math.isnan(m[k]) for k in ("auc", "accuracy", "log_loss")), m
+    r = RegressionAccumulator().result()
+    keys = ("rmse", "mae", "r2", "mse", "mean_error", "label_mean", "label_std")
+    assert r["num_examples"] == 0 and all(math.isnan(r[k]) for k in keys), r
