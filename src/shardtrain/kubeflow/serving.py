@@ -34,6 +34,7 @@ endpoint from the Secret's annotations (``serving.kserve.io/s3-endpoint``,
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -340,7 +341,8 @@ def _dynamic_client() -> Any:
         try:
             config.load_incluster_config()
         except ConfigException:
-            config.load_kube_config()
+            # KUBECONFIG as it is now: the client reads it only once, when first imported.
+            config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
         return dynamic.DynamicClient(client.ApiClient())
     except (ConfigException, OSError) as exc:
         raise ClusterError(

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -138,7 +139,10 @@ def _training_client(namespace: str) -> TrainingClient:
     from kubernetes.config import ConfigException
 
     try:
-        return TrainingClient(namespace=namespace, job_kind=KIND)
+        # KUBECONFIG as it is now: the client reads it only once, when first imported.
+        return TrainingClient(
+            config_file=os.environ.get("KUBECONFIG"), namespace=namespace, job_kind=KIND
+        )
     except (ConfigException, OSError) as exc:
         raise ClusterError(
             f"no Kubernetes configuration (kubeconfig or in-cluster): {exc}"

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import datetime
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -240,7 +241,8 @@ def _clients() -> tuple[Any, Any]:
 
     try:
         try:
-            config.load_kube_config()
+            # KUBECONFIG as it is now: the client reads it only once, when first imported.
+            config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
         except ConfigException:
             config.load_incluster_config()
     except (ConfigException, OSError) as exc:

@@ -193,3 +193,32 @@ def test_a_repeated_submit_attaches_only_to_the_same_job(monkeypatch):
             _job(), clients=(custom, core), poll_interval=0.01, wait_timeout=0.1,
             stream_logs=False, out=io.StringIO(),
         )  # fmt: skip
+
+
+def test_the_kubeconfig_is_the_one_the_environment_names_now(tmp_path, monkeypatch):
+    """The Kubernetes client reads KUBECONFIG once, when first imported; a process whose
+    environment changed since (a test session, a notebook) must still use the current one."""
+    import kubernetes.config  # noqa: F401  (imported before KUBECONFIG changes)
+    import yaml
+
+    from shardtrain.kubeflow import serving
+
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    custom, _ = trainjob_submit._clients()
+    assert custom.api_client.configuration.host == "https://127.0.0.1:9"
+    with pytest.raises(Exception, match="Kubernetes API unreachable"):
+        serving._dynamic_client()  # reads discovery from that server: refused, one line
