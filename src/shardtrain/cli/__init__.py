@@ -9,8 +9,8 @@ This package holds the root group :func:`cli` and the entry point :func:`main` (
 script ``shardtrain`` and ``python -m shardtrain.cli``); the commands live in one module per
 subject and are attached to the root group here:
 
-* :mod:`.data`: ``gen-data quest|images``, ``shard``, ``finalize``, ``inspect``, ``warm-up``,
-  ``validate``;
+* :mod:`.data`: ``gen-data quest|images``, ``shard``, ``settle``, ``finalize``, ``inspect``,
+  ``warm-up``, ``validate``;
 * :mod:`.train`: ``train``, ``evaluate``, ``run-local``;
 * :mod:`.trainjob`: ``trainjob render|submit`` (Kubeflow Trainer v2);
 * :mod:`.jobs`: ``tfjob render|submit`` (the training operator v1);
@@ -50,6 +50,7 @@ def cli(verbose: bool) -> None:
 
 cli.add_command(data.gen_data)
 cli.add_command(data.shard_cmd)
+cli.add_command(data.settle_cmd)
 cli.add_command(data.finalize_cmd)
 cli.add_command(data.inspect_cmd)
 cli.add_command(data.warm_up_cmd)

@@ -125,8 +125,9 @@ def shard_cmd(options: dict[str, Any]) -> None:
     paths (relative to the manifest, or URIs) and labels. One Example per image.
 
     With --num-workers N, run N copies with --worker-index 0..N-1 (on any machines), then
-    `shardtrain finalize OUTPUT`. Re-running after a crash resumes; after success it does
-    nothing.
+    `shardtrain finalize OUTPUT` (when CSV column types guessed from the first rows turn out
+    wrong, it asks for `shardtrain settle` with the same arguments first). Re-running after a
+    crash resumes; after success it does nothing.
     """
     from shardtrain.data import sharding
     from shardtrain.progress import RateProgress
@@ -145,6 +146,20 @@ def shard_cmd(options: dict[str, Any]) -> None:
     else:
         assert outcome.metadata is not None
         _echo_result(config.output, outcome.metadata, outcome.seconds, outcome.bytes_read)
+
+
+@config_command("settle", "shardtrain.data.shard_config:ShardConfig")
+def settle_cmd(options: dict[str, Any]) -> None:
+    """After the workers of a run (`shard --num-workers N`) have finished: decide what they
+    checked as they read (CSV column types guessed from the first 4 MB) and run here, in
+    --processes processes, the tasks that must run again (all of them when a column's type
+    changed). Give the run's own arguments. Then `shardtrain finalize OUTPUT`."""
+    from shardtrain.data import sharding
+
+    config = sharding.ShardConfig(**options)
+    ran = sharding.settle_and_redo(config)
+    again = f"; {len(ran)} task(s) ran again" if ran else "; nothing ran again"
+    click.echo(f"{config.output}: settled{again}; now `shardtrain finalize {config.output}`")
 
 
 def _echo_result(

@@ -209,10 +209,12 @@ class ShardConfig:
     infer_types: str = option(
         "all",
         choices=("all", "sample"),
-        help="CSV column types from every row of every file (all: a fast compiled pass over "
-        "the data at planning, in parallel; no row rejected for a type the first rows did "
-        "not show), or from the first 4 MB of the first file only (sample: quicker to plan; "
-        "a later value that does not fit is rejected as bad_value).",
+        help="CSV column types from every row of every file (all: the first 4 MB's types are "
+        "checked by the tasks as they read, and when a later value does not fit them -- a "
+        "zip code 98115-4820 after numbers -- every task runs again with the types of all "
+        "rows: no row rejected for a type the first rows did not show), or from the first "
+        "4 MB of the first file only (sample: a later value that does not fit is rejected "
+        "as bad_value).",
         pipeline="infer_types",
     )
     compression: str = option(

@@ -78,7 +78,7 @@ import numba
 import numpy as np
 import pyarrow as pa
 
-from shardtrain.kernels import arrow
+from shardtrain.kernels import arrow, csv_types
 from shardtrain.kernels.csv_fields import (
     NOT_PARSED,
     OUT_OF_RANGE,
@@ -102,6 +102,7 @@ from shardtrain.kernels.csv_float import (
     parse_float_loop,
     powers_of_ten,
 )
+from shardtrain.kernels.csv_types import field_code
 from shardtrain.kernels.native import (
     as_bytes_array,
     check_indices,
@@ -145,6 +146,10 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 
 _LF, _CR = ord("\n"), ord("\r")
 _QUOTE, _COMMA = ord('"'), ord(",")
+_MINUS_SIGN, _ZERO_DIGIT, _POINT = ord("-"), ord("0"), ord(".")
+# csv_types' codes, as constants the kernel compiles in.
+_TEXT_CODE, _INT_CODE, _FLOAT_CODE = csv_types.TEXT, csv_types.INT, csv_types.FLOAT
+_LEADING_ZERO_FLAG, _KIND_BITS = csv_types.LEADING_ZERO, csv_types.KIND_MASK
 
 #: The ``quote`` of :func:`parse_block_fast` for a dialect without quoting.
 NO_QUOTE = -1
@@ -172,6 +177,8 @@ class FastColumns:
         out_of_range: bool per line: an accepted line (status 0) holds a float value beyond
             float32's range, stored as ±inf (``1e39``) or ±0 (``1e-50``). Spelled
             infinities and zeros (``inf``, ``0.0e-3``) are not flagged.
+        type_counts: with ``count_types``, the kinds of the fields of the lines the type pass
+            counts (a :func:`~.csv_types.new_tally`); else None.
     """
 
     values: list
@@ -180,6 +187,7 @@ class FastColumns:
     bad_column: np.ndarray
     field_count: np.ndarray
     out_of_range: np.ndarray
+    type_counts: np.ndarray | None = None
 
     @property
     def num_rows(self) -> int:
@@ -245,8 +253,38 @@ def _column_slots(kinds_key: bytes) -> tuple[np.ndarray, np.ndarray, tuple[int, 
 # --------------------------------------------------------------------------------------------
 
 
+class _Counting(NamedTuple):
+    """What :func:`_parse_lines` counts of the kinds of the fields it parses (``count_types``;
+    see :func:`parse_block_fast`): per column, only the fields whose kind is not the one its
+    type expects (``expect``), as :mod:`.csv_types` codes; the others are added up by the
+    caller from ``counted``."""
+
+    expect: np.ndarray  # int64[ncols]: the csv_types kind each column's fields are expected to be
+    label: int  # the label column (a row without a label is not counted)
+    quoted: np.ndarray  # csv_types.automaton_tables
+    final: np.ndarray
+    text_start: np.ndarray
+    decimal: int
+    tally: np.ndarray  # int64[ncols, N_CODES]: fields of an unexpected kind
+    explicit: np.ndarray  # int64[ncols]: how many of a column's fields ``tally`` holds
+    counted: np.ndarray  # int64[1]: rows counted (the right field count, a label)
+    float_seen: np.ndarray  # bool[ncols]: a float column held a number with a point
+    events: np.ndarray  # int64[2, ncols]: scratch, one row's (column, code) pairs
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _leading_zero(buf, s, q):
+    """Whether the plain numeral ``buf[s:q]`` (``-``? digits...) starts with a zero followed by
+    a digit (``07919``: a code to the type pass)."""
+    if load_u8(buf, s) == _MINUS_SIGN:
+        s += 1
+    return s + 1 < q and load_u8(buf, s) == _ZERO_DIGIT and 48 <= load_u8(buf, s + 1) <= 57
+
+
 @numba.njit(cache=True, nogil=True)
-def _parse_lines(block, starts, ends, kinds, slots, nulls, pow10, delim, quote, defer, out):
+def _parse_lines(
+    block, starts, ends, kinds, slots, nulls, pow10, delim, quote, defer, out, count, counting
+):
     """Pass 1: parse every line, field by field, left to right; return ``(result, pending)``.
 
     Line ``i`` is ``block[starts[i]:ends[i]]``; column ``col`` has kind ``kinds[col]`` and
@@ -262,9 +300,31 @@ def _parse_lines(block, starts, ends, kinds, slots, nulls, pow10, delim, quote, 
     values left for exact conversion (marked with :data:`~.csv_float.PENDING_BITS`). A row
     with a float beyond float32's range (stored as ±inf or ±0) is flagged in
     ``out.out_of_range``.
+
+    With ``count``, the kinds of the fields are counted into ``counting`` (a
+    :class:`_Counting`) as the type pass would count them: only the rows it counts (the
+    right field count, the label present, not deferred), and per field only what differs
+    from the kind its column's type expects, so that a column of its sample's type costs a
+    byte or two per field.
     """
     tokens = null_addresses(nulls)
     numeric_nulls = nulls.numeric
+    (
+        expect,
+        label,
+        t_quoted,
+        t_final,
+        text_start,
+        decimal,
+        tally,
+        explicit,
+        counted,
+        float_seen,
+        events,
+    ) = counting
+    t_quoted = t_quoted.ctypes.data  # the tables by address, as csv_types' kernels read them
+    t_final = t_final.ctypes.data
+    text_start = text_start.ctypes.data
     (
         float_bits,
         int_values,
@@ -293,6 +353,9 @@ def _parse_lines(block, starts, ends, kinds, slots, nulls, pow10, delim, quote, 
         bad = -1
         col = 0
         flagged = False
+        n_events = 0  # fields of this row of a kind their column does not expect
+        labelled = True
+        unreadable = False  # a field the type pass would not count the row for (not UTF-8)
         while True:
             if col < ncols:
                 kind = kinds[col]
@@ -300,13 +363,16 @@ def _parse_lines(block, starts, ends, kinds, slots, nulls, pow10, delim, quote, 
                 s = p
                 code = NOT_PARSED
                 number = 0
+                plain = False
                 if kind == KIND_FLOAT:
                     q, number, code = parse_float_loop(buf, p, end, pow10_buf, delim)
+                    plain = code >= 0
                     if code < 0:
                         q, number, code = parse_float(buf, p, end, pow10_buf, delim)
                     p = q
                 elif kind == KIND_INT:
                     q, number, code = parse_int_loop(buf, p, end, delim)
+                    plain = code >= 0
                     if code < 0:
                         q, number, code = parse_int(buf, p, end, delim)
                     p = q
@@ -351,6 +417,41 @@ def _parse_lines(block, starts, ends, kinds, slots, nulls, pow10, delim, quote, 
                 if not ok and status == STATUS_OK:
                     status = STATUS_BAD_VALUE
                     bad = col
+                if count:
+                    found = -1  # the field's code when not the expected kind's
+                    if not present:
+                        found = 0  # csv_types.MISSING
+                        if col == label:
+                            labelled = False
+                    elif plain and ok:  # a plain numeral: int or float, maybe a leading zero
+                        point = False
+                        if kind == KIND_FLOAT and not float_seen[col]:
+                            for k in range(s, p):
+                                if load_u8(buf, k) == _POINT:
+                                    point = True
+                                    float_seen[col] = True
+                                    break
+                        if _leading_zero(buf, s, p):
+                            found = (_FLOAT_CODE if point else _INT_CODE) | _LEADING_ZERO_FLAG
+                    elif kind == KIND_BOOL and ok:
+                        pass
+                    elif (
+                        kind == KIND_STRING and p > s and load_u8(text_start, load_u8(buf, s)) == 1
+                    ):
+                        if expect[col] != _TEXT_CODE:  # a numeric split key, read as text
+                            found = _TEXT_CODE
+                    else:  # anything else: classified as the type pass classifies it
+                        found = field_code(buf, s, p, t_quoted, t_final, tokens, decimal)
+                        if (found & _KIND_BITS) == _TEXT_CODE and not utf8_valid(buf, s, p):
+                            unreadable = True
+                        if found == expect[col]:
+                            if kind == KIND_FLOAT:
+                                float_seen[col] = True
+                            found = -1
+                    if found >= 0:
+                        events[0, n_events] = col
+                        events[1, n_events] = found
+                        n_events += 1
             else:  # an extra field: only counted (and checked for quotes)
                 p, high, stop = scan_field(buf, p, end, size, delim, quote, delims, quotes)
                 if stop:
@@ -371,6 +472,12 @@ def _parse_lines(block, starts, ends, kinds, slots, nulls, pow10, delim, quote, 
         row_status[i] = status
         bad_column[i] = bad
         out_of_range[i] = flagged and status == STATUS_OK
+        if count and labelled and not unreadable and col == ncols and status != STATUS_DEFERRED:
+            counted[0] += 1
+            for k in range(n_events):
+                c = events[0, k]
+                tally[c, events[1, k]] += 1
+                explicit[c] += 1
         if status != STATUS_OK:  # a rejected row: no values, whatever was parsed
             for c in range(ncols):
                 valid[c, i] = False
@@ -514,6 +621,7 @@ def parse_block_fast(
     delimiter: int = _COMMA,
     quote: int = _QUOTE,
     defer: bool = False,
+    count_types: tuple[np.ndarray, int] | None = None,
 ) -> FastColumns | None:
     """Parse the unquoted CSV lines ``block[starts[i]:ends[i]]`` into typed columns.
 
@@ -535,6 +643,12 @@ def parse_block_fast(
         defer: leave a line that holds the quote, ``\\r`` or ``\\n`` (a quoted record, when
             the lines are records) to the caller instead of the whole block: its status is
             :data:`STATUS_DEFERRED` and it has no values.
+        count_types: ``(expect, label)``: also count the kinds of the fields as the type
+            pass does (:func:`shardtrain.kernels.csv_types.classify_block`, whose counts
+            they equal but for the number of integers among a float column's plain
+            numerals), into :attr:`FastColumns.type_counts`: ``expect`` holds per column the
+            kind its type expects (a :mod:`.csv_types` kind), ``label`` the label column's
+            index. Deferred lines are not counted.
 
     Returns:
         A :class:`FastColumns` with one entry per line, or None when the block needs Arrow:
@@ -565,8 +679,21 @@ def parse_block_fast(
     kinds, slots, counts = _column_slots(kinds.astype(np.int8).tobytes())
     nulls = null_tokens(tuple(v.encode() if isinstance(v, str) else bytes(v) for v in null_values))
     out = _Parsed.empty(counts, len(kinds), len(starts))
+    counting = _counting(count_types, len(kinds))
     result, pending = _parse_lines(
-        buf, starts, ends, kinds, slots, nulls, powers_of_ten(), delimiter, quote, defer, out
+        buf,
+        starts,
+        ends,
+        kinds,
+        slots,
+        nulls,
+        powers_of_ten(),
+        delimiter,
+        quote,
+        defer,
+        out,
+        count_types is not None,
+        counting,
     )
     if result != _DONE:
         return None
@@ -592,8 +719,46 @@ def parse_block_fast(
         row_status=out.row_status,
         bad_column=out.bad_column,
         field_count=out.field_count,
+        type_counts=_type_counts(counting, kinds) if count_types is not None else None,
         out_of_range=out.out_of_range,
     )
+
+
+def _counting(count_types: tuple[np.ndarray, int] | None, ncols: int) -> _Counting:
+    """The kernel's counting arguments (empty arrays when not counting)."""
+    quoted, final, text_start = csv_types.automaton_tables(_POINT)
+    width = ncols if count_types is not None else 0
+    expect = np.zeros(width, dtype=np.int64)
+    label = 0
+    if count_types is not None:
+        expect[:] = count_types[0]
+        label = int(count_types[1])
+    return _Counting(
+        expect=expect,
+        label=label,
+        quoted=quoted,
+        final=final,
+        text_start=text_start,
+        decimal=_POINT,
+        tally=csv_types.new_tally(width),
+        explicit=np.zeros(width, dtype=np.int64),
+        counted=np.zeros(1, dtype=np.int64),
+        float_seen=np.zeros(width, dtype=np.bool_),
+        events=np.empty((2, width), dtype=np.int64),
+    )
+
+
+def _type_counts(counting: _Counting, kinds: np.ndarray) -> np.ndarray:
+    """The kernel's counts completed: every counted field not counted as an exception is of
+    its column's expected kind (an integer, for a float column none of whose plain numerals
+    had a point)."""
+    tally = counting.tally
+    counted = int(counting.counted[0])
+    for col, expected in enumerate(counting.expect.tolist()):
+        if kinds[col] == KIND_FLOAT and not counting.float_seen[col]:
+            expected = csv_types.INT
+        tally[col, expected] += counted - int(counting.explicit[col])
+    return tally
 
 
 def _validity_buffer(valid: np.ndarray) -> tuple[pa.Buffer | None, int]:

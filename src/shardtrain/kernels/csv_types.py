@@ -62,8 +62,10 @@ __all__ = [
     "MISSING",
     "N_CODES",
     "TEXT",
+    "automaton_tables",
     "classify_block",
     "describe",
+    "field_code",
     "new_tally",
 ]
 
@@ -363,6 +365,22 @@ def _quick_code(buf, a, b, acc, quoted, fin, decimal):
     if cls == _C_BOOL:
         return BOOL
     return (INT if cls == _C_INT else FLOAT) | _number_flags(buf, a, b, cls, decimal)
+
+
+@numba.njit(cache=True, nogil=True)
+def field_code(buf, a, b, quoted, fin, tokens, decimal):
+    """The code of the unquoted field ``buf[a:b]`` (``buf`` an address), classified as the
+    type pass classifies it; ``(quoted, fin)`` are :func:`automaton_tables`, ``tokens`` the
+    null words (:func:`~.csv_fields.null_addresses`). For the sharder's reader, which counts
+    the kinds of the fields it parses (:mod:`.csv_parse`'s ``count_types``)."""
+    return _code(buf, a, b, _run(quoted, fin, buf, a, b), tokens, decimal)
+
+
+def automaton_tables(decimal: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(quoted, final, text_start)``: the tables :func:`field_code` runs on, and per byte 1
+    when a field starting with it is text whatever follows (for a quick test first)."""
+    quoted, final = _automaton(decimal)
+    return quoted, final, _text_start(decimal)
 
 
 @functools.lru_cache(maxsize=16)

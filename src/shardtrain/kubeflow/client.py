@@ -172,7 +172,16 @@ def compile_pipeline(path: str, defaults: Mapping[str, Any] | None = None) -> st
 
 #: The components, by module of :mod:`shardtrain.kubeflow.components` (each defines a
 #: component function of the module's name).
-COMPONENTS = ("plan_shards", "shard", "finalize_shards", "train", "evaluate", "export", "deploy")
+COMPONENTS = (
+    "plan_shards",
+    "shard",
+    "settle_shards",
+    "finalize_shards",
+    "train",
+    "evaluate",
+    "export",
+    "deploy",
+)
 
 
 def compile_definitions(root: str) -> list[str]:

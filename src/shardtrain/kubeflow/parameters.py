@@ -282,6 +282,15 @@ SHARD = (
     passed("shard_workers", "num_workers"),
     passed("shard_cpu", "cpu"),
 )
+SETTLE_SHARDS = (
+    *_SHARDING_INPUTS,
+    passed("shard_workers", "num_workers"),
+    Param(
+        "worker_reports",
+        "list[str]",
+        "The shard workers' JSON reports (the shard step's outputs, collected).",
+    ),
+)
 FINALIZE_SHARDS = (
     passed("dataset_uri"),
     Param(

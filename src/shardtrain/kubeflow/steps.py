@@ -9,6 +9,9 @@ component          library function        does
 =================  ======================  =================================================
 plan_shards        :func:`plan_step`       check the inputs once, choose the shard workers
 shard (x N)        :func:`shard_step`      one shard worker (``dsl.ParallelFor``)
+settle_shards      :func:`settle_step`     decide what the workers checked; name the
+                                           workers to run again (a second ``ParallelFor``,
+                                           normally empty)
 finalize_shards    :func:`finalize_step`   commit ``metadata.json`` (``dsl.Collected``), check
                                            it against the served model's training data
 train              :func:`train_step`      the TrainJob/TFJob: submit and wait, or run locally
@@ -17,8 +20,12 @@ export             :func:`export_step`     publish the SavedModel (when blessed)
 deploy             :func:`deploy_step`     a KServe InferenceService of it (``deploy``)
 =================  ======================  =================================================
 
-* :func:`plan_step` lists the sources and settles the schema once (a missing file or label
-  fails here, in one pod, not in N) and returns the shard workers that have work to do.
+* :func:`plan_step` lists the sources and infers the schema from a sample once (a missing
+  file or label fails here, in one pod, not in N; it reads no more than the listing and the
+  sample, whatever the size of the data) and returns the shard workers that have work to do.
+* :func:`settle_step` decides, once they are done, what the workers checked as they read
+  (CSV types by all rows) and returns the workers to run again: none when the sample's types
+  held, all of them when a column's type changed.
 * :func:`shard_step` runs worker ``i`` of ``n`` of :func:`shardtrain.data.sharding.shard`;
   :func:`finalize_step` merges the workers' tasks into ``metadata.json`` and compares the
   dataset with the data the served model was trained on
@@ -149,9 +156,9 @@ def plan_step(*, num_workers: int, **options: Any) -> list[int]:
     Lists the sources and infers the schema exactly as every worker will (the plan is
     deterministic), so a missing file, an unknown label or a bad split fails here, and
     publishes the plan at the dataset URI (``_plan.json``, as each worker would: an output
-    holding another dataset fails here): the workers then take the costly part
-    of planning -- CSV record starts, types by all rows -- from it instead of each reading the
-    data again. Workers
+    holding another dataset fails here). It reads the listing and a sample, no more: what
+    only all the data can tell (CSV types by all rows) the workers check as they read, and
+    :func:`settle_step` decides. Workers
     beyond the number of tasks would get nothing (worker ``i`` of ``n`` runs the tasks
     ``t % n == i``), so only ``min(num_workers, tasks)`` indices are returned; the workers
     still use ``num_workers`` to pick their tasks.
@@ -219,6 +226,39 @@ def shard_step(*, worker_index: int, num_workers: int, cpu: str, **options: Any)
     }
     log.info("shard worker %d/%d: %s", config.worker_index, config.num_workers, report)
     return json.dumps(report)
+
+
+def settle_step(*, num_workers: int, worker_reports: list[str], **options: Any) -> list[int]:
+    """Once every shard worker is done: decide what planning guessed and the workers checked
+    as they read (CSV column types from the first 4 MB, see :mod:`shardtrain.data.sharding.settle`)
+    and return the shard workers that must run again -- none when every guess held, every
+    worker when a column's type changed (the plan with the types by all rows is then stored,
+    and the workers run their tasks again with it, in parallel, as the first time).
+
+    Args:
+        num_workers: the shard workers of the run (the pipeline's ``shard_workers``).
+        worker_reports: their JSON reports (:func:`shard_step`'s outputs).
+        **options: the pipeline's sharding parameters, as :func:`plan_step`.
+
+    Returns:
+        The indices of the workers to run again, ``[]`` when none.
+    """
+    _setup_logging()
+    for r in sorted((json.loads(r) for r in worker_reports), key=lambda r: r.get("worker", 0)):
+        log.info("shard worker %s: %s", r.get("worker"), r)
+    config = _shard_config(options, num_workers=int(num_workers))
+    if storage.exists(storage.join(config.output, "metadata.json")):
+        return []  # complete already (a re-run of a finished pipeline)
+    settled = sharding.settle(config)
+    again = settled.workers(config.num_workers)
+    log.info(
+        "settled %s: %s",
+        config.output,
+        f"{len(settled.redo)} task(s) to run again on worker(s) {again}"
+        if again
+        else "nothing to run again",
+    )
+    return again
 
 
 def _dataset_facts(meta: DatasetMetadata) -> dict[str, Any]:

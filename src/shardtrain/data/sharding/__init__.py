@@ -29,7 +29,10 @@ How a run works
    manifest ``_tasks/task-NNNNN.json`` with counts, checksums and partial statistics — the
    task's commit. The extra local processes are forked from the parent once it has loaded the
    compiled kernels (:class:`~.pool.WorkerPool`), so they start with nothing to import or load.
-3. **Finalize** (:mod:`.finalize`; ``shardtrain finalize URI``, automatic with one worker):
+3. **Settle** (:mod:`.settle`; ``shardtrain settle``, automatic with one worker): decide what
+   planning guessed and the tasks checked as they read (CSV types by all rows), and run the
+   tasks a wrong guess spoiled again. Planning itself reads only the listing and a sample.
+4. **Finalize** (:mod:`.finalize`; ``shardtrain finalize URI``, automatic with one worker):
    check that every task committed, merge statistics, write ``rejects/rejects.jsonl`` with
    file line numbers, enforce ``max_bad_fraction``, and publish ``metadata.json``.
 
@@ -55,13 +58,15 @@ from shardtrain.data.shard_config import MIB, ShardConfig, parse_splits, validat
 from shardtrain.data.sharding.finalize import finalize
 from shardtrain.data.sharding.plan import PLAN_NAME, Plan, Task, build_plan
 from shardtrain.data.sharding.pool import tune_process_memory
-from shardtrain.data.sharding.run import ShardOutcome, publish_plan, shard
+from shardtrain.data.sharding.run import ShardOutcome, publish_plan, settle_and_redo, shard
+from shardtrain.data.sharding.settle import Settlement, settle
 from shardtrain.data.sharding.task import TaskResult, run_task
 
 __all__ = [
     "MIB",
     "PLAN_NAME",
     "Plan",
+    "Settlement",
     "ShardConfig",
     "ShardOutcome",
     "Task",
@@ -71,6 +76,8 @@ __all__ = [
     "parse_splits",
     "publish_plan",
     "run_task",
+    "settle",
+    "settle_and_redo",
     "shard",
     "tune_process_memory",
     "validate_splits",

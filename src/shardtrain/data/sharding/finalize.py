@@ -18,8 +18,9 @@ from shardtrain.data.metadata import (
 )
 from shardtrain.data.schema import Schema
 from shardtrain.data.sharding.lease import live_leases
-from shardtrain.data.sharding.plan import PLAN_NAME, Plan
-from shardtrain.data.sharding.task import task_uri
+from shardtrain.data.sharding.plan import PLAN_NAME, Plan, needs_settling
+from shardtrain.data.sharding.settle import settle_stored
+from shardtrain.data.sharding.task import committed_manifests, task_uri
 from shardtrain.data.statistics import LabelStats, new_stats, stats_from_dict
 from shardtrain.data.task import choose_task
 from shardtrain.errors import DataError
@@ -58,21 +59,14 @@ def finalize(
     if not storage.exists(plan_uri):
         raise DataError(f"{output}: no sharding run found ({PLAN_NAME} is missing)")
     plan = Plan.from_dict(output, storage.read_json(plan_uri))
-    manifests = []
-    missing = []
-    for task in plan.tasks:
-        uri = task_uri(output, task.index)
-        m = storage.read_json(uri) if storage.exists(uri) else None
-        if m is None or m.get("plan") != plan.fingerprint:
-            missing.append(task.index)
-        else:
-            manifests.append(m)
-    if missing:
-        shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
-        raise DataError(
-            f"{output}: {len(missing)} of {len(plan.tasks)} task(s) have not finished "
-            f"(tasks {shown}); run the missing workers (task t belongs to worker t % n) first"
-        )
+    manifests = committed_manifests(plan)
+    limit = (
+        manifests[0].get("max_bad_fraction", 0.001)
+        if max_bad_fraction is None
+        else max_bad_fraction
+    )
+    if needs_settling(plan):  # nobody settled the run (workers on several machines)
+        plan = settle_stored(plan, limit)
 
     live = live_leases(output, exclude=held_lease)
     if live:
@@ -93,11 +87,6 @@ def finalize(
             reasons[reason] = reasons.get(reason, 0) + n
     rejects_uri = _write_rejects(plan, manifests)
 
-    limit = (
-        manifests[0].get("max_bad_fraction", 0.001)
-        if max_bad_fraction is None
-        else max_bad_fraction
-    )
     top_k = manifests[0].get("top_k", 100) if top_k is None else top_k
     if rows_read == 0:
         raise DataError(
@@ -159,7 +148,7 @@ def finalize(
         compression="GZIP" if plan.compression == "gzip" else "NONE",
         splits=splits,
         sources=plan.sources,
-        options=plan.options,
+        options={**plan.options, **plan.settled},
     )
     metadata.publish(output)
     if metadata.rare_classes:

@@ -26,6 +26,7 @@ from shardtrain.data.metadata import FORMAT
 from shardtrain.data.schema import Schema
 from shardtrain.data.shard_config import MIB, ShardConfig
 from shardtrain.data.sources.base import Piece, PlanInputs, SourceFile, SourceLayout, plan_pieces
+from shardtrain.data.sources.csv.plan_options import VERIFY_TYPES_OPTION
 from shardtrain.errors import ShardtrainError
 
 PLAN_NAME = "_plan.json"
@@ -91,6 +92,11 @@ class Plan:
     #: same dataset (complete: kept; half-written: resumed, its columns then without
     #: histograms, see ``NumericStats.merge``).
     histograms: dict[str, HistogramBins] = dataclasses.field(default_factory=dict)
+    #: What the settle step (:mod:`.settle`) found out once every task was done, added to
+    #: the dataset's options in ``metadata.json`` (for CSV whose types were the sample's
+    #: guess: the types by all rows and their notes). Not part of the fingerprint: settling
+    #: a plan whose guess held does not change what its tasks wrote.
+    settled: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def shard_path(self, split_index: int, shard: int) -> str:
         """Path of a shard relative to the dataset URI."""
@@ -117,6 +123,7 @@ class Plan:
             "estimated_rows": self.estimated_rows,
             "tasks": [t.to_dict() for t in self.tasks],
             "histograms": {name: b.to_list() for name, b in self.histograms.items()},
+            **({"settled": self.settled} if self.settled else {}),
         }
 
     def fingerprinted(self) -> Plan:
@@ -125,6 +132,7 @@ class Plan:
         payload = self.to_dict()
         payload.pop("fingerprint")
         payload.pop("histograms")
+        payload.pop("settled", None)
         return Plan(**{**self.__dict__, "fingerprint": _fingerprint(payload)})
 
     def earlier_fingerprint(self) -> str | None:
@@ -151,6 +159,7 @@ class Plan:
             histograms={
                 name: HistogramBins.from_list(b) for name, b in d.get("histograms", {}).items()
             },
+            settled=dict(d.get("settled") or {}),
         )
 
 
@@ -185,15 +194,20 @@ def _output_ratio(
     return max(out / inputs.sample_bytes, 0.01)
 
 
-def build_plan(config: ShardConfig) -> Plan:
+def build_plan(config: ShardConfig, stored: dict[str, Any] | None = None) -> Plan:
     """List sources, settle the schema and lay out shards and tasks. Deterministic.
+
+    ``stored``: the plan the source may take what it found from (:meth:`Source.recall`);
+    None: the one stored at the output, if any.
 
     Raises:
         DataError: no sources match, a source is empty/unreadable, the label is missing.
         ConfigError: a schema file or an option is invalid.
     """
     source = config.source()
-    source.recall(_stored_plan(config.output))
+    if stored is None:
+        stored = _stored_plan(config.output)
+    source.recall(stored)
     inputs = source.plan_inputs()
     sources, schema, input_bytes = inputs.sources, inputs.schema, inputs.input_bytes
     ratio = _output_ratio(
@@ -209,10 +223,15 @@ def build_plan(config: ShardConfig) -> Plan:
             est = input_bytes * ratio * fraction
             num_shards.append(max(config.min_shards, math.ceil(est / config.target_shard_bytes)))
 
-    # Tasks: enough to keep each task's open shards bounded, few enough that every task owns
-    # at least one shard of every split.
+    # Tasks: about task_bytes of input each, and enough to keep each task's open shards
+    # bounded. Every task owns at least one shard of every split, so a split sized by
+    # target_shard_bytes alone (a 10% eval split) would cap the tasks -- and the workers that
+    # can share the run -- at its shard count: such a split gets a shard per task instead
+    # (smaller shards; not when --num-shards sets the counts).
     wanted = math.ceil(input_bytes / config.task_bytes)
     wanted = max(wanted, max(math.ceil(m / MAX_SHARDS_PER_TASK) for m in num_shards))
+    if not config.num_shards:
+        num_shards = [max(m, wanted) for m in num_shards]
     n_tasks = max(1, min(wanted, min(num_shards)))
     plain_bytes = sum(s.size for s in sources if not s.gzip)
     piece_bytes = max(64 * 1024, math.ceil(plain_bytes / n_tasks)) if plain_bytes else MIB
@@ -244,8 +263,21 @@ def build_plan(config: ShardConfig) -> Plan:
         options=options,
         estimated_rows=estimated_rows,
         histograms=plan_bins(binned, inputs.sample),
-    )
-    return plan.fingerprinted()
+    ).fingerprinted()
+    if stored and stored.get("fingerprint") == plan.fingerprint and stored.get("settled"):
+        # The same plan, already settled: what settling found stays with it.
+        plan = dataclasses.replace(plan, settled=dict(stored["settled"]))
+    return plan
+
+
+#: The plan option of a guess its tasks check, which the settle step decides
+#: (:mod:`.settle`): CSV types by the sample (see ``CsvPlanOptions.types_to_verify``).
+GUESS_OPTIONS = (VERIFY_TYPES_OPTION,)
+
+
+def needs_settling(plan: Plan) -> bool:
+    """Whether ``plan`` holds a guess (:data:`GUESS_OPTIONS`) no settle step has decided."""
+    return not plan.settled and any(plan.options.get(k) for k in GUESS_OPTIONS)
 
 
 def _stored_plan(output: str) -> dict[str, Any] | None:

@@ -17,6 +17,7 @@ from shardtrain.data.sharding.finalize import finalize
 from shardtrain.data.sharding.lease import LEASES_DIR, take_lease
 from shardtrain.data.sharding.plan import PLAN_NAME, Plan, build_plan
 from shardtrain.data.sharding.pool import WorkerPool, run_tasks
+from shardtrain.data.sharding.settle import settle
 from shardtrain.data.sharding.task import task_uri
 from shardtrain.errors import DataError, StorageError
 
@@ -268,6 +269,7 @@ def _shard(
     outcome.rows_read = sum(r.rows_read for r in results)
     outcome.bytes_read = sum(r.bytes_read for r in results)
     if config.num_workers == 1:
+        outcome.tasks_run += len(settle_and_redo(config))
         outcome.metadata = finalize(
             config.output,
             max_bad_fraction=config.max_bad_fraction,
@@ -277,6 +279,30 @@ def _shard(
         outcome.status = "complete"
     outcome.seconds = time.monotonic() - started
     return outcome
+
+
+def settle_and_redo(config: ShardConfig) -> list[int]:
+    """Settle the run at ``config.output`` (:func:`~.settle.settle`) and run here, in
+    ``config.processes`` processes, the tasks it says to run again, until nothing is left to
+    run; returns the tasks run. Every task must have committed."""
+    ran: list[int] = []
+    for _ in range(MAX_SETTLE_ROUNDS):
+        settled = settle(config)
+        if not settled.redo:
+            return ran
+        todo = [t for t in settled.plan.tasks if t.index in set(settled.redo)]
+        with WorkerPool(config, len(todo)) as pool:
+            run_tasks(settled.plan, todo, config, None, pool)
+        ran += [t.index for t in todo]
+    raise DataError(
+        f"{config.output}: still not settled after {MAX_SETTLE_ROUNDS} rounds of running tasks "
+        "again; shard it again with --overwrite"
+    )
+
+
+#: At most this many rounds of settling and running tasks again (one is the most a run of
+#: guessed types needs: its second settling finds types by all rows, nothing to guess).
+MAX_SETTLE_ROUNDS = 8
 
 
 def _task_committed(plan: Plan, index: int) -> bool:

@@ -22,7 +22,7 @@ from shardtrain.data import column_blocks
 from shardtrain.data.shard_config import ShardConfig
 from shardtrain.data.sharding.plan import Plan, Task
 from shardtrain.data.sharding.writer import BackgroundWriter, ShardWriter, write_batch
-from shardtrain.data.sources.base import Batch
+from shardtrain.data.sources.base import Batch, sparse_counts
 from shardtrain.data.statistics import MANIFEST_TOP, LabelStats
 from shardtrain.errors import DataError
 
@@ -47,6 +47,29 @@ class TaskResult:
 
 def task_uri(output: str, index: int, suffix: str = ".json") -> str:
     return storage.join(output, "_tasks", f"task-{index:05d}{suffix}")
+
+
+def committed_manifests(plan: Plan) -> list[dict[str, Any]]:
+    """The manifests of every task of ``plan``, in task order.
+
+    Raises:
+        DataError: some tasks have not committed under this plan.
+    """
+    manifests, missing = [], []
+    for task in plan.tasks:
+        uri = task_uri(plan.output, task.index)
+        m = storage.read_json(uri) if storage.exists(uri) else None
+        if m is None or m.get("plan") != plan.fingerprint:
+            missing.append(task.index)
+        else:
+            manifests.append(m)
+    if missing:
+        shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+        raise DataError(
+            f"{plan.output}: {len(missing)} of {len(plan.tasks)} task(s) have not finished "
+            f"(tasks {shown}); run the missing workers (task t belongs to worker t % n) first"
+        )
+    return manifests
 
 
 Progress = Callable[[int, int], None]  # (rows, bytes) done since the last call
@@ -114,8 +137,14 @@ def _run_task(plan: Plan, task: Task, config: ShardConfig, progress: Progress | 
         background = stack.enter_context(BackgroundWriter())
         for piece_no, piece in enumerate(task.pieces):
             piece_lines = source.header_lines if piece.start == 0 else 0
+            type_counts: np.ndarray | None = None  # see Source.verify_types
             for batch in source.read_piece(piece, layout, config.block_bytes):
                 piece_lines += batch.lines
+                if batch.type_counts is not None:
+                    if type_counts is None:
+                        type_counts = batch.type_counts
+                    else:
+                        type_counts += batch.type_counts
                 _account(result, batch, piece_no, rejects_file)
                 if result.rows_rejected > reject_budget:
                     raise DataError(
@@ -144,7 +173,17 @@ def _run_task(plan: Plan, task: Task, config: ShardConfig, progress: Progress | 
                     label_stats.update(table.column(schema.label))
                 if progress:
                     progress(batch.rows_read, batch.bytes_read)
-            result.pieces.append({**piece.to_dict(), "lines": piece_lines})
+            result.pieces.append(
+                {
+                    **piece.to_dict(),
+                    "lines": piece_lines,
+                    **(
+                        {"type_counts": sparse_counts(type_counts)}
+                        if type_counts is not None
+                        else {}
+                    ),
+                }
+            )
         background.close()
         for w in writers:
             w.finish()

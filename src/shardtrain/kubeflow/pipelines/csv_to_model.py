@@ -2,8 +2,10 @@
 
 ::
 
-    plan_shards ──► shard × N (ParallelFor) ──► finalize_shards ──► train ──► evaluate
-                                                   └─ if blessed ──► export ──► [deploy]
+    plan_shards ──► shard × N ──► settle_shards ──► shard again × M ──► finalize_shards
+        ──► train ──► evaluate ──► if blessed: export ──► [deploy]
+
+(``shard again``: the workers whose tasks a wrong guess of the sample spoiled, usually none.)
 
 Only the graph is here; every step is one call into :mod:`shardtrain.kubeflow.steps`. What the
 graph adds, and why:
@@ -51,6 +53,7 @@ from shardtrain.kubeflow.components.evaluate import evaluate
 from shardtrain.kubeflow.components.export import export
 from shardtrain.kubeflow.components.finalize_shards import finalize_shards
 from shardtrain.kubeflow.components.plan_shards import plan_shards
+from shardtrain.kubeflow.components.settle_shards import settle_shards
 from shardtrain.kubeflow.components.shard import shard
 from shardtrain.kubeflow.components.train import train
 from shardtrain.kubeflow.parameters import (
@@ -61,6 +64,7 @@ from shardtrain.kubeflow.parameters import (
     FINALIZE_SHARDS,
     PIPELINE,
     PLAN_SHARDS,
+    SETTLE_SHARDS,
     SHARD,
     TRAIN,
     Param,
@@ -112,19 +116,28 @@ def _graph(p: Mapping[str, Any]) -> Outputs:
     # The sharding options go alike to the plan and to every worker: both must build the
     # same configuration.
     plan = plan_shards(**arguments(PLAN_SHARDS, p))
-    # The plan step reads every CSV byte once when types come from every row (the default):
-    # the CPU and memory of a shard worker, not a small step's.
-    _step(plan, image, secret, "plan shards")
-    plan.set_cpu_request(p["shard_cpu"]).set_memory_request(SHARD_MEMORY)
+    # Planning reads the listing and a sample only: a small step, whatever the data's size.
+    _small(_step(plan, image, secret, "plan shards"))
 
     with dsl.ParallelFor(plan.output, name="shard-workers") as worker_index:
         worker = shard(**arguments(SHARD, p), worker_index=worker_index)
         _step(worker, image, secret, "shard")
         worker.set_cpu_request(p["shard_cpu"]).set_memory_request(SHARD_MEMORY)
 
+    settled = settle_shards(
+        **arguments(SETTLE_SHARDS, p), worker_reports=dsl.Collected(worker.output)
+    )
+    _small(_step(settled, image, secret, "settle shards"))
+    # The workers a wrong guess of planning spoiled run again (usually none: no pod runs).
+    with dsl.ParallelFor(settled.output, name="shard-again") as again_index:
+        again = shard(**arguments(SHARD, p), worker_index=again_index)
+        _step(again, image, secret, "shard again")
+        again.set_cpu_request(p["shard_cpu"]).set_memory_request(SHARD_MEMORY)
+
+    # After the second fan-out by .after(): kfp.local 2.17 cannot collect an empty loop.
     dataset = finalize_shards(
         **arguments(FINALIZE_SHARDS, p), worker_reports=dsl.Collected(worker.output)
-    )
+    ).after(again)
     _small(_step(dataset, image, secret, "finalize shards"))
 
     trained = train(

@@ -9,6 +9,7 @@ import pytest
 
 from helpers import run_cli
 from shardtrain.data import datagen, sharding
+from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.errors import DataError
 
 
@@ -122,3 +123,33 @@ def test_too_many_rejects_fail_the_run_without_committing(tmp_path):
     assert proc.returncode == 1 and "no row was accepted" in proc.stderr
     rejects = (tmp_path / "junk2" / "rejects" / "rejects.jsonl").read_text().splitlines()
     assert len(rejects) == 3000
+
+
+def _late_code_csv(path, rows: int = 400_000):
+    """A zip column of numbers whose one code comes after the first 4 MB (the sample that
+    types the plan): the sample's type (int) is wrong for the whole file."""
+    lines = ["id,zip,label"]
+    for i in range(rows):
+        zip_code = "98115-4820" if i == rows - 10 else str(10_000 + (i * 7919) % 80_000)
+        lines.append(f"{i},{zip_code},{i % 2}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_workers_whose_guessed_types_fail_are_settled_by_the_settle_command(tmp_path):
+    csv_path = _late_code_csv(tmp_path / "zips.csv")
+    assert csv_path.stat().st_size > 5 * 1024 * 1024
+    out = tmp_path / "ds"
+    args = (str(csv_path), "-o", str(out), "--label", "label", "--task-mb", "1")
+    for w in range(2):
+        run_cli("shard", *args, "--num-workers", "2", "--worker-index", str(w), check=True)
+    refused = run_cli("finalize", str(out))
+    assert refused.returncode == 1
+    assert "zip int -> string" in refused.stderr
+    assert "run `shardtrain settle` with the run's arguments" in refused.stderr
+    settled = run_cli("settle", *args, "--num-workers", "2", check=True)
+    assert "task(s) ran again" in settled.stdout
+    run_cli("finalize", str(out), check=True)
+    meta = DatasetMetadata.load(str(out))
+    assert meta.schema.column("zip").type == "string" and meta.rows_accepted == 400_000
+    assert meta.rows_rejected == 0

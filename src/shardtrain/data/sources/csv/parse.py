@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +21,7 @@ from shardtrain.data.sources.csv.convert import POINT_IN_DECIMAL_COMMA, safe_con
 from shardtrain.data.sources.csv.plan_options import DEFAULT_DIALECT
 from shardtrain.data.sources.csv.ranges import BlockRows, warn_float32_overflow
 from shardtrain.data.sources.typed import hash_strings
-from shardtrain.kernels import arrow, csv_parse, csv_records, xxh64
+from shardtrain.kernels import arrow, csv_parse, csv_records, csv_types, xxh64
 
 
 def read_piece(
@@ -29,8 +30,11 @@ def read_piece(
     *,
     block_bytes: int = 16 * 1024 * 1024,
     dialect: CsvDialect | None = None,
+    count_types: bool = False,
 ) -> Iterator[Batch]:
-    """Stream one piece as typed batches with rejects; see the package docstring."""
+    """Stream one piece as typed batches with rejects; see the package docstring. With
+    ``count_types`` each batch also holds the kinds of its fields as the type pass counts
+    them (:attr:`Batch.type_counts`)."""
     dialect = dialect or DEFAULT_DIALECT
     key_index = schema.names.index(schema.key) if schema.key else None
     # The header is line 1 of its file.
@@ -45,9 +49,32 @@ def read_piece(
             dialect=dialect,
             bounds=block.bounds,
             unquoted=block.unquoted,
+            count_types=count_types,
         )
+        if count_types and batch.type_counts is None:  # not counted by the fast path
+            batch.type_counts = csv_types.new_tally(len(schema.columns))
+            count_block_types(block.data, batch.type_counts, schema, dialect)
         lines_before += batch.lines  # every block but the last ends with a line feed
         yield batch
+
+
+def count_block_types(data: bytes, counts: np.ndarray, schema: Schema, dialect: CsvDialect) -> None:
+    """Add the kinds of the fields of ``data`` (whole records, no header) to ``counts`` (a
+    :func:`csv_types.new_tally` of the schema's width), as the type pass counts them."""
+    csv_types.classify_block(data, counts, **classify_options(schema, dialect))
+
+
+def classify_options(schema: Schema, dialect: CsvDialect) -> dict[str, Any]:
+    """The keyword arguments of :func:`csv_types.classify_block` for this schema and dialect:
+    the label's index, the dialect's bytes, the null words and the decimal mark."""
+    return {
+        "label": schema.names.index(schema.label),
+        "delim": dialect.delim_byte,
+        "quote": dialect.quote_byte,
+        "escape": dialect.escape_byte,
+        "nulls": tuple(v.encode() for v in schema.null_values),
+        "decimal": ord(getattr(dialect, "decimal", ".") or "."),
+    }
 
 
 @dataclass(frozen=True)
@@ -122,6 +149,7 @@ def _read_records(
     lines_before: int,
     dialect: CsvDialect,
     fast: bool,
+    count_types: tuple[np.ndarray, int] | None = None,
 ) -> readers.ParsedBlock:
     """The block's records read by the fastest reader path that can (see :mod:`.readers`):
     the key column as text (it is hashed as written, then converted)."""
@@ -145,6 +173,7 @@ def _read_records(
         dialect=dialect,
         source=source,
         lines_before=lines_before,
+        count_types=count_types,
     )
     parsed = None
     if fast and not records.quoted:
@@ -233,6 +262,7 @@ def parse_block(
     report: bool = True,
     bounds: RecordBounds | None = None,
     unquoted: bool = False,
+    count_types: bool = False,
 ) -> Batch:
     """Parse a block of whole CSV records (no header) into a :class:`Batch`.
 
@@ -249,6 +279,8 @@ def parse_block(
             parsed again later.
         bounds: the block's record bounds, when the caller found them already.
         unquoted: the caller knows the block holds no quote or escape character.
+        count_types: also count the kinds of the fields as the type pass counts them, where
+            the reader path does it as it parses (the fast one): :attr:`Batch.type_counts`.
 
     Raises:
         DataError: the block is not CSV the reader can parse.
@@ -272,6 +304,7 @@ def parse_block(
         lines_before=lines_before,
         dialect=dialect,
         fast=readers.fast_path_enabled() if fast is None else fast,
+        count_types=_expected_kinds(schema) if count_types else None,
     )
 
     # Row i of the parser (valid or invalid, 1-based `number`) is the i-th non-blank record.
@@ -334,7 +367,23 @@ def parse_block(
         kept = row_records[accept]
         key_hash = xxh64.hash_slices(records.data, records.starts[kept], records.ends[kept])
     batch.row_hash = key_hash
+    batch.type_counts = parsed.type_counts
     return batch
+
+
+#: The type pass's kind (:mod:`shardtrain.kernels.csv_types`) each column type expects.
+_EXPECTED_KIND = {
+    "int": csv_types.INT,
+    "float": csv_types.FLOAT,
+    "bool": csv_types.BOOL,
+    "string": csv_types.TEXT,
+}
+
+
+def _expected_kinds(schema: Schema) -> tuple[np.ndarray, int]:
+    """``(expect, label)`` of :attr:`readers.BlockInput.count_types` for ``schema``."""
+    expect = np.array([_EXPECTED_KIND[c.type] for c in schema.columns], dtype=np.int64)
+    return expect, schema.names.index(schema.label)
 
 
 __all__ = ["parse_block", "read_piece"]

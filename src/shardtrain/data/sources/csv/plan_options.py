@@ -7,7 +7,8 @@ types of the columns holding values that are not numbers again from their stored
 under its own ``--max-bad-fraction``.
 
 The stored layout is flat, one key per part (``csv_dialect``, ``csv_record_starts``,
-``csv_all_row_types``, ``csv_all_row_types_basis``, ``csv_type_evidence``, ``type_notes``;
+``csv_all_row_types``, ``csv_all_row_types_basis``, ``csv_type_evidence``, ``type_notes``,
+``csv_types_to_verify``;
 a part with nothing to say is left out): version 1, which carries no version key,
 so that plans written before this record existed keep their bytes and their fingerprint. A
 later layout writes ``csv_options_version``; a plan of a version this code does not know is
@@ -35,6 +36,8 @@ TYPES_BASIS_OPTION = "csv_all_row_types_basis"
 #: The key of :attr:`CsvPlanOptions.type_evidence`. The notes' key,
 #: :data:`~shardtrain.data.schema.TYPE_NOTES_OPTION`, is shared with ``metadata.json``.
 TYPE_EVIDENCE_OPTION = "csv_type_evidence"
+#: The key of :attr:`CsvPlanOptions.types_to_verify`.
+VERIFY_TYPES_OPTION = "csv_types_to_verify"
 
 #: What the type pass may find for a column (None: only nulls).
 _TABULAR_TYPES = (None, "int", "float", "bool", "string")
@@ -89,6 +92,14 @@ class CsvPlanOptions:
         type_notes: a line per such column saying what was decided
             (:func:`~shardtrain.data.schema.type_notes`; none for a column a ``--schema``
             file types), shown by ``inspect``.
+        types_to_verify: the schema's types are the sample's, a guess that the tasks check
+            as they read (``--infer-types all`` without types already found by all rows):
+            every task counts the kinds of its fields as the type pass does, and the run's
+            settle step (:mod:`shardtrain.data.sharding.settle`) decides the types by all
+            rows from those counts -- the same types when the guess was right (the tasks'
+            shards stand), else a plan with ``all_row_types`` whose tasks run again.
+        forced: with ``types_to_verify``, the columns a ``--schema`` file types (their
+            types are not guessed: they stay whatever the rows hold).
         version: the stored layout's version.
     """
 
@@ -97,6 +108,8 @@ class CsvPlanOptions:
     all_row_types: AllRowTypes | None = None
     type_evidence: Mapping[str, TypeTally] = field(default_factory=dict)
     type_notes: tuple[str, ...] = ()
+    types_to_verify: bool = False
+    forced: tuple[str, ...] = ()
     version: int = PLAN_OPTIONS_VERSION
 
     def known_starts(self) -> dict[str, dict[int, int]]:
@@ -122,6 +135,8 @@ class CsvPlanOptions:
             d[TYPE_EVIDENCE_OPTION] = {n: t.to_dict() for n, t in self.type_evidence.items()}
         if self.type_notes:
             d[TYPE_NOTES_OPTION] = list(self.type_notes)
+        if self.types_to_verify:
+            d[VERIFY_TYPES_OPTION] = {"forced": list(self.forced)}
         return d
 
     @classmethod
@@ -155,9 +170,11 @@ class CsvPlanOptions:
                 for n, t in (d.get(TYPE_EVIDENCE_OPTION) or {}).items()
             }
             notes = tuple(str(n) for n in d.get(TYPE_NOTES_OPTION) or ())
+            verify = d.get(VERIFY_TYPES_OPTION) or {}
+            forced = tuple(str(n) for n in verify.get("forced", ()))
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed CSV plan options ({exc})") from exc
-        return cls(dialect, starts, all_row_types, evidence, notes, version)
+        return cls(dialect, starts, all_row_types, evidence, notes, bool(verify), forced, version)
 
 
 __all__ = ["PLAN_OPTIONS_VERSION", "AllRowTypes", "CsvPlanOptions"]

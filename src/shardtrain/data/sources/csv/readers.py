@@ -78,6 +78,9 @@ class BlockInput:
     dialect: CsvDialect
     source: str = "CSV"
     lines_before: int = 0
+    #: ``(expect, label)`` when the kinds of the fields are to be counted as the type pass
+    #: counts them (:func:`csv_parse.parse_block_fast`'s ``count_types``; the fast path only).
+    count_types: tuple[np.ndarray, int] | None = None
 
     @property
     def data(self) -> np.ndarray:
@@ -106,6 +109,9 @@ class ParsedBlock:
     as_text: bool
     out_of_range: np.ndarray | None = None
     arrow_rows: np.ndarray | None = None
+    #: The kinds of the block's fields as the type pass counts them, when asked for
+    #: (:attr:`BlockInput.count_types`) and counted by this path (the fast one); else None.
+    type_counts: np.ndarray | None = None
 
 
 def _convert_options(
@@ -222,10 +228,12 @@ def read_fast(inp: BlockInput) -> ParsedBlock | None:
     nulls = tuple(v.encode() for v in schema.null_values)
     delimiter, quote = dialect.delim_byte, dialect.quote_byte
     parsed = csv_parse.parse_block_fast(
-        arr, starts, ends, kinds, nulls, delimiter=delimiter, quote=quote
-    )
+        arr, starts, ends, kinds, nulls, delimiter=delimiter, quote=quote,
+        count_types=inp.count_types,
+    )  # fmt: skip
     if parsed is None:
         return None
+    type_counts = parsed.type_counts  # of the typed reading, which reads every field
     as_text = False
     if (parsed.row_status == csv_parse.STATUS_BAD_VALUE).any():
         # Arrow fails the typed read of a block with a bad value, and parse_block then reads
@@ -248,6 +256,7 @@ def read_fast(inp: BlockInput) -> ParsedBlock | None:
         invalid,
         as_text,
         out_of_range=None if as_text else np.flatnonzero(flagged),
+        type_counts=type_counts,
     )
 
 

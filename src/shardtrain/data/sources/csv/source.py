@@ -14,6 +14,7 @@ from shardtrain.data.csv_dialect import CsvDialect, detect_delimiter
 from shardtrain.data.schema import (
     SAMPLE_BYTES,
     ColumnType,
+    Schema,
     SchemaOverrides,
     TypeTally,
     infer_schema,
@@ -29,12 +30,19 @@ from shardtrain.data.sources.base import (
     SourceLayout,
     TabularSettings,
     TabularSource,
+    dense_counts,
 )
 from shardtrain.data.sources.csv.align import align_pieces
 from shardtrain.data.sources.csv.listing import list_sources, read_sample
 from shardtrain.data.sources.csv.parse import parse_block, read_piece
 from shardtrain.data.sources.csv.plan_options import DIALECT_OPTION, AllRowTypes, CsvPlanOptions
-from shardtrain.data.sources.csv.types import TYPE_PASS_VERSION, apply_all_row_types, type_pass
+from shardtrain.data.sources.csv.types import (
+    TYPE_PASS_VERSION,
+    apply_all_row_types,
+    decide_types,
+    type_pass,
+)
+from shardtrain.kernels import csv_types
 
 log = logging.getLogger(__name__)
 
@@ -93,13 +101,15 @@ class CsvSource(TabularSource):
 
     def _recalled(self, sources: list[SourceFile], dialect: CsvDialect) -> CsvPlanOptions | None:
         """The stored plan's CSV options when they describe these files read this way, else
-        None (no plan, another kind of plan, or a layout this version cannot read)."""
+        None (no plan, another kind of plan, or a layout this version cannot read); with what
+        settling the plan found (its ``settled`` part: the types by all rows of a plan whose
+        types were a guess)."""
         stored = self._stored
         if not stored:
             return None
         try:
             options = stored["options"]
-            recalled = CsvPlanOptions.from_dict(options)
+            recalled = CsvPlanOptions.from_dict({**options, **(stored.get("settled") or {})})
             same = (
                 [SourceFile(**d) for d in stored["sources"]] == sources
                 and options.get(DIALECT_OPTION) == dialect.to_dict()
@@ -167,21 +177,27 @@ class CsvSource(TabularSource):
 
     def final_schema(self, pieces: list[Piece], inputs: PlanInputs) -> FinalSchema:
         """With ``infer_types='all'``: the sample's schema with every column typed by all of
-        its values (not those a ``--schema`` file sets), by :func:`~.types.type_pass` over
-        the aligned pieces -- or taken from a stored plan of the same files (:meth:`recall`),
-        the columns whose values that are not numbers decided their type decided again from
-        the stored evidence under this run's ``max_bad_fraction``. The options returned hold
-        the types, that evidence and a note per such column (logged when the type pass ran,
-        except for the columns a ``--schema`` file types)."""
+        its values (not those a ``--schema`` file sets) when they are known: taken from a
+        stored plan of the same files (:meth:`recall`; the columns whose values that are not
+        numbers decided their type decided again from the stored evidence under this run's
+        ``max_bad_fraction``), or, with ``--skip-initial-space`` only, found by
+        :func:`~.types.type_pass` over the pieces. The options returned hold the types,
+        that evidence and a note per such column (logged when the type pass ran, except for
+        the columns a ``--schema`` file types).
+
+        Otherwise planning reads nothing more: the schema is the sample's, marked as a
+        guess (``types_to_verify``) that every task checks as it reads by counting the kinds
+        of its fields (:func:`~.parse.count_block_types`), and :meth:`verify_types` decides
+        from those counts once all tasks are done."""
         if self.infer_types != "all":
             return FinalSchema(inputs.schema, inputs.options)
         schema = inputs.schema
         mbf = self.max_bad_fraction
-        forced = self._overrides.types if self._overrides is not None else {}
         options = CsvPlanOptions.from_dict(inputs.options)
         recalled = self._recalled(inputs.sources, options.dialect)
         stored = recalled.all_row_types if recalled is not None else None
         evidence: dict[str, TypeTally] = {}
+        passed = False  # whether the type pass ran here (its notes are logged)
         if recalled is not None and stored is not None and stored.fits(schema, TYPE_PASS_VERSION):
             evidence = dict(recalled.type_evidence)
             types: dict[str, ColumnType | None] = {
@@ -192,7 +208,15 @@ class CsvSource(TabularSource):
                 "CSV types by all rows taken from the stored plan (same files%s)",
                 f"; {len(evidence)} column note(s), see inspect" if evidence else "",
             )
-        else:
+            if recalled.types_to_verify:
+                # A guess its tasks confirmed: the same plan, unless this run's
+                # max_bad_fraction decides a column otherwise.
+                forced = self._overrides.types if self._overrides is not None else {}
+                kept = {n: t for n, t in types.items() if n not in forced}
+                if apply_all_row_types(schema, kept, self._overrides) == schema:
+                    return FinalSchema(schema, _guess(options, schema, forced).to_dict())
+        elif options.dialect.skip_initial_space:
+            # Read by Python's csv module: typed up front (all_row_types), not by the tasks.
             types = type_pass(
                 pieces,
                 schema,
@@ -201,23 +225,48 @@ class CsvSource(TabularSource):
                 max_bad_fraction=mbf,
                 found=evidence,
             )
-            for name, tally in evidence.items():
-                if name not in forced:  # a --schema type is what it is: nothing to explain
-                    level = logging.WARNING if tally.junk_numeric(mbf) else logging.INFO
-                    log.log(level, tally.note(name, mbf))
-        noted = {n: t for n, t in evidence.items() if n not in forced}
-        options = dataclasses.replace(
+            passed = True
+        else:
+            # The sample's types, checked by the tasks as they read (verify_types): planning
+            # reads no more than the sample.
+            forced = self._overrides.types if self._overrides is not None else {}
+            return FinalSchema(schema, _guess(options, schema, forced).to_dict())
+        return self._with_types(schema, options, types, evidence, log_notes=passed)
+
+    def _with_types(
+        self,
+        schema: Schema,
+        options: CsvPlanOptions,
+        types: Mapping[str, ColumnType | None],
+        evidence: dict[str, TypeTally],
+        *,
+        log_notes: bool,
+    ) -> FinalSchema:
+        forced = self._overrides.types if self._overrides is not None else {}
+        return with_types(
+            schema,
             options,
-            all_row_types=AllRowTypes(types, tuple(schema.null_values), TYPE_PASS_VERSION),
-            type_evidence=evidence,
-            type_notes=tuple(type_notes(noted, mbf)),
+            types,
+            evidence,
+            forced=tuple(forced),
+            max_bad_fraction=self.max_bad_fraction,
+            log_notes=log_notes,
         )
-        final = apply_all_row_types(schema, types, self._overrides)
-        return FinalSchema(final, options.to_dict())
+
+    def verify_types(
+        self, layout: SourceLayout, pieces: list[Piece], counts: list[list[list[int]]]
+    ) -> FinalSchema | None:
+        return verify_types(layout, pieces, counts, max_bad_fraction=self.max_bad_fraction)
 
     def read_piece(self, piece: Piece, layout: SourceLayout, block_bytes: int) -> Iterator[Batch]:
-        dialect = CsvPlanOptions.from_dict(layout.options).dialect
-        return read_piece(piece, layout.schema, block_bytes=block_bytes, dialect=dialect)
+        options = CsvPlanOptions.from_dict(layout.options)
+        return read_piece(
+            piece,
+            layout.schema,
+            block_bytes=block_bytes,
+            dialect=options.dialect,
+            count_types=options.types_to_verify,
+        )
 
     def warm_up(self) -> None:
         """Load the compiled CSV, statistics and encoding kernels from numba's cache by
@@ -233,9 +282,86 @@ class CsvSource(TabularSource):
         examples.encode(batch.table, schema, framed=True)
 
 
+def _guess(options: CsvPlanOptions, schema: Schema, forced: Mapping[str, Any]) -> CsvPlanOptions:
+    """``options`` marking the sample's types of ``schema`` as a guess the tasks check (the
+    ``forced`` columns, typed by a ``--schema`` file, are not guessed)."""
+    return dataclasses.replace(
+        options, types_to_verify=True, forced=tuple(n for n in schema.names if n in forced)
+    )
+
+
+def with_types(
+    schema: Schema,
+    options: CsvPlanOptions,
+    types: Mapping[str, ColumnType | None],
+    evidence: dict[str, TypeTally],
+    *,
+    forced: tuple[str, ...],
+    max_bad_fraction: float,
+    log_notes: bool,
+) -> FinalSchema:
+    """The sample's ``schema`` with the types by all rows (but for the ``forced`` columns, a
+    ``--schema`` file's), and ``options`` recording them: the evidence and a note per column
+    whose non-numbers decided its type (logged with ``log_notes``)."""
+    mbf = max_bad_fraction
+    noted = {n: t for n, t in evidence.items() if n not in forced}
+    if log_notes:
+        for name, tally in noted.items():  # a --schema type is what it is: nothing to say
+            level = logging.WARNING if tally.junk_numeric(mbf) else logging.INFO
+            log.log(level, tally.note(name, mbf))
+    options = dataclasses.replace(
+        options,
+        all_row_types=AllRowTypes(types, tuple(schema.null_values), TYPE_PASS_VERSION),
+        type_evidence=evidence,
+        type_notes=tuple(type_notes(noted, mbf)),
+        types_to_verify=False,
+        forced=(),
+    )
+    kept = {n: t for n, t in types.items() if n not in forced}
+    final = apply_all_row_types(schema, {**kept, **{n: schema.column(n).type for n in forced}})
+    return FinalSchema(final, options.to_dict())
+
+
+def verify_types(
+    layout: SourceLayout,
+    pieces: list[Piece],
+    counts: list[list[list[int]]],
+    *,
+    max_bad_fraction: float,
+) -> FinalSchema | None:
+    """:meth:`CsvSource.verify_types` (see :meth:`~..base.Source.verify_types`), from what a
+    plan stores alone: with types to verify (:meth:`CsvSource.final_schema` guessed the
+    sample's), the types by all rows from the tasks' counts (:func:`~.types.decide_types`,
+    the type pass's rules), as a pass over the data would have found them; None when the
+    plan's types are not a guess. The options are the plan's with the types by all rows
+    recorded (:meth:`CsvSource.recall` takes them back)."""
+    options = CsvPlanOptions.from_dict(layout.options)
+    if not options.types_to_verify:
+        return None
+    evidence: dict[str, TypeTally] = {}
+    width = len(layout.schema.columns)
+    types = decide_types(
+        pieces,
+        [dense_counts(c, width, csv_types.N_CODES) for c in counts],
+        layout.schema,
+        options.dialect,
+        max_bad_fraction=max_bad_fraction,
+        found=evidence,
+    )
+    return with_types(
+        layout.schema,
+        options,
+        types,
+        evidence,
+        forced=options.forced,
+        max_bad_fraction=max_bad_fraction,
+        log_notes=True,
+    )
+
+
 def plan_dialect(options: Mapping[str, Any]) -> CsvDialect:
     """The dialect a plan's options (or a :class:`PlanInputs`' options) read the files in."""
     return CsvPlanOptions.from_dict(options).dialect
 
 
-__all__ = ["CsvSource", "plan_dialect"]
+__all__ = ["CsvSource", "plan_dialect", "verify_types", "with_types"]

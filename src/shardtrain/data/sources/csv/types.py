@@ -20,7 +20,6 @@ import itertools
 import logging
 import re
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 
@@ -35,7 +34,7 @@ from shardtrain.data.schema import (
 )
 from shardtrain.data.sources.base import Piece, SourceFile, available_cpus, open_source
 from shardtrain.data.sources.csv.align import iter_record_blocks
-from shardtrain.data.sources.csv.parse import read_piece
+from shardtrain.data.sources.csv.parse import classify_options, read_piece
 from shardtrain.kernels import arrow, csv_records, csv_types
 
 log = logging.getLogger(__name__)
@@ -162,8 +161,7 @@ def type_pass(
     from concurrent.futures import ThreadPoolExecutor
 
     text = as_text(schema)
-    decimal = getattr(dialect, "decimal", ".") or "."
-    classify = _classify_options(schema, dialect)
+    classify = classify_options(schema, dialect)
 
     def count(piece: Piece) -> np.ndarray:
         tally = csv_types.new_tally(len(schema.columns))
@@ -177,10 +175,35 @@ def type_pass(
     else:
         with ThreadPoolExecutor(workers, thread_name_prefix="type-pass") as pool:
             tallies = list(pool.map(count, pieces))
-    total = np.sum(tallies, axis=0) if tallies else csv_types.new_tally(len(schema.columns))
+    return decide_types(
+        pieces, tallies, schema, dialect, max_bad_fraction=max_bad_fraction, found=found
+    )
+
+
+def decide_types(
+    pieces: list[Piece],
+    piece_counts: list[np.ndarray],
+    schema: Schema,
+    dialect: CsvDialect,
+    *,
+    max_bad_fraction: float = 0.0,
+    found: dict[str, TypeTally] | None = None,
+) -> dict[str, ColumnType | None]:
+    """Every column's type from the type pass's counts of ``pieces`` (``piece_counts[i]``
+    counts the fields of ``pieces[i]``; pieces start at record starts): by planning's pass
+    (:func:`type_pass`) or counted by the tasks as they read
+    (:func:`~.parse.count_block_types`).
+
+    The values that are not numbers of the columns whose type may depend on them are looked
+    at in the pieces whose counts hold some (:func:`_look_at_non_numbers`); ``found`` and the
+    warnings about values beyond float32's range are :func:`type_pass`'s."""
+    decimal = getattr(dialect, "decimal", ".") or "."
+    total = (
+        np.sum(piece_counts, axis=0) if piece_counts else csv_types.new_tally(len(schema.columns))
+    )
     columns = [type_tally(counts, decimal) for counts in total]
     if any(t.needs_shapes() for t in columns):
-        _look_at_non_numbers(pieces, tallies, columns, schema, dialect, block_bytes)
+        _look_at_non_numbers(pieces, piece_counts, columns, schema, dialect, TYPE_PASS_BLOCK_BYTES)
     types: dict[str, ColumnType | None] = {}
     for col, counts, tally in zip(schema.columns, total, columns, strict=True):
         types[col.name] = tally.type(max_bad_fraction)
@@ -204,19 +227,6 @@ _BEYOND_FLOAT32_CODES = np.flatnonzero(
 _NON_NUMBER_CODES = np.flatnonzero(
     np.isin(np.arange(csv_types.N_CODES) & csv_types.KIND_MASK, (csv_types.TEXT, csv_types.BOOL))
 )
-
-
-def _classify_options(schema: Schema, dialect: CsvDialect) -> dict[str, Any]:
-    """The keyword arguments of :func:`csv_types.classify_block` for this schema and dialect:
-    the label's index, the dialect's bytes, the null words and the decimal mark."""
-    return {
-        "label": schema.names.index(schema.label),
-        "delim": dialect.delim_byte,
-        "quote": dialect.quote_byte,
-        "escape": dialect.escape_byte,
-        "nulls": tuple(v.encode() for v in schema.null_values),
-        "decimal": ord(getattr(dialect, "decimal", ".") or "."),
-    }
 
 
 def _keep(name: str, tally: TypeTally, found: dict[str, TypeTally] | None) -> None:
@@ -266,7 +276,7 @@ def _look_at_non_numbers(
     number = re.compile(number_pattern(dialect.decimal))
     budget = NON_NUMBER_PARTS
     counted: dict[str, tuple[int, int]] = {}  # URI -> (bytes, line feeds) counted so far
-    classify = _classify_options(schema, dialect)
+    classify = classify_options(schema, dialect)
 
     def holds(data: np.ndarray) -> bool:
         counts = csv_types.new_tally(len(schema.columns))

@@ -94,7 +94,8 @@ def test_the_demo_data_has_twelve_numeric_columns_and_a_binary_label(tmp_path, c
     assert meta.rejects_by_reason == summary.bad_rows_by_kind
     assert meta.rows_accepted + meta.rows_rejected == meta.rows_read == 50_000
 
-    # One line per column at planning, in the plan and metadata.json, and shown by inspect.
+    # One line per column once the tasks' counts are settled, in the plan and metadata.json,
+    # and shown by inspect.
     gear = (
         f"gear_score: 1 of 49,984 values is not a number ('12abc', {path} line 1327) → float; "
         "its row is rejected (bad_value); a --schema file with 'gear_score: string' keeps it"
@@ -104,7 +105,7 @@ def test_the_demo_data_has_twelve_numeric_columns_and_a_binary_label(tmp_path, c
     assert gear in logged and any(m.startswith(label) for m in logged)
     assert len(meta.type_notes) == 7 and gear in meta.type_notes
     plan = storage.read_json(str(out / PLAN_NAME))
-    assert plan["options"][TYPE_NOTES_OPTION] == list(meta.type_notes)
+    assert plan["settled"][TYPE_NOTES_OPTION] == list(meta.type_notes)
     shown = summarize(str(out), meta)
     assert gear in shown.notes and f"- {gear}" in to_markdown(shown)
     assert meta.rare_classes is None
@@ -245,10 +246,10 @@ def test_the_second_look_is_bounded(tmp_path, monkeypatch):
 
 
 def test_a_stored_plan_is_typed_again_only_for_the_old_rule(tmp_path, monkeypatch):
-    """A plan stored by the old rule (type pass 1) is typed again; another
-    ``--max-bad-fraction`` decides again from the stored tallies without reading the data,
-    and plans the same unless it changes a type (a run that failed on the threshold resumes
-    with a higher one)."""
+    """Planning never reads the data for types: the tasks count, settling decides and
+    records the tallies with the plan. A later run with another ``--max-bad-fraction``
+    decides again from them without reading the data, and plans the same unless it changes
+    a type; tallies stored by the old rule (type pass 1) are not taken."""
     path = tmp_path / "quest.csv"
     datagen.generate_quest_logs(str(path), 3000, seed=11, bad_fraction=0.01)
     runs = []
@@ -257,29 +258,33 @@ def test_a_stored_plan_is_typed_again_only_for_the_old_rule(tmp_path, monkeypatc
         csv_source_hooks, "type_pass", lambda *a, **kw: runs.append(1) or type_pass(*a, **kw)
     )
     out = tmp_path / "ds"
-    plan, _ = sharding.publish_plan(_config(path, out, label="cleared", max_bad_fraction=0.01))
-    assert len(runs) == 1 and plan.options[TYPE_NOTES_OPTION]
-    evidence = plan.options[plan_options.TYPE_EVIDENCE_OPTION]
-    assert set(evidence) == {n.split(":")[0] for n in plan.options[TYPE_NOTES_OPTION]}
-    assert plan.options[plan_options.TYPES_BASIS_OPTION] == {
+    config = _config(path, out, label="cleared", max_bad_fraction=0.01)
+    plan, _ = sharding.publish_plan(config)
+    assert plan.options[plan_options.VERIFY_TYPES_OPTION] and TYPE_NOTES_OPTION not in plan.options
+    sharding.shard(config)
+    settled = storage.read_json(str(out / PLAN_NAME))["settled"]
+    evidence = settled[plan_options.TYPE_EVIDENCE_OPTION]
+    assert settled[TYPE_NOTES_OPTION]
+    assert set(evidence) == {n.split(":")[0] for n in settled[TYPE_NOTES_OPTION]}
+    assert settled[plan_options.TYPES_BASIS_OPTION] == {
         "null_values": list(plan.schema.null_values),
         "pass": csv_types_pass.TYPE_PASS_VERSION,
     }
     higher = sharding.build_plan(_config(path, out, label="cleared", max_bad_fraction=0.05))
-    assert len(runs) == 1 and higher == plan  # decided again from the stored tallies
+    assert higher.fingerprint == plan.fingerprint  # decided again from the stored tallies
     strict = sharding.build_plan(_config(path, out, label="cleared", max_bad_fraction=0.0))
-    assert len(runs) == 1 and strict.schema != plan.schema
+    assert strict.schema != plan.schema and not strict.options.get("csv_types_to_verify")
     assert {c.type for c in strict.schema.columns if c.name in evidence} == {"string"}
-    assert strict.options[TYPE_NOTES_OPTION] != plan.options[TYPE_NOTES_OPTION]
+    assert strict.options[TYPE_NOTES_OPTION] != settled[TYPE_NOTES_OPTION]
 
     stored = storage.read_json(str(out / PLAN_NAME))
     old = json.loads(json.dumps(stored))
-    old["options"][plan_options.TYPES_BASIS_OPTION]["pass"] = 1
-    old["options"][plan_options.TYPES_OPTION] = {c.name: "string" for c in plan.schema.columns}
-    del old["options"][plan_options.TYPE_EVIDENCE_OPTION], old["options"][TYPE_NOTES_OPTION]
+    old["settled"][plan_options.TYPES_BASIS_OPTION]["pass"] = 1
+    old["settled"][plan_options.TYPES_OPTION] = {c.name: "string" for c in plan.schema.columns}
     storage.write_json(str(out / PLAN_NAME), old)
-    assert sharding.build_plan(_config(path, out, label="cleared", max_bad_fraction=0.01)) == plan
-    assert len(runs) == 2  # the old rule's types are not taken
+    again = sharding.build_plan(_config(path, out, label="cleared", max_bad_fraction=0.0))
+    assert again.fingerprint == plan.fingerprint  # the old rule's tallies: a guess again
+    assert runs == []  # and not one pass over the data
 
 
 def test_junk_beyond_the_fraction_keeps_a_string_and_says_why(tmp_path, caplog):

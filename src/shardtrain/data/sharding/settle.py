@@ -1,0 +1,189 @@
+"""Settling a run: what planning only guessed, decided once every task is done.
+
+Planning reads the file listing and a sample, nothing more, so that one pod plans a run of
+any size in about the same time. What it cannot know from the sample, it guesses, and the
+tasks check the guess as they read (they read every byte anyway):
+
+* **CSV types by all rows** (``--infer-types all``): the plan's types are the sample's, and
+  every task counts the kinds of its fields as the type pass does
+  (:meth:`~shardtrain.data.sources.base.Source.verify_types`).
+
+:func:`settle` runs once every task has committed and before :func:`.finalize.finalize`:
+in the CLI's single-worker run, as the pipeline's ``settle_shards`` step and as
+``shardtrain settle`` after workers on several machines. When every guess held -- the usual
+case -- it records what it found in the stored plan (:attr:`~.plan.Plan.settled`, which
+``metadata.json`` takes over) and nothing runs again. When a guess was wrong (a zip code
+column that turns ``98115-4820`` after the sample), it stores the plan built on what the
+tasks found, uncommits the tasks of the old one and returns the tasks to run: every one,
+since a column's type shapes every shard. Settling again after they ran finds nothing left.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+
+from shardtrain import storage
+from shardtrain.data.schema import Schema
+from shardtrain.data.shard_config import ShardConfig
+from shardtrain.data.sharding.plan import (
+    GUESS_OPTIONS,
+    PLAN_NAME,
+    Plan,
+    build_plan,
+    needs_settling,
+)
+from shardtrain.data.sharding.task import committed_manifests, task_uri
+from shardtrain.data.sources.base import FinalSchema, Piece
+from shardtrain.data.sources.csv.source import verify_types as verify_csv_types
+from shardtrain.errors import DataError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What :func:`settle` decided.
+
+    Attributes:
+        plan: the run's plan from now on (stored as ``_plan.json``).
+        redo: the tasks to run (again) before the dataset can be finalized; empty when every
+            guess held.
+    """
+
+    plan: Plan
+    redo: tuple[int, ...] = ()
+
+    def workers(self, num_workers: int) -> list[int]:
+        """The workers of ``num_workers`` that own a task to run (task t: worker t % n)."""
+        return sorted({t % num_workers for t in self.redo})
+
+
+def stored_plan(output: str) -> Plan:
+    """The plan stored at ``output``.
+
+    Raises:
+        DataError: there is none.
+    """
+    uri = storage.join(output, PLAN_NAME)
+    if not storage.exists(uri):
+        raise DataError(f"{output}: no sharding run found ({PLAN_NAME} is missing)")
+    return Plan.from_dict(output, storage.read_json(uri))
+
+
+def settle(config: ShardConfig) -> Settlement:
+    """Decide the stored plan's guesses from the tasks' findings (see the module docstring).
+
+    ``config`` is the run's (the same options the plan and the workers were given): with a
+    guess that was wrong, the run is planned again from it.
+
+    Raises:
+        DataError: a task has not committed, or ``config`` is not the options of the run
+            stored at its output.
+    """
+    plan = stored_plan(config.output)
+    verdict = _verify(plan, config.max_bad_fraction)
+    if verdict is None or verdict.schema == plan.schema:
+        return Settlement(_record(plan, verdict))
+
+    again = build_plan(config, stored=plan.to_dict())
+    if again.fingerprint != plan.fingerprint:
+        raise DataError(
+            f"{config.output}: the options given differ from those of the run stored there "
+            f"(plan {again.fingerprint[:8]} vs {plan.fingerprint[:8]}); settle with the "
+            "run's own options"
+        )
+    # The plan's options with what was found, the guess no longer one.
+    options = {k: v for k, v in plan.options.items() if k not in GUESS_OPTIONS}
+    new = build_plan(config, stored={**plan.to_dict(), "options": {**options, **verdict.options}})
+    if new.fingerprint == plan.fingerprint or needs_settling(new):
+        raise DataError(
+            f"{config.output}: the types by all rows were found but the run could not be "
+            "planned with them; give the column types with --schema"
+        )
+    log.warning(
+        "%s: the column types of the first rows do not hold for every row (%s): every task "
+        "runs again with the types by all rows (a --schema file with these types skips this)",
+        config.output,
+        _changes(plan, new.schema),
+    )
+    _uncommit(plan, new)
+    storage.write_json(storage.join(new.output, PLAN_NAME), new.to_dict())
+    return Settlement(new, tuple(t.index for t in new.tasks))
+
+
+def settle_stored(plan: Plan, max_bad_fraction: float) -> Plan:
+    """Settle ``plan`` (stored, every task committed) without the run's options, as
+    ``finalize`` does when nobody settled it: possible when every guess held.
+
+    Raises:
+        DataError: a guess was wrong: the tasks must run again, which takes the run's options
+            (``shardtrain settle``).
+    """
+    verdict = _verify(plan, max_bad_fraction)
+    if verdict is not None and verdict.schema != plan.schema:
+        raise DataError(
+            f"{plan.output}: the column types of the first rows do not hold for every row "
+            f"({_changes(plan, verdict.schema)}): the tasks must run again with the types by "
+            "all rows; run `shardtrain settle` with the run's arguments (it runs them), then "
+            "finalize"
+        )
+    return _record(plan, verdict)
+
+
+def _verify(plan: Plan, max_bad_fraction: float) -> FinalSchema | None:
+    """The types by all rows from the committed tasks' counts (see
+    :meth:`~shardtrain.data.sources.base.Source.verify_types`); None: nothing was guessed."""
+    manifests = committed_manifests(plan)
+    pieces: list[Piece] = []
+    counts: list[list[list[int]]] = []
+    for m in manifests:
+        for p in m["pieces"]:
+            if "type_counts" in p:
+                # As read: from its first record to the end of its last.
+                first, stop = p.get("first", p["start"]), p.get("stop", p["end"])
+                pieces.append(Piece(p["uri"], first, stop, p.get("gzip", False)))
+                counts.append(p["type_counts"])
+    return verify_csv_types(plan.layout, pieces, counts, max_bad_fraction=max_bad_fraction)
+
+
+def _record(plan: Plan, verdict: FinalSchema | None) -> Plan:
+    """``plan`` with what a verdict that kept its schema found recorded (and stored)."""
+    if verdict is None:
+        return plan
+    found = {k: v for k, v in verdict.options.items() if plan.options.get(k) != v}
+    if plan.settled != found:
+        plan = dataclasses.replace(plan, settled=found)
+        storage.write_json(storage.join(plan.output, PLAN_NAME), plan.to_dict())
+    log.info("%s: the sample's column types hold for every row", plan.output)
+    return plan
+
+
+def _changes(plan: Plan, schema: Schema) -> str:
+    """``zip int -> string, fee int -> float``: the columns ``schema`` types otherwise."""
+    return ", ".join(
+        f"{old.name} {old.type} -> {col.type}"
+        for old, col in zip(plan.schema.columns, schema.columns, strict=True)
+        if old.type != col.type
+    )
+
+
+def _uncommit(old: Plan, new: Plan) -> None:
+    """Delete what the tasks of ``old`` wrote and ``new`` does not overwrite: the task
+    manifests first (a deletion cut short leaves tasks to redo, never a stale commit), then
+    their rejects, then the shards ``new`` has no place for."""
+    for task in old.tasks:
+        storage.delete(task_uri(old.output, task.index))
+    for task in old.tasks:
+        storage.delete(task_uri(old.output, task.index, ".rejects.jsonl"))
+    keep = {
+        new.shard_path(s, shard)
+        for s in range(len(new.splits))
+        for shard in range(new.num_shards[s])
+    }
+    for s in range(len(old.splits)):
+        for shard in range(old.num_shards[s]):
+            path = old.shard_path(s, shard)
+            if path not in keep:
+                storage.delete(storage.join(old.output, path))
