@@ -355,8 +355,9 @@ def plain_number(buf, p, end, delim, point):
     value; -1 for none), 1 to :data:`MAX_DIGITS` digits in all, ending at the delimiter or
     the line end.
 
-    Returns ``(q, negative, m, e10)``: where the field ends, its sign, its digits as an
-    integer and minus the number of digits after the point; ``q`` is -1 for any other field,
+    Returns ``(q, negative, m, e10, dot)``: where the field ends, its sign, its digits as an
+    integer, minus the number of digits after the point and whether it has the point (``5.``
+    has one, and no digit after it); ``q`` is -1 for any other field,
     which is the general parser's. A plain byte loop: it mispredicts once per field, where
     the field ends, and on such numerals it beats converting eight digits a word at a time
     (fast_float's multiply trick), which needs two dependent scans and more branches.
@@ -383,18 +384,18 @@ def plain_number(buf, p, end, delim, point):
         elif c == delim:
             break
         else:
-            return -1, False, 0, 0
+            return -1, False, 0, 0, False
         q += 1
     if digits == 0 or digits > MAX_DIGITS:
-        return -1, False, 0, 0
-    return q, negative, m, e10
+        return -1, False, 0, 0, False
+    return q, negative, m, e10, dot
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def parse_int_loop(buf, p, end, delim):
     """``-``? 1-18 digits ending at the delimiter or the line end (:func:`plain_number`), or
     ``code == -1`` for :func:`parse_int`."""
-    q, negative, v, _ = plain_number(buf, p, end, delim, -1)
+    q, negative, v, _, _ = plain_number(buf, p, end, delim, -1)
     if q < 0:
         return p, 0, -1
     return q, -v if negative else v, PARSED

@@ -174,21 +174,23 @@ def _decimal_digits(m):
 def parse_float_loop(buf, p, end, pow10, delim):
     """The common case of :func:`parse_float` (:func:`~.csv_fields.plain_number`: ``-``?
     digits, at most one ``.``, at most 18 digits in all, ending at the delimiter or the line
-    end), or ``code == -1``: anything else goes to the general parser."""
-    q, negative, m, e10 = plain_number(buf, p, end, delim, _DOT)
+    end), or ``code == -1``: anything else goes to the general parser. Returns ``(q, bits,
+    code, point)``: ``point`` tells whether the numeral has the point (a float to the type
+    pass, an integer without)."""
+    q, negative, m, e10, point = plain_number(buf, p, end, delim, _DOT)
     if q < 0:
-        return p, 0, -1
+        return p, 0, -1, False
     sign = _F32_SIGN if negative else 0
     if m == 0:
-        return q, sign, PARSED
+        return q, sign, PARSED, point
     # The digit count matters only outside case 1 of _float_bits (exact operands).
     exact = m <= _F32_EXACT_INT and -_F32_EXACT_POW10 <= e10 <= _F32_EXACT_POW10
     bits = _float_bits(m, 0 if exact else _decimal_digits(m), e10, sign, pow10)
     if bits < 0:
-        return q, 0, TOO_CLOSE
+        return q, 0, TOO_CLOSE, point
     if not exact and _beyond_float32(bits):
-        return q, bits, OUT_OF_RANGE
-    return q, bits, PARSED
+        return q, bits, OUT_OF_RANGE, point
+    return q, bits, PARSED, point
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

@@ -268,17 +268,7 @@ class _Counting(NamedTuple):
     tally: np.ndarray  # int64[ncols, N_CODES]: fields of an unexpected kind
     explicit: np.ndarray  # int64[ncols]: how many of a column's fields ``tally`` holds
     counted: np.ndarray  # int64[1]: rows counted (the right field count, a label)
-    float_seen: np.ndarray  # bool[ncols]: a float column held a number with a point
     events: np.ndarray  # int64[2, ncols]: scratch, one row's (column, code) pairs
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _leading_zero(buf, s, q):
-    """Whether the plain numeral ``buf[s:q]`` (``-``? digits...) starts with a zero followed by
-    a digit (``07919``: a code to the type pass)."""
-    if load_u8(buf, s) == _MINUS_SIGN:
-        s += 1
-    return s + 1 < q and load_u8(buf, s) == _ZERO_DIGIT and 48 <= load_u8(buf, s + 1) <= 57
 
 
 @numba.njit(cache=True, nogil=True)
@@ -319,7 +309,6 @@ def _parse_lines(
         tally,
         explicit,
         counted,
-        float_seen,
         events,
     ) = counting
     t_quoted = t_quoted.ctypes.data  # the tables by address, as csv_types' kernels read them
@@ -364,8 +353,9 @@ def _parse_lines(
                 code = NOT_PARSED
                 number = 0
                 plain = False
+                point = False
                 if kind == KIND_FLOAT:
-                    q, number, code = parse_float_loop(buf, p, end, pow10_buf, delim)
+                    q, number, code, point = parse_float_loop(buf, p, end, pow10_buf, delim)
                     plain = code >= 0
                     if code < 0:
                         q, number, code = parse_float(buf, p, end, pow10_buf, delim)
@@ -423,16 +413,20 @@ def _parse_lines(
                         found = 0  # csv_types.MISSING
                         if col == label:
                             labelled = False
-                    elif plain and ok:  # a plain numeral: int or float, maybe a leading zero
-                        point = False
-                        if kind == KIND_FLOAT and not float_seen[col]:
-                            for k in range(s, p):
-                                if load_u8(buf, k) == _POINT:
-                                    point = True
-                                    float_seen[col] = True
-                                    break
-                        if _leading_zero(buf, s, p):
+                    elif plain:  # a numeral that parsed: int or float, maybe a leading zero
+                        lead = s
+                        c0 = load_u8(buf, s)
+                        if c0 == _MINUS_SIGN:
+                            lead = s + 1
+                            c0 = load_u8(buf, lead)
+                        if (
+                            c0 == _ZERO_DIGIT
+                            and lead + 1 < p
+                            and 48 <= load_u8(buf, lead + 1) <= 57
+                        ):
                             found = (_FLOAT_CODE if point else _INT_CODE) | _LEADING_ZERO_FLAG
+                        elif point != (kind == KIND_FLOAT):  # an integer in a float column
+                            found = _FLOAT_CODE if point else _INT_CODE
                     elif kind == KIND_BOOL and ok:
                         pass
                     elif (
@@ -445,8 +439,6 @@ def _parse_lines(
                         if (found & _KIND_BITS) == _TEXT_CODE and not utf8_valid(buf, s, p):
                             unreadable = True
                         if found == expect[col]:
-                            if kind == KIND_FLOAT:
-                                float_seen[col] = True
                             found = -1
                     if found >= 0:
                         events[0, n_events] = col
@@ -645,8 +637,7 @@ def parse_block_fast(
             :data:`STATUS_DEFERRED` and it has no values.
         count_types: ``(expect, label)``: also count the kinds of the fields as the type
             pass does (:func:`shardtrain.kernels.csv_types.classify_block`, whose counts
-            they equal but for the number of integers among a float column's plain
-            numerals), into :attr:`FastColumns.type_counts`: ``expect`` holds per column the
+            they equal), into :attr:`FastColumns.type_counts`: ``expect`` holds per column the
             kind its type expects (a :mod:`.csv_types` kind), ``label`` the label column's
             index. Deferred lines are not counted.
 
@@ -719,7 +710,7 @@ def parse_block_fast(
         row_status=out.row_status,
         bad_column=out.bad_column,
         field_count=out.field_count,
-        type_counts=_type_counts(counting, kinds) if count_types is not None else None,
+        type_counts=_type_counts(counting) if count_types is not None else None,
         out_of_range=out.out_of_range,
     )
 
@@ -743,20 +734,16 @@ def _counting(count_types: tuple[np.ndarray, int] | None, ncols: int) -> _Counti
         tally=csv_types.new_tally(width),
         explicit=np.zeros(width, dtype=np.int64),
         counted=np.zeros(1, dtype=np.int64),
-        float_seen=np.zeros(width, dtype=np.bool_),
         events=np.empty((2, width), dtype=np.int64),
     )
 
 
-def _type_counts(counting: _Counting, kinds: np.ndarray) -> np.ndarray:
+def _type_counts(counting: _Counting) -> np.ndarray:
     """The kernel's counts completed: every counted field not counted as an exception is of
-    its column's expected kind (an integer, for a float column none of whose plain numerals
-    had a point)."""
+    its column's expected kind."""
     tally = counting.tally
     counted = int(counting.counted[0])
     for col, expected in enumerate(counting.expect.tolist()):
-        if kinds[col] == KIND_FLOAT and not counting.float_seen[col]:
-            expected = csv_types.INT
         tally[col, expected] += counted - int(counting.explicit[col])
     return tally
 

@@ -30,6 +30,8 @@ FAKE_ENV = {
 STEP_EXECUTORS = {
     "exec-plan-shards",
     "exec-shard",
+    "exec-settle-shards",
+    "exec-shard-2",  # the shard workers that run again after settling
     "exec-finalize-shards",
     "exec-train",
     "exec-evaluate",
@@ -111,8 +113,12 @@ def test_no_gpu_on_step_pods_and_resources_set(compiled):
         assert not any("gpu" in str(k).lower() for k in resources), name
         assert resources.get("resourceCpuRequest"), name
         assert resources.get("resourceMemoryRequest"), name
-    shard = spec["deploymentSpec"]["executors"]["exec-shard"]["container"]["resources"]
-    assert shard["resourceCpuRequest"] == "{{$.inputs.parameters['pipelinechannel--shard_cpu']}}"
+    for name in ("exec-shard", "exec-shard-2"):  # the shard workers, and those that run again
+        shard = spec["deploymentSpec"]["executors"][name]["container"]["resources"]
+        cpu = "{{$.inputs.parameters['pipelinechannel--shard_cpu']}}"
+        assert shard["resourceCpuRequest"] == cpu, name
+    plan = spec["deploymentSpec"]["executors"]["exec-plan-shards"]["container"]["resources"]
+    assert plan["resourceCpuRequest"] == "500m"  # it reads the listing and a sample only
 
 
 def test_graph_fans_out_shard_workers_and_collects_them(compiled):
@@ -121,30 +127,42 @@ def test_graph_fans_out_shard_workers_and_collects_them(compiled):
     assert set(root) == {
         "plan-shards",
         "for-loop-1",
+        "settle-shards",
+        "for-loop-2",  # the workers settling names to run again (usually none)
         "finalize-shards",
         "train",
         "evaluate",
-        "condition-2",  # the export, if blessed
+        "condition-3",  # the export, if blessed
     }
     loop = root["for-loop-1"]
     assert loop["parameterIterator"]["items"]["inputParameter"].endswith("plan-shards-Output")
     assert "plan-shards" in loop["dependentTasks"]
     inner = spec["components"][loop["componentRef"]["name"]]["dag"]["tasks"]
     assert set(inner) == {"shard"}
-    finalize_inputs = root["finalize-shards"]["inputs"]["parameters"]["worker_reports"]
+    settle = root["settle-shards"]
+    assert settle["dependentTasks"] == ["for-loop-1"]
+    reports = settle["inputs"]["parameters"]["worker_reports"]["taskOutputParameter"]
+    assert reports["producerTask"] == "for-loop-1"
+    again = root["for-loop-2"]
+    assert again["parameterIterator"]["items"]["inputParameter"].endswith("settle-shards-Output")
+    inner = spec["components"][again["componentRef"]["name"]]["dag"]["tasks"]
+    assert set(inner) == {"shard-2"}
+    finalize = root["finalize-shards"]
+    assert set(finalize["dependentTasks"]) == {"for-loop-1", "for-loop-2"}
+    finalize_inputs = finalize["inputs"]["parameters"]["worker_reports"]
     assert finalize_inputs["taskOutputParameter"]["producerTask"] == "for-loop-1"
     # The export runs only when evaluate returns blessed = true.
-    blessed = root["condition-2"]
+    blessed = root["condition-3"]
     assert set(blessed["dependentTasks"]) == {"train", "evaluate"}
     assert blessed["taskInfo"]["name"] == "blessed"
     condition = blessed["triggerPolicy"]["condition"]
     assert condition == "inputs.parameter_values['pipelinechannel--evaluate-Output'] == true"
     # Inside it: the export, and the deploy step's own condition (test below).
     inner = spec["components"][blessed["componentRef"]["name"]]["dag"]["tasks"]
-    assert set(inner) == {"export", "condition-3"}
+    assert set(inner) == {"export", "condition-4"}
     # The steps resume by themselves; KFP's cache must not skip one whose outputs are gone.
     for name, task in root.items():
-        if name not in ("for-loop-1", "condition-2"):
+        if name not in ("for-loop-1", "for-loop-2", "condition-3"):
             assert not task.get("cachingOptions", {}).get("enableCache"), name
     # Every run gets its own TFJob name from the run id.
     run_id = root["train"]["inputs"]["parameters"]["run_id"]["runtimeValue"]["constant"]
@@ -169,8 +187,8 @@ def test_the_deploy_step_runs_after_the_export_only_when_asked(compiled):
     params = spec["root"]["inputDefinitions"]["parameters"]
     assert params["deploy"]["defaultValue"] is False
     assert params["deploy_namespace"]["defaultValue"] == ""
-    blessed = spec["root"]["dag"]["tasks"]["condition-2"]  # deploy only what was exported
-    condition = spec["components"][blessed["componentRef"]["name"]]["dag"]["tasks"]["condition-3"]
+    blessed = spec["root"]["dag"]["tasks"]["condition-3"]  # deploy only what was exported
+    condition = spec["components"][blessed["componentRef"]["name"]]["dag"]["tasks"]["condition-4"]
     assert condition["triggerPolicy"]["condition"] == (
         "inputs.parameter_values['pipelinechannel--deploy'] == true"
     )
