@@ -155,9 +155,11 @@ def settle_cmd(options: dict[str, Any]) -> None:
     --processes processes, the tasks that must run again (all of them when a column's type
     changed). Give the run's own arguments. Then `shardtrain finalize OUTPUT`."""
     from shardtrain.data import sharding
+    from shardtrain.data.sharding.lease import take_lease
 
     config = sharding.ShardConfig(**options)
-    ran = sharding.settle_and_redo(config)
+    with take_lease(config.output, 0, 1):  # every task's: no worker of the run still writes
+        ran = sharding.settle_and_redo(config)
     again = f"; {len(ran)} task(s) ran again" if ran else "; nothing ran again"
     click.echo(f"{config.output}: settled{again}; now `shardtrain finalize {config.output}`")
 

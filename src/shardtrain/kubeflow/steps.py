@@ -82,6 +82,7 @@ from typing import Any
 from shardtrain import storage
 from shardtrain.data import sharding
 from shardtrain.data.metadata import DatasetMetadata
+from shardtrain.data.sharding.lease import take_lease
 from shardtrain.errors import ConfigError, NotCommittedError, ShardtrainError
 from shardtrain.kubeflow import pods
 from shardtrain.kubeflow.data_checks import data_checks_step
@@ -249,7 +250,8 @@ def settle_step(*, num_workers: int, worker_reports: list[str], **options: Any) 
     config = _shard_config(options, num_workers=int(num_workers))
     if storage.exists(storage.join(config.output, "metadata.json")):
         return []  # complete already (a re-run of a finished pipeline)
-    settled = sharding.settle(config)
+    with take_lease(config.output, 0, 1):  # every task's: no worker of the run still writes
+        settled = sharding.settle(config)
     again = settled.workers(config.num_workers)
     log.info(
         "settled %s: %s",

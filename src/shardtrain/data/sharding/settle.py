@@ -6,7 +6,7 @@ tasks check the guess as they read (they read every byte anyway):
 
 * **CSV types by all rows** (``--infer-types all``): the plan's types are the sample's, and
   every task counts the kinds of its fields as the type pass does
-  (:meth:`~shardtrain.data.sources.base.Source.verify_types`).
+  (:func:`verify_plan_types`).
 
 :func:`settle` runs once every task has committed and before :func:`.finalize.finalize`:
 in the CLI's single-worker run, as the pipeline's ``settle_shards`` step and as
@@ -35,7 +35,8 @@ from shardtrain.data.sharding.plan import (
     needs_settling,
 )
 from shardtrain.data.sharding.task import committed_manifests, task_uri
-from shardtrain.data.sources.base import FinalSchema, Piece
+from shardtrain.data.sources.base import FinalSchema, Piece, SourceLayout
+from shardtrain.data.sources.csv.plan_options import VERIFY_TYPES_OPTION
 from shardtrain.data.sources.csv.source import verify_types as verify_csv_types
 from shardtrain.errors import DataError
 
@@ -134,7 +135,7 @@ def settle_stored(plan: Plan, max_bad_fraction: float) -> Plan:
 
 def _verify(plan: Plan, max_bad_fraction: float) -> FinalSchema | None:
     """The types by all rows from the committed tasks' counts (see
-    :meth:`~shardtrain.data.sources.base.Source.verify_types`); None: nothing was guessed."""
+    :func:`verify_plan_types`); None: nothing was guessed."""
     manifests = committed_manifests(plan)
     pieces: list[Piece] = []
     counts: list[list[list[int]]] = []
@@ -145,7 +146,7 @@ def _verify(plan: Plan, max_bad_fraction: float) -> FinalSchema | None:
                 first, stop = p.get("first", p["start"]), p.get("stop", p["end"])
                 pieces.append(Piece(p["uri"], first, stop, p.get("gzip", False)))
                 counts.append(p["type_counts"])
-    return verify_csv_types(plan.layout, pieces, counts, max_bad_fraction=max_bad_fraction)
+    return verify_plan_types(plan.layout, pieces, counts, max_bad_fraction=max_bad_fraction)
 
 
 def _record(plan: Plan, verdict: FinalSchema | None) -> Plan:
@@ -167,6 +168,26 @@ def _changes(plan: Plan, schema: Schema) -> str:
         for old, col in zip(plan.schema.columns, schema.columns, strict=True)
         if old.type != col.type
     )
+
+
+def verify_plan_types(
+    layout: SourceLayout,
+    pieces: list[Piece],
+    counts: list[list[list[int]]],
+    *,
+    max_bad_fraction: float,
+) -> FinalSchema | None:
+    """Decide the types a plan's tasks checked as they read (its source's guess, which its
+    options mark; None when nothing was guessed): the schema by all rows and the options
+    that record it, from ``counts[i]``, the ``Batch.type_counts`` of ``pieces[i]`` added up
+    (:func:`~shardtrain.data.sources.base.sparse_counts`; pieces as read: from a record
+    start to the end of a record). The schema is the plan's when the guess held; otherwise
+    the run is planned again with these options (the source's ``recall`` takes the types
+    from them) and every task runs again. From the stored plan alone, so that ``finalize``
+    can settle workers that ran on several machines."""
+    if layout.options.get(VERIFY_TYPES_OPTION):  # CSV types by the sample
+        return verify_csv_types(layout, pieces, counts, max_bad_fraction=max_bad_fraction)
+    return None
 
 
 def _uncommit(old: Plan, new: Plan) -> None:

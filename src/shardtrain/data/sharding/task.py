@@ -137,7 +137,7 @@ def _run_task(plan: Plan, task: Task, config: ShardConfig, progress: Progress | 
         background = stack.enter_context(BackgroundWriter())
         for piece_no, piece in enumerate(task.pieces):
             piece_lines = source.header_lines if piece.start == 0 else 0
-            type_counts: np.ndarray | None = None  # see Source.verify_types
+            type_counts: np.ndarray | None = None  # see settle.verify_plan_types
             for batch in source.read_piece(piece, layout, config.block_bytes):
                 piece_lines += batch.lines
                 if batch.type_counts is not None:

@@ -114,12 +114,12 @@ class Batch:
     lines: int = 0  # physical lines in the block (0 where rows have no lines)
     bytes_read: int = 0
     #: The kinds of the block's fields, counted as a type pass counts them, when the plan's
-    #: types are a guess the tasks check (see :meth:`Source.verify_types`); else None.
+    #: types are a guess the tasks check (see :mod:`shardtrain.data.sharding.settle`); else None.
     type_counts: np.ndarray | None = None
 
 
 def sparse_counts(counts: np.ndarray) -> list[list[int]]:
-    """A piece's :attr:`Batch.type_counts` (added up) as JSON: ``[column, code, count]`` per nonzero
+    """A piece's Batch.type_counts (added up) as JSON: ``[column, code, count]`` per nonzero
     count (most of a tally is zeros)."""
     columns, codes = np.nonzero(counts)
     return [[int(a), int(b), int(counts[a, b])] for a, b in zip(columns, codes, strict=True)]
@@ -235,18 +235,6 @@ class Source(abc.ABC):
         rows, run in parallel over ``pieces``) and return the options with what it found
         added (stored in the plan, so :meth:`recall` can take it back)."""
         return FinalSchema(inputs.schema, inputs.options)
-
-    def verify_types(
-        self, layout: SourceLayout, pieces: list[Piece], counts: list[list[list[int]]]
-    ) -> FinalSchema | None:
-        """Decide the types the tasks checked as they read: None when the plan's types are
-        not a guess (the default); else the schema by all rows and the options that record
-        it, from ``counts[i]``, the :attr:`Batch.type_counts` of ``pieces[i]`` added up
-        (:func:`sparse_counts`; pieces as read: starting and ending at record starts). The
-        schema is the plan's when the guess holds; otherwise the sharder plans again with
-        these options (the source's :meth:`recall` takes the types from them) and runs every
-        task again."""
-        return None
 
     def new_statistics(
         self, schema: Schema, bins: Mapping[str, HistogramBins] | None = None

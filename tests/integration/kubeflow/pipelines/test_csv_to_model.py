@@ -88,6 +88,10 @@ def test_csv_to_model_end_to_end_on_minio(minio, tmp_path, capfd, deterministic_
     ]
     assert sorted(r["worker"] for r in reports) == [0, 1]
     assert all(r["status"] == "worker-done" and r["tasks_run"] >= 1 for r in reports)
+    # The sample's types held for every row: settling runs no worker again.
+    settled = json.loads((run_dir / "settle-shards" / "executor_output.json").read_text())
+    assert settled["parameterValues"]["Output"] == []
+    assert not list(run_dir.glob("for-loop-*/shard-2"))
     meta = DatasetMetadata.load(arguments["dataset_uri"]).to_dict()
     assert meta["rows_read"] == ROWS
     assert meta["rows_accepted"] + meta["rows_rejected"] == ROWS and meta["rows_rejected"] > 0
@@ -233,6 +237,51 @@ def test_a_drifted_dataset_is_flagged_before_training(minio, tmp_path, capfd):
     assert "| numeric_drift | gear_score |" in report
     assert "**data_checks=warn**: warn mode: the run goes on" in report
     assert third.served != first.served and storage.exists(f"{third.served}/saved_model.pb")
+
+
+def test_a_type_the_sample_got_wrong_runs_the_shard_workers_again(minio, tmp_path):
+    """Planning reads a sample only. A zip column that is numbers for the first 4 MB and then
+    holds ``98115-4820``: the workers shard with the sample's int (its row a bad value),
+    settle_shards finds the column a string by all rows and names both workers, the second
+    fan-out shards again with it, and finalize commits a dataset that rejected nothing."""
+    rows = 400_000
+    lines = ["id,zip,fee,label"]
+    for i in range(rows):
+        zip_code = "98115-4820" if i == rows - 10 else str(10_000 + (i * 7919) % 80_000)
+        lines.append(f"{i},{zip_code},{(i * 37) % 500},{(i // 3) % 2}")
+    csv_path = tmp_path / "zips.csv"
+    csv_path.write_text("\n".join(lines) + "\n")
+    assert csv_path.stat().st_size > 5 * 1024 * 1024  # the code lies beyond the 4 MB sample
+    base = minio.uri("retype")
+    storage.upload_file(str(csv_path), f"{base}/raw/zips.csv")
+    arguments = client.parse_arguments([f"sources={base}/raw/zips.csv"]) | {
+        "dataset_uri": f"{base}/dataset",
+        "model_dir": f"{base}/model",
+        "serving_uri": f"{base}/serving",
+        "key": "id",
+        "task_mb": 1.0,
+        "shard_workers": 2,
+        "shard_cpu": "1",
+        "tfjob_workers": 0,
+        "evaluator": False,
+        "gpus_per_worker": 0,
+        "train_steps": 20,
+        "batch_size": 64,
+        "checkpoint_every": 20,
+    }
+    client.run_local(arguments, pipeline_root=str(tmp_path / "runs"))
+    run_dir = next((tmp_path / "runs").iterdir())
+    settled = json.loads((run_dir / "settle-shards" / "executor_output.json").read_text())
+    assert settled["parameterValues"]["Output"] == [0, 1]
+    again = [
+        json.loads(json.loads(p.read_text())["parameterValues"]["Output"])
+        for p in sorted(run_dir.glob("for-loop-*/shard-2/executor_output.json"))
+    ]
+    assert sorted(r["worker"] for r in again) == [0, 1]
+    assert all(r["tasks_run"] >= 1 and r["tasks_skipped"] == 0 for r in again)
+    meta = DatasetMetadata.load(arguments["dataset_uri"])
+    assert meta.schema.column("zip").type == "string"
+    assert meta.rows_accepted == rows and meta.rows_rejected == 0
 
 
 def test_the_same_pipeline_trains_on_an_image_directory_tree(tmp_path, deterministic_tf):

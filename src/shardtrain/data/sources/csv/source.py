@@ -187,7 +187,7 @@ class CsvSource(TabularSource):
 
         Otherwise planning reads nothing more: the schema is the sample's, marked as a
         guess (``types_to_verify``) that every task checks as it reads by counting the kinds
-        of its fields (:func:`~.parse.count_block_types`), and :meth:`verify_types` decides
+        of its fields (:func:`~.parse.count_block_types`), and :func:`verify_types` decides
         from those counts once all tasks are done."""
         if self.infer_types != "all":
             return FinalSchema(inputs.schema, inputs.options)
@@ -252,11 +252,6 @@ class CsvSource(TabularSource):
             max_bad_fraction=self.max_bad_fraction,
             log_notes=log_notes,
         )
-
-    def verify_types(
-        self, layout: SourceLayout, pieces: list[Piece], counts: list[list[list[int]]]
-    ) -> FinalSchema | None:
-        return verify_types(layout, pieces, counts, max_bad_fraction=self.max_bad_fraction)
 
     def read_piece(self, piece: Piece, layout: SourceLayout, block_bytes: int) -> Iterator[Batch]:
         options = CsvPlanOptions.from_dict(layout.options)
@@ -329,12 +324,13 @@ def verify_types(
     *,
     max_bad_fraction: float,
 ) -> FinalSchema | None:
-    """:meth:`CsvSource.verify_types` (see :meth:`~..base.Source.verify_types`), from what a
-    plan stores alone: with types to verify (:meth:`CsvSource.final_schema` guessed the
-    sample's), the types by all rows from the tasks' counts (:func:`~.types.decide_types`,
-    the type pass's rules), as a pass over the data would have found them; None when the
-    plan's types are not a guess. The options are the plan's with the types by all rows
-    recorded (:meth:`CsvSource.recall` takes them back)."""
+    """The settle step's verdict on a CSV plan (``verify_plan_types`` of
+    :mod:`shardtrain.data.sharding.settle`): with types to verify
+    (:meth:`CsvSource.final_schema` guessed the sample's), the types by all rows from the
+    tasks' counts (:func:`~.types.decide_types`, the type pass's rules), as a pass over the
+    data would have found them; None when the plan's types are not a guess. The options are
+    the plan's with the types by all rows recorded (:meth:`CsvSource.recall` takes them
+    back)."""
     options = CsvPlanOptions.from_dict(layout.options)
     if not options.types_to_verify:
         return None
