@@ -156,13 +156,14 @@ def shard_run(
     src: Path,
     output: str,
     processes: int,
-    compression: str,
+    compression: str | None,
     env: dict[str, str] | None = None,
     infer_types: str = "all",
     extra: tuple[str, ...] = (),
 ) -> dict[str, float]:
     """One ``shardtrain shard`` run of ``src`` (quest logs, optionally with a comment column),
-    with the ``extra`` flags."""
+    with the ``extra`` flags; ``compression`` None: the default record format and compression
+    (no flag given)."""
     _clear(output, env)
     cmd = _shardtrain(
         "shard",
@@ -173,8 +174,7 @@ def shard_run(
         "cleared",
         "--key",
         "attempt_id",
-        "--compression",
-        compression,
+        *(("--compression", compression) if compression is not None else ()),
         "--processes",
         str(processes),
         # The default (all) is not named: a --compare-src checkout from before the option
@@ -448,6 +448,14 @@ def main() -> None:
     sizes: dict[str, tuple[int, int]] = {}
     for round_ in range(args.rounds):
         tag = f"#{round_ + 1}" if args.rounds > 1 else ""
+        # Every flag at its default (record format, compression, types by all rows).
+        r = shard_run(src, str(work / "out-default"), args.processes, None)
+        results[f"local-default{tag}"] = r
+        sizes[f"local-default{tag}"] = (rows, size)
+        if other is not None:
+            r = shard_run(src, str(work / "out-default"), args.processes, None, other)
+            results[f"other-default{tag}"] = r
+            sizes[f"other-default{tag}"] = (rows, size)
         for compression in ("none", "gzip"):
             r = shard_run(src, str(work / f"out-{compression}"), args.processes, compression)
             results[f"local-{compression}{tag}"] = r

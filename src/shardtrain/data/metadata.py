@@ -211,8 +211,8 @@ class DatasetMetadata:
 
     @property
     def type_notes(self) -> tuple[str, ...]:
-        """What planning decided for columns of numbers holding values that are not numbers,
-        one line per column (see :meth:`~shardtrain.data.schema.TypeTally.note`)."""
+        """What typing by all rows decided for columns of numbers holding values that are not
+        numbers, one line per column (see :meth:`~shardtrain.data.schema.TypeTally.note`)."""
         return tuple(str(n) for n in self.options.get(TYPE_NOTES_OPTION, ()))
 
     @property

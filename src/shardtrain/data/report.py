@@ -58,8 +58,8 @@ class DatasetSummary:
         tables: splits, label classes (a regression label: its range), then a table per kind
             of column.
         rejects: where the rejected rows are (empty when there are none).
-        notes: what planning decided for columns of numbers holding values that are not
-            numbers, and the label's rare classes, one line each.
+        notes: what typing by all rows decided for columns of numbers holding values that
+            are not numbers, and the label's rare classes, one line each.
     """
 
     uri: str

@@ -12,8 +12,9 @@ every signature a job meets is compiled and saved:
   sharded split by a key column, and again split by the whole row into uncompressed shards,
   and once more cut into byte-range pieces (the quote-aware record alignment), and with
   ``;`` between fields (the compiled parser takes the delimiter as a parameter); every CSV
-  run types its columns by all rows first (the type pass, :mod:`shardtrain.kernels.csv_types`,
-  the default ``--infer-types all``);
+  run counts the kinds of its fields as it parses them, to type its columns by all rows (the
+  default ``--infer-types all``: :mod:`shardtrain.kernels.csv_types` and the parser's
+  ``count_types``);
 * a CSV with quoted fields holding delimiters, quotes and line breaks, and floats beyond
   float32's range (the record-bounds and range-check kernels);
 * the quest CSV again in columnar records (an Example per block of rows), and as Parquet

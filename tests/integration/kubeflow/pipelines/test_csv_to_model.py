@@ -258,6 +258,7 @@ def test_a_type_the_sample_got_wrong_runs_the_shard_workers_again(minio, tmp_pat
         "dataset_uri": f"{base}/dataset",
         "model_dir": f"{base}/model",
         "serving_uri": f"{base}/serving",
+        "label": "label",
         "key": "id",
         "task_mb": 1.0,
         "shard_workers": 2,

@@ -13,11 +13,13 @@ hook (:class:`~.source.CsvSource`), one module per job:
   encoding that cannot be cut form one piece each. A piece is read in blocks of whole records
   (:func:`~.align.iter_record_blocks`).
 * :mod:`.types` (``--infer-types all``, the default) types every column by all of its values
-  at planning, before any shard is written: the aligned pieces are read once more, in
-  threads, and every field is classified from its raw bytes by a compiled kernel
-  (:mod:`shardtrain.kernels.csv_types`) without being converted; the few values that are not
-  numbers of a mostly numeric column are looked at again, to tell junk (the column stays
-  numeric, their rows are rejected) from codes (the column is a string).
+  from the counts of their kinds (:mod:`shardtrain.kernels.csv_types`), which the tasks make
+  as they parse the data (planning takes the sample's types as a guess; the run's settle step
+  decides, :mod:`shardtrain.data.sharding.settle`); the few values that are not numbers of a
+  mostly numeric column are looked at again, to tell junk (the column stays numeric, their
+  rows are rejected) from codes (the column is a string). Its :func:`~.types.type_pass`
+  (the same counts by a pass of their own) types ``--skip-initial-space`` files at planning
+  and is the tests' reference.
 * :mod:`.parse`: :func:`~.parse.read_piece` streams one piece in blocks of about
   ``block_bytes`` (never the whole file), parses each block into typed columns
   (:func:`~.parse.parse_block`, by one of the paths of :mod:`.readers`; values read as text

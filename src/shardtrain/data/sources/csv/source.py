@@ -60,11 +60,11 @@ class CsvSource(TabularSource):
             :class:`~shardtrain.data.csv_dialect.CsvDialect`); None: the defaults,
             with the delimiter detected.
         infer_types: ``all`` (the default) types each column by all of its values: the
-            planner's pieces are read once more, in parallel, by the compiled type pass
-            (:func:`~.types.type_pass`) before any shard is written; ``sample`` types them
-            from the first 4 MB of the first file (faster to plan; a later value that does not
-            fit is rejected as ``bad_value``).
-        processes: threads of the type pass (None: the CPUs this process may use).
+            sample's types are a guess the tasks check as they read, and the settle step
+            decides (:meth:`final_schema`); ``sample`` types them from the first 4 MB of the
+            first file (a later value that does not fit is rejected as ``bad_value``).
+        processes: threads of the type pass of ``--skip-initial-space`` files (None: the
+            CPUs this process may use).
         max_bad_fraction: the run's ``--max-bad-fraction``: with ``infer_types='all'``, a
             column of numbers may hold this fraction of values that are not numbers (none
             shaped like a code) and stay numeric, their rows rejected (see

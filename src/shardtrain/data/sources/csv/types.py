@@ -1,11 +1,12 @@
 """Column types by all rows (``--infer-types all``, the default): every column typed by all of
-its values at planning, before any shard is written.
+its values, from counts of the kind of every field (:mod:`shardtrain.kernels.csv_types`).
 
-:func:`type_pass` is what planning runs: the aligned pieces are read once more, in threads,
-and every field is classified from its raw bytes by a compiled kernel
-(:mod:`shardtrain.kernels.csv_types`) without being converted. :func:`all_row_types` is the
-reference it is tested against (every value converted and counted in Python), and what reads
-files with ``--skip-initial-space``.
+The tasks make those counts as they parse (the parser's ``count_types``), and the run's settle
+step decides the types from them with :func:`decide_types`. :func:`type_pass` makes the same
+counts by a pass of its own over pieces, in threads (planning runs it for
+``--skip-initial-space`` files only); :func:`all_row_types` is the reference both are tested
+against (every value converted and counted in Python), and what reads files with
+``--skip-initial-space``.
 
 A column of numbers holding a few values that are not numbers (none shaped like a code) may
 stay numeric under the run's ``--max-bad-fraction``

@@ -1,0 +1,97 @@
+"""Settling a run: the sample's CSV types checked by the tasks, decided once they are done."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from shardtrain import storage
+from shardtrain.data import datagen, sharding
+from shardtrain.data.metadata import DatasetMetadata
+from shardtrain.data.sharding.plan import PLAN_NAME, needs_settling
+from shardtrain.data.sources.csv.plan_options import TYPES_OPTION
+from shardtrain.errors import DataError
+
+# The module (the package exports its function of the same name).
+settle_module = importlib.import_module("shardtrain.data.sharding.settle")
+
+
+def _config(path, out, **kw) -> sharding.ShardConfig:
+    return sharding.ShardConfig(
+        sources=(str(path),), output=str(out), **{"label": "label", "task_bytes": 1 << 20, **kw}
+    )
+
+
+def _late_code_csv(path, rows: int = 400_000):
+    """A zip column of numbers whose one code lies beyond the 4 MB sample."""
+    lines = ["id,zip,label"]
+    for i in range(rows):
+        zip_code = "98115-4820" if i == rows - 10 else str(10_000 + (i * 7919) % 80_000)
+        lines.append(f"{i},{zip_code},{i % 2}")
+    path.write_text("\n".join(lines) + "\n")
+    assert path.stat().st_size > 5 * 1024 * 1024
+    return path
+
+
+def test_a_guess_that_holds_is_recorded_and_nothing_runs_again(tmp_path):
+    path = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(path), 5_000, seed=3)
+    out = tmp_path / "ds"
+    config = _config(path, out, label="cleared", task_bytes=128 * 1024)
+    outcome = sharding.shard(config)
+    assert outcome.status == "complete" and outcome.tasks_run == len(outcome_plan(out).tasks)
+    stored = storage.read_json(str(out / PLAN_NAME))
+    assert stored["options"]["csv_types_to_verify"] == {"forced": []}
+    settled = stored["settled"][TYPES_OPTION]
+    assert settled["player_level"] == "int" and settled["player_class"] == "string"
+    again = sharding.settle(config)  # idempotent: nothing to run, the plan unchanged
+    assert again.redo == () and storage.read_json(str(out / PLAN_NAME)) == stored
+    meta = DatasetMetadata.load(str(out))
+    assert meta.options[TYPES_OPTION] == settled  # the types by all rows, with the dataset
+
+
+def outcome_plan(out):
+    return settle_module.stored_plan(str(out))
+
+
+def test_a_crash_while_settling_a_wrong_guess_resumes(tmp_path, monkeypatch):
+    """Killed after the old tasks were uncommitted but before the new plan was stored: the
+    same command runs the tasks again (with the guess, which settles the same way) and ends
+    with the types by all rows; nothing is half-written."""
+    path = _late_code_csv(tmp_path / "zips.csv")
+    out = tmp_path / "ds"
+    uncommit = settle_module._uncommit
+
+    def crash(old, new):
+        uncommit(old, new)
+        raise KeyboardInterrupt  # the process dies here
+
+    monkeypatch.setattr(settle_module, "_uncommit", crash)
+    with pytest.raises(KeyboardInterrupt):
+        sharding.shard(_config(path, out))
+    plan = outcome_plan(out)
+    assert needs_settling(plan) and plan.schema.column("zip").type == "int"
+    assert not list((out / "_tasks").glob("task-*.json"))  # uncommitted: none stands
+    monkeypatch.undo()
+
+    outcome = sharding.shard(_config(path, out))
+    assert outcome.status == "complete"
+    meta = outcome.metadata
+    assert meta.schema.column("zip").type == "string"
+    assert meta.rows_accepted == 400_000 and meta.rows_rejected == 0
+    assert sharding.shard(_config(path, out)).status == "already-complete"
+
+
+def test_settling_a_wrong_guess_takes_the_runs_own_options(tmp_path):
+    path = _late_code_csv(tmp_path / "zips.csv")
+    out = tmp_path / "ds"
+    for w in range(2):
+        sharding.shard(_config(path, out, num_workers=2, worker_index=w))
+    with pytest.raises(DataError, match="the options given differ"):
+        sharding.settle(_config(path, out, splits=(("train", 0.5), ("eval", 0.5))))
+    with pytest.raises(DataError, match=r"zip int -> string.*shardtrain settle"):
+        sharding.finalize(str(out))  # finalize cannot run the tasks again itself
+    settled = sharding.settle(_config(path, out, num_workers=2))
+    assert settled.redo and settled.workers(2) == [0, 1]
+    assert outcome_plan(out).schema.column("zip").type == "string"
