@@ -182,7 +182,9 @@ def test_split_is_deterministic_by_path(tmp_path):
             )
         )
     two = sharding.finalize(str(tmp_path / "b")).to_dict()
-    assert len(storage.read_json(str(tmp_path / "b" / "_plan.json"))["tasks"]) == 4
+    # ~440 KB in tasks of 100 KB: 5 tasks, and so 5 shards of each split (one per task).
+    stored = storage.read_json(str(tmp_path / "b" / "_plan.json"))
+    assert len(stored["tasks"]) == 5 and stored["num_shards"] == [5, 5]
 
     def splits(out):
         return {r["path"]: r["split"] for r in _parse(out)}
