@@ -114,3 +114,19 @@ def test_histogram_bins_are_in_the_plan_but_not_in_its_fingerprint(tmp_path):
     stored = sharding.Plan.from_dict(str(tmp_path / "ds"), plan)
     assert stored.histograms == {} and stored.fingerprinted().fingerprint == plan["fingerprint"]
     assert sharding.shard(config).status == "already-complete"
+
+
+def test_a_small_split_does_not_cap_the_tasks(tmp_path):
+    """Every task owns a shard of every split: a 10% eval split sized by --target-shard-mb
+    alone would cap the tasks -- and the workers that can share a run -- at its few shards.
+    It gets a shard per task instead; --num-shards still decides when given."""
+    csv_path = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(csv_path), 12_000, seed=5)  # ~1.3 MB
+    config = _config([csv_path], tmp_path / "ds", task_bytes=64 * 1024)
+    plan = sharding.build_plan(config)
+    assert len(plan.tasks) >= 20  # about input / task_bytes, not min_shards (8)
+    assert plan.num_shards == (len(plan.tasks), len(plan.tasks))
+    fixed = sharding.build_plan(
+        _config([csv_path], tmp_path / "fixed", task_bytes=64 * 1024, num_shards=4)
+    )
+    assert fixed.num_shards == (4, 4) and len(fixed.tasks) == 4
