@@ -11,6 +11,7 @@ does not depend on how many workers run. The plan is stored as ``_plan.json``; i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -69,6 +70,11 @@ class Task:
 #: whose plan differs only by them is kept as it is (see ``sharding.run``).
 LATER_OPTIONS = ("row_order",)
 
+#: Plan options of earlier versions that said where the planner cut the files, not what the
+#: shards hold: ``csv_record_starts`` (CSV pieces were moved to record starts while
+#: planning, by reading the files). See :meth:`Plan.same_but_alignment`.
+ALIGNMENT_OPTIONS = ("csv_record_starts",)
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -91,6 +97,13 @@ class Plan:
     #: same dataset (complete: kept; half-written: resumed, its columns then without
     #: histograms, see ``NumericStats.merge``).
     histograms: dict[str, HistogramBins] = dataclasses.field(default_factory=dict)
+    #: Per URI, ``{piece start: start of its first record}`` for the pieces whose reader
+    #: guessed wrong where their first record begins (found by
+    #: :func:`~shardtrain.data.sharding.alignment.settle_alignment` once every piece was
+    #: read; the tasks read those pieces from there). Not part of the fingerprint: the
+    #: pieces, hence the shards of a correct reading, stay the same, so the tasks that read
+    #: right stay committed.
+    record_starts: dict[str, dict[int, int]] = dataclasses.field(default_factory=dict)
 
     def shard_path(self, split_index: int, shard: int) -> str:
         """Path of a shard relative to the dataset URI."""
@@ -102,7 +115,7 @@ class Plan:
     @property
     def layout(self) -> SourceLayout:
         """What the source's readers need from the plan."""
-        return SourceLayout(self.sources, self.schema, self.options)
+        return SourceLayout(self.sources, self.schema, self.options, self.record_starts)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -117,14 +130,26 @@ class Plan:
             "estimated_rows": self.estimated_rows,
             "tasks": [t.to_dict() for t in self.tasks],
             "histograms": {name: b.to_list() for name, b in self.histograms.items()},
+            **(
+                {
+                    "record_starts": {
+                        uri: {str(o): s for o, s in sorted(starts.items())}
+                        for uri, starts in self.record_starts.items()
+                    }
+                }
+                if self.record_starts
+                else {}
+            ),
         }
 
     def fingerprinted(self) -> Plan:
         """This plan with its fingerprint: a hash of everything but the fingerprint (and
-        the histogram bins, see :attr:`histograms`)."""
+        the histogram bins and the record starts, see :attr:`histograms`,
+        :attr:`record_starts`)."""
         payload = self.to_dict()
         payload.pop("fingerprint")
         payload.pop("histograms")
+        payload.pop("record_starts", None)
         return Plan(**{**self.__dict__, "fingerprint": _fingerprint(payload)})
 
     def earlier_fingerprint(self) -> str | None:
@@ -134,6 +159,25 @@ class Plan:
             return None
         options = {k: v for k, v in self.options.items() if k not in LATER_OPTIONS}
         return Plan(**{**self.__dict__, "options": options}).fingerprinted().fingerprint
+
+    def same_but_alignment(self, stored: dict[str, Any]) -> bool:
+        """Whether a stored plan (``_plan.json``) was made by an earlier version from the
+        same inputs and options as this one, its CSV pieces cut at record starts found while
+        planning (:data:`ALIGNMENT_OPTIONS`): the same dataset, its rows spread over the
+        shards by other tasks. Compared: sources, schema, splits, shard counts, compression
+        and the other options (:data:`LATER_OPTIONS` aside)."""
+        options = stored.get("options")
+        if not isinstance(options, dict) or not any(k in options for k in ALIGNMENT_OPTIONS):
+            return False
+        ignored = (*ALIGNMENT_OPTIONS, *LATER_OPTIONS)
+
+        def essence(d: dict[str, Any]) -> str:
+            kept = {k: d.get(k) for k in ("sources", "schema", "splits", "num_shards")}
+            kept["compression"] = d.get("compression")
+            kept["options"] = {k: v for k, v in d.get("options", {}).items() if k not in ignored}
+            return json.dumps(kept, sort_keys=True)
+
+        return essence(stored) == essence(self.to_dict())
 
     @classmethod
     def from_dict(cls, output: str, d: dict[str, Any]) -> Plan:
@@ -150,6 +194,10 @@ class Plan:
             fingerprint=d["fingerprint"],
             histograms={
                 name: HistogramBins.from_list(b) for name, b in d.get("histograms", {}).items()
+            },
+            record_starts={
+                uri: {int(o): int(s) for o, s in starts.items()}
+                for uri, starts in d.get("record_starts", {}).items()
             },
         )
 
@@ -193,7 +241,8 @@ def build_plan(config: ShardConfig) -> Plan:
         ConfigError: a schema file or an option is invalid.
     """
     source = config.source()
-    source.recall(_stored_plan(config.output))
+    stored = _stored_plan(config.output)
+    source.recall(stored)
     inputs = source.plan_inputs()
     sources, schema, input_bytes = inputs.sources, inputs.schema, inputs.input_bytes
     ratio = _output_ratio(
@@ -244,8 +293,13 @@ def build_plan(config: ShardConfig) -> Plan:
         options=options,
         estimated_rows=estimated_rows,
         histograms=plan_bins(binned, inputs.sample),
-    )
-    return plan.fingerprinted()
+    ).fingerprinted()
+    if stored is not None and stored.get("fingerprint") == plan.fingerprint:
+        # The same plan: keep the record starts found while it was run.
+        with contextlib.suppress(KeyError, TypeError, ValueError, AttributeError):
+            found = Plan.from_dict(config.output, stored).record_starts
+            plan = dataclasses.replace(plan, record_starts=found)
+    return plan
 
 
 def _stored_plan(output: str) -> dict[str, Any] | None:

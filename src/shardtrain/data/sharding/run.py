@@ -13,11 +13,12 @@ from typing import Any
 from shardtrain import storage
 from shardtrain.data.metadata import METADATA_NAME, DatasetMetadata
 from shardtrain.data.shard_config import ShardConfig
+from shardtrain.data.sharding.alignment import settle_alignment
 from shardtrain.data.sharding.finalize import finalize
 from shardtrain.data.sharding.lease import LEASES_DIR, take_lease
 from shardtrain.data.sharding.plan import PLAN_NAME, Plan, build_plan
 from shardtrain.data.sharding.pool import WorkerPool, run_tasks
-from shardtrain.data.sharding.task import task_uri
+from shardtrain.data.sharding.task import TaskResult, task_uri
 from shardtrain.errors import DataError, StorageError
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,22 @@ def _compare_existing(config: ShardConfig, plan: Plan) -> str | None:
             raise DataError(
                 f"{config.output}: holds a partly written dataset of an earlier shardtrain "
                 "version (columnar blocks in source order), which cannot be resumed; pass "
+                "--overwrite to start it again"
+            )
+    if plan.same_but_alignment(existing_plan):
+        # Written by a version that cut CSV files at record starts while planning: complete,
+        # it is the same dataset; half-written, its tasks are not this plan's.
+        if _read_document(meta_uri) is not None:
+            log.info(
+                "%s: complete, its CSV files cut where an earlier version's planner found "
+                "record starts: kept as it is (--overwrite re-shards it)",
+                config.output,
+            )
+            return "complete"
+        if not config.overwrite:
+            raise DataError(
+                f"{config.output}: holds a partly written dataset of an earlier shardtrain "
+                "version (CSV pieces cut while planning), which cannot be resumed; pass "
                 "--overwrite to start it again"
             )
     if not config.overwrite:
@@ -264,9 +281,12 @@ def _shard(
         with bar as reporter:
             advance = reporter.advance if reporter is not None else None
             results = run_tasks(plan, todo, config, advance, pool)
-    outcome.tasks_run = len(results)
-    outcome.rows_read = sum(r.rows_read for r in results)
-    outcome.bytes_read = sum(r.bytes_read for r in results)
+    if config.num_workers == 1:
+        results += _settle_and_redo(plan, config)
+    latest = {r.task: r for r in results}.values()  # a task run again: its last run
+    outcome.tasks_run = len(latest)
+    outcome.rows_read = sum(r.rows_read for r in latest)
+    outcome.bytes_read = sum(r.bytes_read for r in latest)
     if config.num_workers == 1:
         outcome.metadata = finalize(
             config.output,
@@ -277,6 +297,37 @@ def _shard(
         outcome.status = "complete"
     outcome.seconds = time.monotonic() - started
     return outcome
+
+
+def _settle_and_redo(plan: Plan, config: ShardConfig) -> list[TaskResult]:
+    """Once every task of ``plan`` is committed: check where their pieces began and stopped
+    (:func:`~.alignment.settle_alignment`) and run again the tasks whose pieces began at a
+    wrongly guessed record start, until every file's pieces chain. Returns the results of
+    the tasks run again (none: every guess was right)."""
+    results: list[TaskResult] = []
+    while True:
+        manifests = [
+            storage.read_json(task_uri(plan.output, t.index))
+            for t in plan.tasks
+            if _task_committed(plan, t.index)
+        ]
+        redo = settle_alignment(plan, manifests)
+        if not redo:
+            return results
+        stored = storage.read_json(storage.join(plan.output, PLAN_NAME))
+        settled = Plan.from_dict(plan.output, stored)
+        wrong = [
+            f"{uri}, byte {start:,}"
+            for uri, starts in settled.record_starts.items()
+            for start, first in starts.items()
+            if plan.record_starts.get(uri, {}).get(start) != first
+        ]
+        log.warning(
+            "%d piece start(s) were guessed wrong (%s): read again", len(wrong), "; ".join(wrong)
+        )
+        plan = settled
+        with WorkerPool(config, len(redo)) as pool:
+            results += run_tasks(plan, [plan.tasks[t] for t in redo], config, None, pool)
 
 
 def _task_committed(plan: Plan, index: int) -> bool:

@@ -144,7 +144,9 @@ def _run_task(plan: Plan, task: Task, config: ShardConfig, progress: Progress | 
                     label_stats.update(table.column(schema.label))
                 if progress:
                     progress(batch.rows_read, batch.bytes_read)
-            result.pieces.append({**piece.to_dict(), "lines": piece_lines})
+            result.pieces.append(
+                {**piece.to_dict(), **source.piece_extent(piece), "lines": piece_lines}
+            )
         background.close()
         for w in writers:
             w.finish()

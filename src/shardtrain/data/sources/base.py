@@ -163,11 +163,14 @@ class FinalSchema:
 
 @dataclass(frozen=True)
 class SourceLayout:
-    """What a task reads its pieces with: the planned sources, schema and source options."""
+    """What a task reads its pieces with: the planned sources, schema and source options,
+    and the record starts found so far (per URI, a piece's start -> the start of its first
+    record, where a reader's guess was found wrong: see ``sharding.alignment``)."""
 
     sources: tuple[SourceFile, ...]
     schema: Schema
     options: Mapping[str, Any]
+    record_starts: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
 
 
 class Source(abc.ABC):
@@ -195,6 +198,14 @@ class Source(abc.ABC):
     @abc.abstractmethod
     def read_piece(self, piece: Piece, layout: SourceLayout, block_bytes: int) -> Iterator[Batch]:
         """Stream one piece as batches of about ``block_bytes`` of input each."""
+
+    def piece_extent(self, piece: Piece) -> dict[str, int]:
+        """Where the last :meth:`read_piece` of ``piece`` (read to its end) began and stopped
+        reading rows, in bytes of the source: ``{"first": ..., "stop": ...}`` for a source
+        whose pieces find their own rows (CSV: the records that begin in the piece), checked
+        to chain across the pieces of a file once all are read (``sharding.alignment``); by
+        default ``{}``: a piece's rows are its bytes' own."""
+        return {}
 
     def recall(self, stored: Mapping[str, Any] | None) -> None:  # noqa: B027 - optional hook
         """Receive the plan already stored at the output (``_plan.json`` as a dict), if any,

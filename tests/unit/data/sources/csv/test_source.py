@@ -15,7 +15,6 @@ from shardtrain.data import sharding
 from shardtrain.data.sharding import plan as plan_module
 from shardtrain.data.sources import csv as csv_source
 from shardtrain.data.sources.base import plan_pieces
-from shardtrain.data.sources.csv import align as csv_align
 from shardtrain.data.sources.csv import source as csv_source_hooks
 from shardtrain.kubeflow import steps
 
@@ -46,19 +45,15 @@ def _config(source, output, **kw) -> sharding.ShardConfig:
 
 @pytest.fixture
 def counted(monkeypatch):
-    """Counts of the two full reads of planning: record alignment and the all-rows types."""
-    calls = {"align": 0, "types": 0}
-    align, types = csv_align._record_starts_after, csv_source_hooks.type_pass
-
-    def counted_align(*args, **kw):
-        calls["align"] += 1
-        return align(*args, **kw)
+    """Counts of the full read of planning: the all-rows types (record alignment reads
+    nothing at planning: each piece finds its records when it is read)."""
+    calls = {"types": 0}
+    types = csv_source_hooks.type_pass
 
     def counted_types(*args, **kw):
         calls["types"] += 1
         return types(*args, **kw)
 
-    monkeypatch.setattr(csv_align, "_record_starts_after", counted_align)
     monkeypatch.setattr(csv_source_hooks, "type_pass", counted_types)
     return calls
 
@@ -69,23 +64,23 @@ def test_a_worker_with_the_stored_plan_does_not_read_the_file_and_plans_the_same
     config = _config(src, tmp_path / "ds")
 
     fresh = sharding.build_plan(config)
-    assert counted == {"align": 1, "types": 1}
+    assert counted == {"types": 1}
     pieces = [p for t in fresh.tasks for p in t.pieces]
-    assert len(pieces) >= 3  # cut into pieces, so alignment had to read the file
+    assert len(pieces) >= 3  # cut into pieces
     assert fresh.schema.column("zip").type == "string"  # typed by all rows, not the sample
 
     # The plan step publishes the plan; every worker then plans from it.
     published, complete = sharding.publish_plan(config)
     assert not complete and published.to_dict() == fresh.to_dict()
-    assert counted == {"align": 2, "types": 2}  # nothing stored yet: planned in full
+    assert counted == {"types": 2}  # nothing stored yet: planned in full
     for worker in range(3):
         recalled = sharding.build_plan(
             _config(src, tmp_path / "ds", worker_index=worker, num_workers=3)
         )
         assert json.dumps(recalled.to_dict()) == json.dumps(fresh.to_dict())
-    assert counted == {"align": 2, "types": 2}  # the workers did not read the file
+    assert counted == {"types": 2}  # the workers did not read the file
 
-    # Every piece boundary is a record start: the pieces read every row exactly once.
+    # Each piece reads the records that begin in it: every row exactly once.
     layout = fresh.layout
     source = config.source()
     ids = [
@@ -102,7 +97,7 @@ def test_a_changed_source_or_dialect_is_not_recalled(tmp_path, counted):
     _write_csv(src)
     output = tmp_path / "ds"
     sharding.publish_plan(_config(src, output))
-    assert counted == {"align": 1, "types": 1}
+    assert counted == {"types": 1}
 
     # Same size, other content, other mtime: the version differs, so both passes run again.
     data = bytearray(src.read_bytes())
@@ -111,7 +106,7 @@ def test_a_changed_source_or_dialect_is_not_recalled(tmp_path, counted):
     src.write_bytes(bytes(data))
     os.utime(src, ns=(1, 1))
     changed = sharding.build_plan(_config(src, output))
-    assert counted == {"align": 2, "types": 2}
+    assert counted == {"types": 2}
     assert (
         changed.sources[0].version
         != json.loads((output / "_plan.json").read_text())["sources"][0]["version"]
@@ -120,11 +115,11 @@ def test_a_changed_source_or_dialect_is_not_recalled(tmp_path, counted):
     # Another quote character is another dialect: not recalled either.
     other = tmp_path / "other"
     sharding.publish_plan(_config(src, other))
-    assert counted == {"align": 3, "types": 3}
+    assert counted == {"types": 3}
     sharding.build_plan(_config(src, other))
-    assert counted == {"align": 3, "types": 3}
+    assert counted == {"types": 3}
     sharding.build_plan(_config(src, other, quote_char="'"))
-    assert counted == {"align": 4, "types": 4}
+    assert counted == {"types": 4}
 
 
 def test_recall_is_refused_for_another_label_or_a_stored_plan_of_another_size(tmp_path, counted):
@@ -139,21 +134,21 @@ def test_recall_is_refused_for_another_label_or_a_stored_plan_of_another_size(tm
     other_size["sources"][0]["size"] += 1
     source.recall(other_size)
     _plan(source)
-    assert counted == {"align": 2, "types": 2}
+    assert counted == {"types": 2}
 
     source = csv_source.CsvSource([str(src)], label="zip", key="id", infer_types="all")
     source.recall(stored)
     _plan(source)
-    assert counted == {"align": 3, "types": 3}
+    assert counted == {"types": 3}
 
-    # A damaged stored plan is ignored, not trusted: the passes run again.
+    # A damaged stored plan is ignored, not trusted: the pass runs again.
     broken = json.loads(json.dumps(stored))
     broken["options"]["csv_record_starts"] = {str(src): [["x", 1]]}
     broken["options"]["csv_all_row_types"] = {"id": "int"}  # not the file's columns
     source = _config(src, output).source()
     source.recall(broken)
     _plan(source)
-    assert counted == {"align": 4, "types": 4}
+    assert counted == {"types": 4}
 
 
 def _plan(source) -> None:
@@ -178,14 +173,14 @@ def test_the_plan_step_publishes_the_plan_for_its_workers(tmp_path, counted):
     )
     workers = steps.plan_step(**common, num_workers=2)
     assert workers == [0, 1]
-    assert counted == {"align": 1, "types": 1}
+    assert counted == {"types": 1}
     stored = storage.read_json(str(tmp_path / "ds" / plan_module.PLAN_NAME))
     reports = [
         json.loads(steps.shard_step(**common, worker_index=i, num_workers=2, cpu="1"))
         for i in workers
     ]
     assert [r["status"] for r in reports] == ["worker-done", "worker-done"]
-    assert counted == {"align": 1, "types": 1}  # the workers read the file only for rows
+    assert counted == {"types": 1}  # the workers read the file only for rows
     assert storage.read_json(str(tmp_path / "ds" / plan_module.PLAN_NAME)) == stored
     meta = sharding.finalize(str(tmp_path / "ds"))
     assert meta.rows_accepted == 6000
