@@ -145,8 +145,7 @@ class PlanInputs:
 @dataclass(frozen=True)
 class AlignedPieces:
     """What :meth:`Source.align_pieces` returns: the pieces cut where rows can be cut, and the
-    source's plan options with what aligning found (CSV: the record starts, for
-    :meth:`Source.recall`)."""
+    source's plan options with what aligning found (for :meth:`Source.recall`)."""
 
     pieces: list[Piece]
     options: Mapping[str, Any]
@@ -215,10 +214,12 @@ class Source(abc.ABC):
 
     def align_pieces(self, pieces: list[Piece], inputs: PlanInputs) -> AlignedPieces:
         """Move the boundaries :func:`plan_pieces` placed to where this source's rows can be
-        cut (CSV: record starts, never inside a quoted field). By default they stay.
+        cut, without reading the data (CSV: gzip files and files that cannot be cut stay
+        whole; each piece finds its records when read, see :meth:`piece_extent`). By default
+        they stay.
 
-        Returns the pieces and ``inputs.options`` with what was found here added (CSV: the
-        record starts, for :meth:`recall`)."""
+        Returns the pieces and ``inputs.options`` with what was found here added (for
+        :meth:`recall`)."""
         return AlignedPieces(pieces, inputs.options)
 
     def final_schema(self, pieces: list[Piece], inputs: PlanInputs) -> FinalSchema:

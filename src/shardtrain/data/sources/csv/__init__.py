@@ -26,7 +26,7 @@ hook (:class:`~.source.CsvSource`), one module per job:
   converted by :mod:`.convert`) and yields :class:`~shardtrain.data.sources.base.Batch` es:
   the accepted rows, a 64-bit hash per row for the split, and the rejected rows with their
   reason and line number. :mod:`.ranges` reports floats beyond float32's range.
-* :mod:`.plan_options`: what a CSV run stores in its plan (the dialect, record starts, the
+* :mod:`.plan_options`: what a CSV run stores in its plan (the dialect, the
   all-rows types with the evidence and notes of the columns holding junk), as a typed record.
 
 Blocks with ``,``, ``;``, tab or ``|`` between fields are parsed by a compiled kernel
