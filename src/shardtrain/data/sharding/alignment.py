@@ -36,7 +36,7 @@ def settle_alignment(plan: Plan, manifests: Sequence[dict[str, Any]]) -> list[in
 
     Raises:
         AssertionError: a piece read from a start recorded here still does not chain (the
-            reader did not use it).
+            reader did not use it: a bug, not bad data).
     """
     read: dict[tuple[str, int], tuple[int, int]] = {}  # (uri, start) -> (first, stop)
     for m in manifests:
@@ -71,7 +71,9 @@ def settle_alignment(plan: Plan, manifests: Sequence[dict[str, Any]]) -> list[in
     for uri, new in found.items():
         starts.setdefault(uri, {}).update(new)
     settled = Plan(**{**plan.__dict__, "record_starts": starts})
-    storage.write_json(storage.join(plan.output, PLAN_NAME), settled.to_dict())
+    # The manifests first: a run killed in between reads those pieces again from their guess
+    # (and is set right again), never holds a manifest that contradicts the stored plan.
     for index in sorted(redo):
         storage.delete(task_uri(plan.output, index))
+    storage.write_json(storage.join(plan.output, PLAN_NAME), settled.to_dict())
     return sorted(redo)

@@ -17,6 +17,7 @@ from shardtrain.data.metadata import (
     SplitInfo,
 )
 from shardtrain.data.schema import Schema
+from shardtrain.data.sharding.alignment import settle_alignment
 from shardtrain.data.sharding.lease import live_leases
 from shardtrain.data.sharding.plan import PLAN_NAME, Plan
 from shardtrain.data.sharding.task import task_uri
@@ -52,7 +53,9 @@ def finalize(
         The metadata written.
 
     Raises:
-        DataError: tasks are missing, the rejected fraction is too high, or no row survived.
+        DataError: tasks are missing or read a piece of a CSV file from a wrongly guessed
+            record start (:func:`~.alignment.settle_alignment`: they are reset, to be run
+            again), the rejected fraction is too high, or no row survived.
     """
     plan_uri = storage.join(output, PLAN_NAME)
     if not storage.exists(plan_uri):
@@ -72,6 +75,14 @@ def finalize(
         raise DataError(
             f"{output}: {len(missing)} of {len(plan.tasks)} task(s) have not finished "
             f"(tasks {shown}); run the missing workers (task t belongs to worker t % n) first"
+        )
+    redo = settle_alignment(plan, manifests)
+    if redo:  # one machine settles before finalizing (see run.py): several workers did not
+        shown = ", ".join(map(str, redo[:10])) + (" ..." if len(redo) > 10 else "")
+        raise DataError(
+            f"{output}: {len(redo)} task(s) began a piece of a CSV file at a wrongly guessed "
+            f"record start (tasks {shown}); their start is now in {PLAN_NAME}: run those "
+            "workers again (task t belongs to worker t % n), then finalize"
         )
 
     live = live_leases(output, exclude=held_lease)

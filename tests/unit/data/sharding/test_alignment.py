@@ -234,3 +234,34 @@ def test_transcoded_files_cut_into_pieces_read_as_one(tmp_path, encoding):
     shard([path], tmp_path / "cut", task_bytes=PIECE_BYTES, **kw)
     assert len(_pieces(tmp_path / "cut")) > 4
     _same_dataset(tmp_path / "one", tmp_path / "cut")
+
+
+def test_with_several_workers_finalize_resets_a_misread_task(tmp_path):
+    """Workers run apart, so finalize checks the pieces: it resets the task read from a
+    wrong guess and says to run its worker again; then the dataset is right."""
+    path = tmp_path / "long.csv"
+    path.write_bytes(_long_field_csv())
+    kw = dict(label="label", infer_types="sample", num_shards=16, max_bad_fraction=0.1)
+    shard([path], tmp_path / "one", task_bytes=1 << 30, **kw)
+    out = tmp_path / "cut"
+
+    def workers() -> None:
+        for worker in range(3):
+            config = sharding.ShardConfig(
+                sources=(str(path),),
+                output=str(out),
+                task_bytes=PIECE_BYTES,
+                processes=1,
+                worker_index=worker,
+                num_workers=3,
+                **kw,
+            )
+            assert sharding.shard(config).status == "worker-done"
+
+    workers()
+    with pytest.raises(DataError, match=r"1 task\(s\) began .* \(tasks 2\).* run those workers"):
+        sharding.finalize(str(out))
+    assert not (out / "_tasks" / "task-00002.json").exists()
+    workers()
+    sharding.finalize(str(out))
+    _same_dataset(tmp_path / "one", out)
