@@ -13,6 +13,7 @@ from their true start (``shardtrain.data.sharding.alignment``). Planning reads n
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -316,13 +317,22 @@ def iter_record_blocks(
         while True:
             want = block_bytes if end == math.inf else int(min(block_bytes, end - pos - len(carry)))
             chunk = f.read(want) if want > 0 else b""
+            if chunk and pos + len(carry) + len(chunk) >= end:
+                # The piece's end: its last block also holds the rest of the record that
+                # straddles it, read past the end (the blocks are then those of a piece that
+                # ends at that record's end).
+                data = carry + chunk
+                chunk += _record_tail(
+                    f,
+                    data,
+                    carry_state,
+                    len(carry),
+                    scan,
+                    special,
+                    functools.partial(too_long, pos),
+                )
             if not chunk:
-                if carry and want > 0:  # the last record, without a trailing newline
-                    yield RecordBlock(carry)
-                elif carry:  # the piece's end: complete the record that straddles it
-                    carry = _finish_record(f, carry, carry_state, scan, special)
-                    if len(carry) > MAX_RECORD_BYTES:
-                        raise too_long(pos)
+                if carry:  # the last record, without a trailing newline
                     yield RecordBlock(carry)
                 if not ranged:
                     extent.stop = piece.end if piece.gzip else pos + len(carry)
@@ -371,21 +381,31 @@ def iter_record_blocks(
 TAIL_READ_BYTES = 64 * 1024
 
 
-def _finish_record(
+def _record_tail(
     f: IO[bytes],
-    carry: bytes,
-    state: int | None,
+    data: bytes,
+    carry_state: int | None,
+    carried: int,
     scan: Callable[..., tuple[int, int]],
     special: bytes,
+    too_long: Callable[[], DataError],
 ) -> bytes:
-    """The carried record start completed with the bytes after the piece's end, up to the
-    line feed that ends it (or the file's end; reading stops beyond
-    :data:`MAX_RECORD_BYTES`)."""
-    if special and state is None:
-        state = scan(carry, csv_records.RECORD_START)[1]
-    parts = [carry]
-    size = len(carry)
-    while size <= MAX_RECORD_BYTES:
+    """The bytes after ``data`` (a piece's bytes up to its end, the first ``carried`` of them
+    a record start whose quote state after them is ``carry_state``, if scanned) up to the
+    line feed that ends the record straddling the end (or the file's end): none when the
+    end is a record start. ``too_long`` is raised past :data:`MAX_RECORD_BYTES`."""
+    if special:
+        if carry_state is None:
+            state = scan(data, csv_records.RECORD_START)[1]
+        else:
+            state = scan(data, carry_state, carried)[1]
+        if state == csv_records.RECORD_START:
+            return b""
+    elif not data or data.endswith(b"\n"):
+        return b""
+    parts = []
+    size = len(data) - carried
+    while True:
         more = f.read(TAIL_READ_BYTES)
         if not more:
             break
@@ -400,4 +420,6 @@ def _finish_record(
             break
         parts.append(more)
         size += len(more)
+        if size > MAX_RECORD_BYTES:
+            raise too_long()
     return b"".join(parts)
