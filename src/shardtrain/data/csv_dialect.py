@@ -146,7 +146,7 @@ class CsvDialect:
 
         True when every line feed, carriage return, delimiter, quote and escape byte of the
         file *is* that character, never a byte inside a multi-byte character: then a record
-        start found in the raw bytes (:func:`~shardtrain.data.sources.csv.align_pieces`) is a
+        start found in the raw bytes (:mod:`shardtrain.data.sources.csv.align`) is a
         record start of the text, and each range is transcoded on its own. So UTF-8; every
         single-byte encoding that keeps ASCII (latin-1, cp1252, the ISO 8859 family...); and
         the East Asian multi-byte encodings whose following bytes are never below

@@ -6,11 +6,11 @@ a line feed *outside* quotes ends the record. Whether a byte is inside quotes de
 byte before it, so a reader that starts in the middle of a file cannot tell on its own. This
 module runs the small state machine that decides it, in compiled code, and is used
 
-* once per file at planning time (:func:`record_starts_after`), to move each byte-range
-  boundary of a large file to the first record that begins at or after it -- so a piece
-  boundary never splits a quoted field; and
 * per block while reading (:func:`record_bounds`), to cut blocks at record ends and to give
-  the parser each record's byte range and first line.
+  the parser each record's byte range and first line; and
+* at the start of a piece that begins in the middle of a file (:func:`speculate`), to guess
+  from the bytes there whether they are inside quotes (the guess is verified once every
+  piece is read: ``shardtrain.data.sharding.alignment``).
 
 The state machine follows the lenient rules of pandas' C parser and of Arrow's CSV reader
 (both agree on them):
@@ -44,6 +44,7 @@ __all__ = [
     "advance",
     "has_negative_exponent",
     "record_bounds",
+    "speculate",
 ]
 
 #: Before a record's first byte.
@@ -207,6 +208,60 @@ def record_bounds(
         buf, _transitions(delim, quote, escape), starts, ends, first_lines, at_eof
     )
     return starts[:count], ends[:count], first_lines[:count], int(complete), int(lines)
+
+
+@numba.njit(cache=True, nogil=True)
+def _speculate(block, state, table, quote, n_fields):
+    buf = block.ctypes.data
+    tab = table.ctypes.data
+    size = block.shape[0]
+    first = -1
+    irregular = 0
+    matches = 0
+    mismatches = 0
+    fields = 1
+    nonblank = False
+    p = 0
+    while p < size:
+        c = load_u8(buf, p)
+        new = load_u8(tab, state * 256 + c)
+        if (state == IN_FIELD and c == quote) or (state == _QUOTE_IN_QUOTES and new == IN_FIELD):
+            irregular += 1
+        p += 1
+        if new == RECORD_START:
+            if first < 0:
+                first = p
+            elif nonblank:
+                if fields == n_fields:
+                    matches += 1
+                else:
+                    mismatches += 1
+            fields = 1
+            nonblank = False
+        elif first >= 0:
+            if new == FIELD_START:
+                fields += 1
+            if c != _CR:
+                nonblank = True
+        state = new
+    return first, irregular, matches, mismatches
+
+
+def speculate(
+    block: np.ndarray | bytes, state: int, *, delim: int, quote: int, escape: int, n_fields: int
+) -> tuple[int, int, int, int]:
+    """How plausible reading ``block`` from ``state`` is, for a reader that starts in the
+    middle of a file and does not know whether it is inside quotes.
+
+    Returns ``(first, irregular, matches, mismatches)``: where the first record after the
+    block's start begins (-1: none ends in the block); how many quotes the reading finds
+    where well-formed CSV has none (a quote inside an unquoted field, text after a closing
+    quote); and how many of the complete records after ``first`` have ``n_fields`` fields
+    and how many another count (blank lines count neither).
+    """
+    buf = as_bytes_array(block)
+    out = _speculate(buf, state, _transitions(delim, quote, escape), quote, n_fields)
+    return int(out[0]), int(out[1]), int(out[2]), int(out[3])
 
 
 @numba.njit(cache=True, nogil=True)

@@ -18,7 +18,7 @@ from shardtrain.data.metadata import (
 )
 from shardtrain.data.schema import Schema
 from shardtrain.data.sharding.lease import live_leases
-from shardtrain.data.sharding.plan import PLAN_NAME, Plan, needs_settling
+from shardtrain.data.sharding.plan import PLAN_NAME, Plan
 from shardtrain.data.sharding.settle import settle_stored
 from shardtrain.data.sharding.task import committed_manifests, task_uri
 from shardtrain.data.statistics import LabelStats, new_stats, stats_from_dict
@@ -53,7 +53,9 @@ def finalize(
         The metadata written.
 
     Raises:
-        DataError: tasks are missing, the rejected fraction is too high, or no row survived.
+        DataError: tasks are missing or read a piece of a CSV file from a wrongly guessed
+            record start (:func:`~.alignment.settle_alignment`: they are reset, to be run
+            again), the rejected fraction is too high, or no row survived.
     """
     plan_uri = storage.join(output, PLAN_NAME)
     if not storage.exists(plan_uri):
@@ -65,8 +67,9 @@ def finalize(
         if max_bad_fraction is None
         else max_bad_fraction
     )
-    if needs_settling(plan):  # nobody settled the run (workers on several machines)
-        plan = settle_stored(plan, limit)
+    # Settled by one machine's run and by the pipeline's settle step; not by workers that
+    # ran on several machines: then here, when no task has to run again.
+    plan = settle_stored(plan, manifests, limit)
 
     live = live_leases(output, exclude=held_lease)
     if live:

@@ -11,6 +11,7 @@ does not depend on how many workers run. The plan is stored as ``_plan.json``; i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -70,6 +71,11 @@ class Task:
 #: whose plan differs only by them is kept as it is (see ``sharding.run``).
 LATER_OPTIONS = ("row_order",)
 
+#: Plan options of earlier versions that said where the planner cut the files, not what the
+#: shards hold: ``csv_record_starts`` (CSV pieces were moved to record starts while
+#: planning, by reading the files). See :meth:`Plan.same_but_alignment`.
+ALIGNMENT_OPTIONS = ("csv_record_starts",)
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -97,6 +103,13 @@ class Plan:
     #: guess: the types by all rows and their notes). Not part of the fingerprint: settling
     #: a plan whose guess held does not change what its tasks wrote.
     settled: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: Per URI, ``{piece start: start of its first record}`` for the pieces whose reader
+    #: guessed wrong where their first record begins (found by
+    #: :func:`~shardtrain.data.sharding.alignment.settle_alignment` once every piece was
+    #: read; the tasks read those pieces from there). Not part of the fingerprint: the
+    #: pieces, hence the shards of a correct reading, stay the same, so the tasks that read
+    #: right stay committed.
+    record_starts: dict[str, dict[int, int]] = dataclasses.field(default_factory=dict)
 
     def shard_path(self, split_index: int, shard: int) -> str:
         """Path of a shard relative to the dataset URI."""
@@ -108,7 +121,7 @@ class Plan:
     @property
     def layout(self) -> SourceLayout:
         """What the source's readers need from the plan."""
-        return SourceLayout(self.sources, self.schema, self.options)
+        return SourceLayout(self.sources, self.schema, self.options, self.record_starts)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -124,15 +137,27 @@ class Plan:
             "tasks": [t.to_dict() for t in self.tasks],
             "histograms": {name: b.to_list() for name, b in self.histograms.items()},
             **({"settled": self.settled} if self.settled else {}),
+            **(
+                {
+                    "record_starts": {
+                        uri: {str(o): s for o, s in sorted(starts.items())}
+                        for uri, starts in self.record_starts.items()
+                    }
+                }
+                if self.record_starts
+                else {}
+            ),
         }
 
     def fingerprinted(self) -> Plan:
         """This plan with its fingerprint: a hash of everything but the fingerprint (and
-        the histogram bins, see :attr:`histograms`)."""
+        the histogram bins and the record starts, see :attr:`histograms`,
+        :attr:`record_starts`)."""
         payload = self.to_dict()
         payload.pop("fingerprint")
         payload.pop("histograms")
         payload.pop("settled", None)
+        payload.pop("record_starts", None)
         return Plan(**{**self.__dict__, "fingerprint": _fingerprint(payload)})
 
     def earlier_fingerprint(self) -> str | None:
@@ -142,6 +167,25 @@ class Plan:
             return None
         options = {k: v for k, v in self.options.items() if k not in LATER_OPTIONS}
         return Plan(**{**self.__dict__, "options": options}).fingerprinted().fingerprint
+
+    def same_but_alignment(self, stored: dict[str, Any]) -> bool:
+        """Whether a stored plan (``_plan.json``) was made by an earlier version from the
+        same inputs and options as this one, its CSV pieces cut at record starts found while
+        planning (:data:`ALIGNMENT_OPTIONS`): the same dataset, its rows spread over the
+        shards by other tasks. Compared: sources, schema, splits, shard counts, compression
+        and the other options (:data:`LATER_OPTIONS` aside)."""
+        options = stored.get("options")
+        if not isinstance(options, dict) or not any(k in options for k in ALIGNMENT_OPTIONS):
+            return False
+        ignored = (*ALIGNMENT_OPTIONS, *LATER_OPTIONS)
+
+        def essence(d: dict[str, Any]) -> str:
+            kept = {k: d.get(k) for k in ("sources", "schema", "splits", "num_shards")}
+            kept["compression"] = d.get("compression")
+            kept["options"] = {k: v for k, v in d.get("options", {}).items() if k not in ignored}
+            return json.dumps(kept, sort_keys=True)
+
+        return essence(stored) == essence(self.to_dict())
 
     @classmethod
     def from_dict(cls, output: str, d: dict[str, Any]) -> Plan:
@@ -160,6 +204,10 @@ class Plan:
                 name: HistogramBins.from_list(b) for name, b in d.get("histograms", {}).items()
             },
             settled=dict(d.get("settled") or {}),
+            record_starts={
+                uri: {int(o): int(s) for o, s in starts.items()}
+                for uri, starts in d.get("record_starts", {}).items()
+            },
         )
 
 
@@ -264,9 +312,14 @@ def build_plan(config: ShardConfig, stored: dict[str, Any] | None = None) -> Pla
         estimated_rows=estimated_rows,
         histograms=plan_bins(binned, inputs.sample),
     ).fingerprinted()
-    if stored and stored.get("fingerprint") == plan.fingerprint and stored.get("settled"):
-        # The same plan, already settled: what settling found stays with it.
-        plan = dataclasses.replace(plan, settled=dict(stored["settled"]))
+    if stored is not None and stored.get("fingerprint") == plan.fingerprint:
+        # The same plan: keep what running and settling it found (the record starts, the
+        # types by all rows of a guess that held).
+        with contextlib.suppress(KeyError, TypeError, ValueError, AttributeError):
+            found = Plan.from_dict(config.output, stored)
+            plan = dataclasses.replace(
+                plan, record_starts=found.record_starts, settled=found.settled
+            )
     return plan
 
 

@@ -18,7 +18,7 @@ from shardtrain.data.sharding.lease import LEASES_DIR, take_lease
 from shardtrain.data.sharding.plan import PLAN_NAME, Plan, build_plan
 from shardtrain.data.sharding.pool import WorkerPool, run_tasks
 from shardtrain.data.sharding.settle import settle
-from shardtrain.data.sharding.task import task_uri
+from shardtrain.data.sharding.task import TaskResult, task_uri
 from shardtrain.errors import DataError, StorageError
 
 log = logging.getLogger(__name__)
@@ -112,6 +112,22 @@ def _compare_existing(config: ShardConfig, plan: Plan) -> str | None:
             raise DataError(
                 f"{config.output}: holds a partly written dataset of an earlier shardtrain "
                 "version (columnar blocks in source order), which cannot be resumed; pass "
+                "--overwrite to start it again"
+            )
+    if plan.same_but_alignment(existing_plan):
+        # Written by a version that cut CSV files at record starts while planning: complete,
+        # it is the same dataset; half-written, its tasks are not this plan's.
+        if _read_document(meta_uri) is not None:
+            log.info(
+                "%s: complete, its CSV files cut where an earlier version's planner found "
+                "record starts: kept as it is (--overwrite re-shards it)",
+                config.output,
+            )
+            return "complete"
+        if not config.overwrite:
+            raise DataError(
+                f"{config.output}: holds a partly written dataset of an earlier shardtrain "
+                "version (CSV pieces cut while planning), which cannot be resumed; pass "
                 "--overwrite to start it again"
             )
     if not config.overwrite:
@@ -265,11 +281,13 @@ def _shard(
         with bar as reporter:
             advance = reporter.advance if reporter is not None else None
             results = run_tasks(plan, todo, config, advance, pool)
-    outcome.tasks_run = len(results)
-    outcome.rows_read = sum(r.rows_read for r in results)
-    outcome.bytes_read = sum(r.bytes_read for r in results)
     if config.num_workers == 1:
-        outcome.tasks_run += len(settle_and_redo(config))
+        results += settle_and_redo(config)
+    latest = {r.task: r for r in results}.values()  # a task run again: its last run
+    outcome.tasks_run = len(latest)
+    outcome.rows_read = sum(r.rows_read for r in latest)
+    outcome.bytes_read = sum(r.bytes_read for r in latest)
+    if config.num_workers == 1:
         outcome.metadata = finalize(
             config.output,
             max_bad_fraction=config.max_bad_fraction,
@@ -281,28 +299,27 @@ def _shard(
     return outcome
 
 
-def settle_and_redo(config: ShardConfig) -> list[int]:
+def settle_and_redo(config: ShardConfig) -> list[TaskResult]:
     """Settle the run at ``config.output`` (:func:`~.settle.settle`) and run here, in
     ``config.processes`` processes, the tasks it says to run again, until nothing is left to
-    run; returns the tasks run. Every task must have committed."""
-    ran: list[int] = []
+    run; returns the results of the tasks run. Every task must have committed."""
+    results: list[TaskResult] = []
     for _ in range(MAX_SETTLE_ROUNDS):
         settled = settle(config)
         if not settled.redo:
-            return ran
+            return results
         todo = [t for t in settled.plan.tasks if t.index in set(settled.redo)]
         with WorkerPool(config, len(todo)) as pool:
-            run_tasks(settled.plan, todo, config, None, pool)
-        ran += [t.index for t in todo]
+            results += run_tasks(settled.plan, todo, config, None, pool)
     raise DataError(
         f"{config.output}: still not settled after {MAX_SETTLE_ROUNDS} rounds of running tasks "
         "again; shard it again with --overwrite"
     )
 
 
-#: At most this many rounds of settling and running tasks again (one is the most a run of
-#: guessed types needs: its second settling finds types by all rows, nothing to guess).
-MAX_SETTLE_ROUNDS = 8
+#: At most this many rounds of settling and running tasks again: a wrong guess of the types
+#: needs one; a piece start guessed wrong one per wrong guess that follows it in its file.
+MAX_SETTLE_ROUNDS = 64
 
 
 def _task_committed(plan: Plan, index: int) -> bool:

@@ -4,6 +4,9 @@ Planning reads the file listing and a sample, nothing more, so that one pod plan
 any size in about the same time. What it cannot know from the sample, it guesses, and the
 tasks check the guess as they read (they read every byte anyway):
 
+* **CSV record starts**: a piece that begins inside a file guesses where its first record
+  begins (quotes may span lines), and reports where it began and stopped
+  (:func:`~.alignment.settle_alignment` checks that the pieces of every file chain);
 * **CSV types by all rows** (``--infer-types all``): the plan's types are the sample's, and
   every task counts the kinds of its fields as the type pass does
   (:func:`verify_plan_types`).
@@ -12,10 +15,11 @@ tasks check the guess as they read (they read every byte anyway):
 in the CLI's single-worker run, as the pipeline's ``settle_shards`` step and as
 ``shardtrain settle`` after workers on several machines. When every guess held -- the usual
 case -- it records what it found in the stored plan (:attr:`~.plan.Plan.settled`, which
-``metadata.json`` takes over) and nothing runs again. When a guess was wrong (a zip code
-column that turns ``98115-4820`` after the sample), it stores the plan built on what the
-tasks found, uncommits the tasks of the old one and returns the tasks to run: every one,
-since a column's type shapes every shard. Settling again after they ran finds nothing left.
+``metadata.json`` takes over) and nothing runs again. A piece start guessed wrong: the true
+one is stored with the plan and that task runs again. A wrong type (a zip code column that
+turns ``98115-4820`` after the sample): it stores the plan built on what the tasks found,
+uncommits the tasks of the old one and returns the tasks to run: every one, since a column's
+type shapes every shard. Settling again after they ran finds nothing left.
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from shardtrain import storage
 from shardtrain.data.schema import Schema
 from shardtrain.data.shard_config import ShardConfig
+from shardtrain.data.sharding.alignment import settle_alignment
 from shardtrain.data.sharding.plan import (
     GUESS_OPTIONS,
     PLAN_NAME,
@@ -84,7 +90,18 @@ def settle(config: ShardConfig) -> Settlement:
             stored at its output.
     """
     plan = stored_plan(config.output)
-    verdict = _verify(plan, config.max_bad_fraction)
+    manifests = committed_manifests(plan)
+    redo = settle_alignment(plan, manifests)
+    if redo:  # the types are decided once every piece was read from where it begins
+        settled = stored_plan(config.output)
+        log.warning(
+            "%s: %d piece start(s) were guessed wrong (%s): read again",
+            config.output,
+            len(redo),
+            "; ".join(_wrong_starts(plan, settled)),
+        )
+        return Settlement(settled, tuple(redo))
+    verdict = _verify(plan, manifests, config.max_bad_fraction)
     if verdict is None or verdict.schema == plan.schema:
         return Settlement(_record(plan, verdict))
 
@@ -98,6 +115,8 @@ def settle(config: ShardConfig) -> Settlement:
     # The plan's options with what was found, the guess no longer one.
     options = {k: v for k, v in plan.options.items() if k not in GUESS_OPTIONS}
     new = build_plan(config, stored={**plan.to_dict(), "options": {**options, **verdict.options}})
+    # The record starts found hold whatever the types: the pieces are the same byte ranges.
+    new = dataclasses.replace(new, record_starts=plan.record_starts)
     if new.fingerprint == plan.fingerprint or needs_settling(new):
         raise DataError(
             f"{config.output}: the types by all rows were found but the run could not be "
@@ -114,15 +133,27 @@ def settle(config: ShardConfig) -> Settlement:
     return Settlement(new, tuple(t.index for t in new.tasks))
 
 
-def settle_stored(plan: Plan, max_bad_fraction: float) -> Plan:
-    """Settle ``plan`` (stored, every task committed) without the run's options, as
-    ``finalize`` does when nobody settled it: possible when every guess held.
+def settle_stored(plan: Plan, manifests: list[dict[str, Any]], max_bad_fraction: float) -> Plan:
+    """Settle ``plan`` (stored; ``manifests``: its committed tasks') without the run's
+    options, as ``finalize`` does: nothing to do when it was settled already; possible when
+    every guess held.
 
     Raises:
-        DataError: a guess was wrong: the tasks must run again, which takes the run's options
-            (``shardtrain settle``).
+        DataError: a guess was wrong: tasks must run again (reset for it), which takes the
+            run's options (``shardtrain settle``) or its workers.
     """
-    verdict = _verify(plan, max_bad_fraction)
+    redo = settle_alignment(plan, manifests)
+    if redo:
+        shown = ", ".join(map(str, redo[:10])) + (" ..." if len(redo) > 10 else "")
+        raise DataError(
+            f"{plan.output}: {len(redo)} task(s) began a piece of a CSV file at a wrongly "
+            f"guessed record start (tasks {shown}); their start is now in {PLAN_NAME}: run "
+            "`shardtrain settle` with the run's arguments (it runs them), or those workers "
+            "again (task t belongs to worker t % n), then finalize"
+        )
+    if not needs_settling(plan):
+        return plan
+    verdict = _verify(plan, manifests, max_bad_fraction)
     if verdict is not None and verdict.schema != plan.schema:
         raise DataError(
             f"{plan.output}: the column types of the first rows do not hold for every row "
@@ -133,10 +164,11 @@ def settle_stored(plan: Plan, max_bad_fraction: float) -> Plan:
     return _record(plan, verdict)
 
 
-def _verify(plan: Plan, max_bad_fraction: float) -> FinalSchema | None:
+def _verify(
+    plan: Plan, manifests: list[dict[str, Any]], max_bad_fraction: float
+) -> FinalSchema | None:
     """The types by all rows from the committed tasks' counts (see
     :func:`verify_plan_types`); None: nothing was guessed."""
-    manifests = committed_manifests(plan)
     pieces: list[Piece] = []
     counts: list[list[list[int]]] = []
     for m in manifests:
@@ -159,6 +191,16 @@ def _record(plan: Plan, verdict: FinalSchema | None) -> Plan:
         storage.write_json(storage.join(plan.output, PLAN_NAME), plan.to_dict())
     log.info("%s: the sample's column types hold for every row", plan.output)
     return plan
+
+
+def _wrong_starts(before: Plan, after: Plan) -> list[str]:
+    """``uri, byte B`` for each piece start ``after`` knows and ``before`` did not."""
+    return [
+        f"{uri}, byte {start:,}"
+        for uri, starts in after.record_starts.items()
+        for start, first in starts.items()
+        if before.record_starts.get(uri, {}).get(start) != first
+    ]
 
 
 def _changes(plan: Plan, schema: Schema) -> str:

@@ -176,6 +176,7 @@ def _run_task(plan: Plan, task: Task, config: ShardConfig, progress: Progress | 
             result.pieces.append(
                 {
                     **piece.to_dict(),
+                    **source.piece_extent(piece),
                     "lines": piece_lines,
                     **(
                         {"type_counts": sparse_counts(type_counts)}

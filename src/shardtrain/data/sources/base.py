@@ -163,8 +163,7 @@ class PlanInputs:
 @dataclass(frozen=True)
 class AlignedPieces:
     """What :meth:`Source.align_pieces` returns: the pieces cut where rows can be cut, and the
-    source's plan options with what aligning found (CSV: the record starts, for
-    :meth:`Source.recall`)."""
+    source's plan options with what aligning found (for :meth:`Source.recall`)."""
 
     pieces: list[Piece]
     options: Mapping[str, Any]
@@ -181,11 +180,14 @@ class FinalSchema:
 
 @dataclass(frozen=True)
 class SourceLayout:
-    """What a task reads its pieces with: the planned sources, schema and source options."""
+    """What a task reads its pieces with: the planned sources, schema and source options,
+    and the record starts found so far (per URI, a piece's start -> the start of its first
+    record, where a reader's guess was found wrong: see ``sharding.alignment``)."""
 
     sources: tuple[SourceFile, ...]
     schema: Schema
     options: Mapping[str, Any]
+    record_starts: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
 
 
 class Source(abc.ABC):
@@ -214,6 +216,14 @@ class Source(abc.ABC):
     def read_piece(self, piece: Piece, layout: SourceLayout, block_bytes: int) -> Iterator[Batch]:
         """Stream one piece as batches of about ``block_bytes`` of input each."""
 
+    def piece_extent(self, piece: Piece) -> dict[str, int]:
+        """Where the last :meth:`read_piece` of ``piece`` (read to its end) began and stopped
+        reading rows, in bytes of the source: ``{"first": ..., "stop": ...}`` for a source
+        whose pieces find their own rows (CSV: the records that begin in the piece), checked
+        to chain across the pieces of a file once all are read (``sharding.alignment``); by
+        default ``{}``: a piece's rows are its bytes' own."""
+        return {}
+
     def recall(self, stored: Mapping[str, Any] | None) -> None:  # noqa: B027 - optional hook
         """Receive the plan already stored at the output (``_plan.json`` as a dict), if any,
         before :meth:`plan_inputs`: a source whose planning reads all the data (JSON lines'
@@ -222,10 +232,12 @@ class Source(abc.ABC):
 
     def align_pieces(self, pieces: list[Piece], inputs: PlanInputs) -> AlignedPieces:
         """Move the boundaries :func:`plan_pieces` placed to where this source's rows can be
-        cut (CSV: record starts, never inside a quoted field). By default they stay.
+        cut, without reading the data (CSV: gzip files and files that cannot be cut stay
+        whole; each piece finds its records when read, see :meth:`piece_extent`). By default
+        they stay.
 
-        Returns the pieces and ``inputs.options`` with what was found here added (CSV: the
-        record starts, for :meth:`recall`)."""
+        Returns the pieces and ``inputs.options`` with what was found here added (for
+        :meth:`recall`)."""
         return AlignedPieces(pieces, inputs.options)
 
     def final_schema(self, pieces: list[Piece], inputs: PlanInputs) -> FinalSchema:

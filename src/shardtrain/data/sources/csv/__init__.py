@@ -7,11 +7,13 @@ hook (:class:`~.source.CsvSource`), one module per job:
   sample and opens text streams, transcoded to UTF-8 when the encoding is another.
 * :mod:`.align`: :func:`~shardtrain.data.sources.base.plan_pieces` cuts plain CSV files into
   byte ranges so that many tasks (on one machine or many pods) read one large file in
-  parallel, and :func:`~.align.align_pieces` moves every boundary to the start of a record --
-  never inside a quoted field, which may hold line breaks -- by reading the file once with the
-  quote state machine (:mod:`shardtrain.kernels.csv_records`). Gzip files and files in an
-  encoding that cannot be cut form one piece each. A piece is read in blocks of whole records
-  (:func:`~.align.iter_record_blocks`).
+  parallel (:func:`~.align.cut_pieces`: gzip files and files in an encoding that cannot be cut
+  form one piece each; planning reads no data for it). A piece owns the records that begin in
+  it and is read in blocks of whole records (:func:`~.align.iter_record_blocks`): from a
+  start inside a file it guesses where its first record begins -- never inside a quoted
+  field, which may hold line breaks -- with the quote state machine
+  (:mod:`shardtrain.kernels.csv_records`), and the sharder checks the guesses once every
+  piece is read (:mod:`shardtrain.data.sharding.alignment`).
 * :mod:`.types` (``--infer-types all``, the default) types every column by all of its values
   from the counts of their kinds (:mod:`shardtrain.kernels.csv_types`), which the tasks make
   as they parse the data (planning takes the sample's types as a guess; the run's settle step
@@ -26,7 +28,7 @@ hook (:class:`~.source.CsvSource`), one module per job:
   converted by :mod:`.convert`) and yields :class:`~shardtrain.data.sources.base.Batch` es:
   the accepted rows, a 64-bit hash per row for the split, and the rejected rows with their
   reason and line number. :mod:`.ranges` reports floats beyond float32's range.
-* :mod:`.plan_options`: what a CSV run stores in its plan (the dialect, record starts, the
+* :mod:`.plan_options`: what a CSV run stores in its plan (the dialect, the
   all-rows types with the evidence and notes of the columns holding junk), as a typed record.
 
 Blocks with ``,``, ``;``, tab or ``|`` between fields are parsed by a compiled kernel
@@ -52,7 +54,7 @@ Null values are the same quoted or not (``""`` and ``"NA"`` are missing, as in p
 the README's "CSV dialects, types, nulls" for the whole contract.
 """
 
-from shardtrain.data.sources.csv.align import align_pieces, iter_record_blocks
+from shardtrain.data.sources.csv.align import cut_pieces, iter_record_blocks
 from shardtrain.data.sources.csv.listing import content_tag, list_sources, open_text, read_sample
 from shardtrain.data.sources.csv.parse import parse_block, read_piece
 from shardtrain.data.sources.csv.plan_options import CsvPlanOptions
@@ -70,10 +72,10 @@ __all__ = [
     "FAST_PATH_ENV",
     "CsvPlanOptions",
     "CsvSource",
-    "align_pieces",
     "all_row_types",
     "apply_all_row_types",
     "content_tag",
+    "cut_pieces",
     "fast_path_enabled",
     "infer_types_from_all_rows",
     "iter_record_blocks",

@@ -16,7 +16,7 @@ from shardtrain.data.csv_dialect import CsvDialect
 from shardtrain.data.schema import Column, Schema
 from shardtrain.data.sources.base import MAX_REJECT_TEXT, Batch, Piece, Reject
 from shardtrain.data.sources.csv import readers
-from shardtrain.data.sources.csv.align import RecordBounds, iter_record_blocks
+from shardtrain.data.sources.csv.align import PieceExtent, RecordBounds, iter_record_blocks
 from shardtrain.data.sources.csv.convert import POINT_IN_DECIMAL_COMMA, safe_convert
 from shardtrain.data.sources.csv.plan_options import DEFAULT_DIALECT
 from shardtrain.data.sources.csv.ranges import BlockRows, warn_float32_overflow
@@ -30,16 +30,24 @@ def read_piece(
     *,
     block_bytes: int = 16 * 1024 * 1024,
     dialect: CsvDialect | None = None,
+    known_start: int | None = None,
+    extent: PieceExtent | None = None,
     count_types: bool = False,
 ) -> Iterator[Batch]:
-    """Stream one piece as typed batches with rejects; see the package docstring. With
-    ``count_types`` each batch also holds the kinds of its fields as the type pass counts
-    them (:attr:`Batch.type_counts`)."""
+    """Stream one piece as typed batches with rejects; see the package docstring.
+
+    The piece reads the records that begin in it (from ``known_start`` when the plan knows
+    where its first record begins); ``extent`` receives where it began and stopped
+    (:func:`~.align.iter_record_blocks`). With ``count_types`` each batch also holds the
+    kinds of its fields as the type pass counts them (:attr:`Batch.type_counts`)."""
     dialect = dialect or DEFAULT_DIALECT
     key_index = schema.names.index(schema.key) if schema.key else None
     # The header is line 1 of its file.
     lines_before = 1 if piece.start == 0 and dialect.header else 0
-    for block in iter_record_blocks(piece, schema, block_bytes, dialect):
+    blocks = iter_record_blocks(
+        piece, schema, block_bytes, dialect, known_start=known_start, extent=extent
+    )
+    for block in blocks:
         batch = parse_block(
             block.data,
             schema,

@@ -1,7 +1,7 @@
 """What a CSV run stores in its plan: the typed record behind ``_plan.json``'s CSV options.
 
 The tasks read every piece with the plan's dialect; a later run over the same files (a resume,
-another worker once the plan is written) takes the record starts and the all-rows types from
+another worker once the plan is written) takes the all-rows types from
 the stored plan instead of reading the files again (:meth:`CsvSource.recall`), deciding the
 types of the columns holding values that are not numbers again from their stored evidence
 under its own ``--max-bad-fraction``.
@@ -80,9 +80,11 @@ class CsvPlanOptions:
     Attributes:
         dialect: how every task reads the files.
         record_starts: per URI cut into several pieces, ``(offset, start)`` for each piece
-            boundary: the first record start at or after the offset
-            (:func:`~shardtrain.data.sources.csv.align.align_pieces`); empty when no file was
-            cut.
+            boundary: the first record start at or after the offset, as plans of earlier
+            versions stored them (their planner read the files to cut them at record starts;
+            now each piece finds its records when read, and the plan's
+            ``Plan.record_starts`` holds only the corrections of wrong guesses). Read, never
+            written any more.
         all_row_types: the types by all rows, with ``--infer-types all``.
         type_evidence: the tallies of the columns whose values that are not numbers decided
             their type (:meth:`~shardtrain.data.schema.TypeTally.noteworthy`). They do not

@@ -32,7 +32,7 @@ from shardtrain.data.sources.base import (
     TabularSource,
     dense_counts,
 )
-from shardtrain.data.sources.csv.align import align_pieces
+from shardtrain.data.sources.csv.align import PieceExtent, cut_pieces
 from shardtrain.data.sources.csv.listing import list_sources, read_sample
 from shardtrain.data.sources.csv.parse import parse_block, read_piece
 from shardtrain.data.sources.csv.plan_options import DIALECT_OPTION, AllRowTypes, CsvPlanOptions
@@ -87,12 +87,12 @@ class CsvSource(TabularSource):
         self.processes = processes
         self.max_bad_fraction = max_bad_fraction
         self._stored: Mapping[str, Any] | None = None
+        self._extents: dict[Piece, PieceExtent] = {}
 
     def recall(self, stored: Mapping[str, Any] | None) -> None:
         """Keep a stored plan (``_plan.json``): when it was made from exactly these files
         (same URIs, sizes and versions) in the same dialect, with the same label and key,
-        :meth:`align_pieces` takes its record starts and :meth:`final_schema` its all-rows
-        types instead of reading the files again."""
+        :meth:`final_schema` takes its all-rows types instead of reading the files again."""
         self._stored = stored
 
     @cached_property
@@ -165,15 +165,11 @@ class CsvSource(TabularSource):
         )
 
     def align_pieces(self, pieces: list[Piece], inputs: PlanInputs) -> AlignedPieces:
-        """Move every boundary inside a file to the start of a record
-        (:func:`~.align.align_pieces`), with the record starts of a stored plan of the same
-        files (:meth:`recall`); the options returned hold the record starts found."""
+        """The planned pieces as they are (:func:`~.align.cut_pieces`: gzip files whole, a
+        file in an encoding that cannot be cut in one piece): each piece finds its records
+        when it is read (:meth:`read_piece`), so planning reads no data for them."""
         options = CsvPlanOptions.from_dict(inputs.options)
-        recalled = self._recalled(inputs.sources, options.dialect)
-        known = recalled.known_starts() if recalled is not None else None
-        alignment = align_pieces(pieces, options.dialect, known=known)
-        options = dataclasses.replace(options, record_starts=alignment.record_starts)
-        return AlignedPieces(alignment.pieces, options.to_dict())
+        return AlignedPieces(cut_pieces(pieces, options.dialect), inputs.options)
 
     def final_schema(self, pieces: list[Piece], inputs: PlanInputs) -> FinalSchema:
         """With ``infer_types='all'``: the sample's schema with every column typed by all of
@@ -254,14 +250,27 @@ class CsvSource(TabularSource):
         )
 
     def read_piece(self, piece: Piece, layout: SourceLayout, block_bytes: int) -> Iterator[Batch]:
+        """The records that begin in the piece (from the start the layout knows for it, if
+        any); where the reading began and stopped is kept for :meth:`piece_extent`."""
         options = CsvPlanOptions.from_dict(layout.options)
+        extent = PieceExtent()
+        self._extents[piece] = extent
         return read_piece(
             piece,
             layout.schema,
             block_bytes=block_bytes,
             dialect=options.dialect,
+            known_start=layout.record_starts.get(piece.uri, {}).get(piece.start),
+            extent=extent,
             count_types=options.types_to_verify,
         )
+
+    def piece_extent(self, piece: Piece) -> dict[str, int]:
+        """Where the last reading of ``piece`` began (``first``) and stopped (``stop``)."""
+        extent = self._extents.pop(piece, None)
+        if extent is None or extent.first is None or extent.stop is None:
+            return {}
+        return {"first": extent.first, "stop": extent.stop}
 
     def warm_up(self) -> None:
         """Load the compiled CSV, statistics and encoding kernels from numba's cache by

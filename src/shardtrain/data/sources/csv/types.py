@@ -130,8 +130,8 @@ def type_pass(
     converting it (:mod:`shardtrain.kernels.csv_types`), over the planner's pieces in
     parallel.
 
-    Pieces start at record starts
-    (:func:`~shardtrain.data.sources.csv.align.align_pieces`); each is read in blocks of whole
+    Each piece is read as a task reads it (the records that begin in it, the first found by
+    :func:`~shardtrain.data.sources.csv.align.iter_record_blocks`), in blocks of whole
     records as the tasks will read it (gzip files whole, other encodings transcoded to
     UTF-8), classified by a compiled kernel that releases the GIL -- so ``threads`` threads
     run on as many cores without a process pool -- and the per-column counts are added up.
@@ -306,7 +306,10 @@ def _look_at_non_numbers(
         if not any(piece_counts[p][i, _NON_NUMBER_CODES].any() for i in left):
             continue
         lines_before = 1 if piece.start == 0 and dialect.header else 0
-        for record_block in iter_record_blocks(piece, text, block_bytes, dialect):
+        # The pieces start at record starts (where their tasks read them from).
+        known = piece.start if piece.start > 0 else None
+        blocks = iter_record_blocks(piece, text, block_bytes, dialect, known_start=known)
+        for record_block in blocks:
             block = record_block.data
             arr = np.frombuffer(block, np.uint8)
             if holds(arr):

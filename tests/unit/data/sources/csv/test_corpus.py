@@ -119,11 +119,27 @@ def test_piece_and_block_boundaries_inside_quoted_fields(tmp_path, block_bytes):
     assert meta["rows_read"] == 15000
     plan_pieces = [p for t in meta_plan_tasks(tmp_path / "ds") for p in t["pieces"]]
     assert len(plan_pieces) > 4
-    data = path.read_bytes()
-    for piece in plan_pieces:
-        assert piece["start"] == 0 or data[piece["start"] - 1 : piece["start"]] == b"\n"
     # The pieces tile the file.
     assert [p["end"] for p in plan_pieces[:-1]] == [p["start"] for p in plan_pieces[1:]]
+    _assert_read_chained(tmp_path / "ds", path.read_bytes(), len(plan_pieces))
+
+
+def _assert_read_chained(ds, data: bytes, n_pieces: int) -> None:
+    """Each piece of the task manifests at ``ds`` was read from a record start (of ``data``,
+    the one file) and stopped where the next one began; the last at the file's end."""
+    read = sorted(
+        (
+            p
+            for f in (ds / "_tasks").glob("task-?????.json")
+            for p in json.loads(f.read_text())["pieces"]
+        ),
+        key=lambda p: p["start"],
+    )
+    assert len(read) == n_pieces
+    for piece in read:
+        assert piece["first"] == 0 or data[piece["first"] - 1 : piece["first"]] == b"\n"
+    assert [p["stop"] for p in read[:-1]] == [p["first"] for p in read[1:]]
+    assert read[-1]["stop"] == len(data)
 
 
 @pytest.mark.parametrize("infer_types", ["sample", "all"])
@@ -221,7 +237,7 @@ def test_fields_padded_after_the_delimiter_get_a_hint(tmp_path, caplog):
 )
 def test_files_in_other_encodings_are_cut_into_pieces(tmp_path, encoding, words):
     """A Shift_JIS (or cp1252) file is cut into byte-range pieces like a UTF-8 one: each piece
-    starts at a record start found in the source bytes and is transcoded on its own, and
+    begins at a record start found in the source bytes and is transcoded on its own, and
     every row comes back exactly (a 100 GB Excel export is not one task)."""
     path = tmp_path / "tweets.csv"
     path.write_bytes(_tweets(15000).replace("é✓", words).encode(encoding))
@@ -237,9 +253,8 @@ def test_files_in_other_encodings_are_cut_into_pieces(tmp_path, encoding, words)
     assert meta["rows_read"] == 15000
     pieces = [p for t in meta_plan_tasks(tmp_path / "ds") for p in t["pieces"]]
     assert len(pieces) > 4
-    data = path.read_bytes()
-    assert all(p["start"] == 0 or data[p["start"] - 1] == ord("\n") for p in pieces)
     assert [p["end"] for p in pieces[:-1]] == [p["start"] for p in pieces[1:]]
+    _assert_read_chained(tmp_path / "ds", path.read_bytes(), len(pieces))
 
 
 def test_utf16_and_a_pipe_in_shift_jis_stay_one_piece_per_file(tmp_path):

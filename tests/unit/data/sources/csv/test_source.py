@@ -16,7 +16,6 @@ from shardtrain.data import sharding
 from shardtrain.data.sharding import plan as plan_module
 from shardtrain.data.sources import csv as csv_source
 from shardtrain.data.sources.base import plan_pieces
-from shardtrain.data.sources.csv import align as csv_align
 from shardtrain.data.sources.csv import source as csv_source_hooks
 from shardtrain.kubeflow import steps
 
@@ -47,20 +46,15 @@ def _config(source, output, **kw) -> sharding.ShardConfig:
 
 @pytest.fixture
 def counted(monkeypatch):
-    """Counts of the full reads planning could make: record alignment and a type pass by all
-    rows (which planning no longer runs)."""
-    calls = {"align": 0, "types": 0}
-    align, types = csv_align._record_starts_after, csv_source_hooks.type_pass
-
-    def counted_align(*args, **kw):
-        calls["align"] += 1
-        return align(*args, **kw)
+    """Counts of a type pass by all rows, which planning no longer runs (record alignment
+    reads nothing at planning either: each piece finds its records when it is read)."""
+    calls = {"types": 0}
+    types = csv_source_hooks.type_pass
 
     def counted_types(*args, **kw):
         calls["types"] += 1
         return types(*args, **kw)
 
-    monkeypatch.setattr(csv_align, "_record_starts_after", counted_align)
     monkeypatch.setattr(csv_source_hooks, "type_pass", counted_types)
     return calls
 
@@ -71,24 +65,24 @@ def test_a_worker_with_the_stored_plan_does_not_read_the_file_and_plans_the_same
     config = _config(src, tmp_path / "ds")
 
     fresh = sharding.build_plan(config)
-    assert counted == {"align": 1, "types": 0}
+    assert counted == {"types": 0}
     pieces = [p for t in fresh.tasks for p in t.pieces]
-    assert len(pieces) >= 3  # cut into pieces, so alignment had to read the file
+    assert len(pieces) >= 3  # cut into pieces
     assert fresh.schema.column("zip").type == "int"  # the sample's guess, checked by the tasks
     assert fresh.options["csv_types_to_verify"] == {"forced": []}
 
     # The plan step publishes the plan; every worker then plans from it.
     published, complete = sharding.publish_plan(config)
     assert not complete and published.to_dict() == fresh.to_dict()
-    assert counted == {"align": 2, "types": 0}  # nothing stored yet: planned in full
+    assert counted == {"types": 0}  # nothing stored yet: planned in full, from the sample
     for worker in range(3):
         recalled = sharding.build_plan(
             _config(src, tmp_path / "ds", worker_index=worker, num_workers=3)
         )
         assert json.dumps(recalled.to_dict()) == json.dumps(fresh.to_dict())
-    assert counted == {"align": 2, "types": 0}  # the workers did not read the file
+    assert counted == {"types": 0}  # the workers did not read the file
 
-    # Every piece boundary is a record start: the pieces read every row exactly once.
+    # Each piece reads the records that begin in it: every row exactly once.
     layout = fresh.layout
     source = config.source()
     ids = [
@@ -102,69 +96,69 @@ def test_a_worker_with_the_stored_plan_does_not_read_the_file_and_plans_the_same
 
 
 def test_a_changed_source_or_dialect_is_not_recalled(tmp_path, counted):
+    """The types by all rows of a finished run are recalled by a plan of the same files read
+    the same way (a re-run finds the dataset complete), never by another."""
     src = tmp_path / "big.csv"
     _write_csv(src)
     output = tmp_path / "ds"
-    sharding.publish_plan(_config(src, output))
-    assert counted == {"align": 1, "types": 0}
+    sharding.shard(_config(src, output))  # the zip column's code: retyped once
+    stored = json.loads((output / "_plan.json").read_text())
+    again = sharding.build_plan(_config(src, output))
+    assert again.fingerprint == stored["fingerprint"]
+    assert again.schema.column("zip").type == "string"  # recalled
 
-    # Same size, other content, other mtime: the version differs, so alignment runs again.
+    # Same size, other content, other mtime: the version differs, so nothing is recalled.
     data = bytearray(src.read_bytes())
     at = data.index(b"plain 1")
     data[at : at + 7] = b"PLAIN 1"
     src.write_bytes(bytes(data))
     os.utime(src, ns=(1, 1))
     changed = sharding.build_plan(_config(src, output))
-    assert counted == {"align": 2, "types": 0}
-    assert (
-        changed.sources[0].version
-        != json.loads((output / "_plan.json").read_text())["sources"][0]["version"]
-    )
+    assert changed.sources[0].version != stored["sources"][0]["version"]
+    assert changed.schema.column("zip").type == "int"  # the sample's guess again
 
     # Another quote character is another dialect: not recalled either.
-    other = tmp_path / "other"
-    sharding.publish_plan(_config(src, other))
-    assert counted == {"align": 3, "types": 0}
-    sharding.build_plan(_config(src, other))
-    assert counted == {"align": 3, "types": 0}
-    sharding.build_plan(_config(src, other, quote_char="'"))
-    assert counted == {"align": 4, "types": 0}
+    src.write_bytes(bytes(data).replace(b"PLAIN 1", b"plain 1"))
+    other = sharding.build_plan(_config(src, output, quote_char="'"))
+    assert other.schema.column("zip").type == "int"
+    assert counted == {"types": 0}  # and no pass over the data, ever
 
 
 def test_recall_is_refused_for_another_label_or_a_stored_plan_of_another_size(tmp_path, counted):
     src = tmp_path / "big.csv"
     _write_csv(src)
     output = tmp_path / "ds"
-    sharding.publish_plan(_config(src, output))
+    sharding.shard(_config(src, output))
     stored = storage.read_json(str(output / "_plan.json"))
     source = _config(src, output).source()
+    source.recall(stored)
+    assert _plan(source).schema.column("zip").type == "string"  # recalled: types by all rows
 
     other_size = json.loads(json.dumps(stored))
     other_size["sources"][0]["size"] += 1
+    source = _config(src, output).source()
     source.recall(other_size)
-    _plan(source)
-    assert counted == {"align": 2, "types": 0}
+    assert _plan(source).schema.column("zip").type == "int"  # refused: the sample's guess
 
-    source = csv_source.CsvSource([str(src)], label="zip", key="id", infer_types="all")
+    source = csv_source.CsvSource([str(src)], label="id", key="label", infer_types="all")
     source.recall(stored)
-    _plan(source)
-    assert counted == {"align": 3, "types": 0}
+    assert _plan(source).schema.column("zip").type == "int"
 
-    # A damaged stored plan is ignored, not trusted: the passes run again.
+    # A damaged stored plan is ignored, not trusted.
     broken = json.loads(json.dumps(stored))
-    broken["options"]["csv_record_starts"] = {str(src): [["x", 1]]}
     broken["options"]["csv_all_row_types"] = {"id": "int"}  # not the file's columns
     source = _config(src, output).source()
     source.recall(broken)
-    _plan(source)
-    assert counted == {"align": 4, "types": 0}
+    assert _plan(source).schema.column("zip").type == "int"
+    assert counted == {"types": 0}
 
 
-def _plan(source) -> None:
-    """What planning asks of a source: inputs, aligned pieces, the schema by all rows."""
+def _plan(source):
+    """What planning asks of a source: inputs, pieces, the schema (by all rows when
+    recalled)."""
     inputs = source.plan_inputs()
     aligned = source.align_pieces(plan_pieces(inputs.sources, 64 * 1024), inputs)
-    source.final_schema(aligned.pieces, dataclasses.replace(inputs, options=aligned.options))
+    return source.final_schema(aligned.pieces, dataclasses.replace(inputs, options=aligned.options))
 
 
 def test_the_plan_step_publishes_the_plan_for_its_workers(tmp_path, counted):
@@ -182,11 +176,9 @@ def test_the_plan_step_publishes_the_plan_for_its_workers(tmp_path, counted):
     )
     workers = steps.plan_step(**common, num_workers=2)
     assert workers == [0, 1]
-    assert counted == {"align": 1, "types": 0}
     stored = storage.read_json(str(tmp_path / "ds" / plan_module.PLAN_NAME))
     reports = [steps.shard_step(**common, worker_index=i, num_workers=2, cpu="1") for i in workers]
     assert [json.loads(r)["status"] for r in reports] == ["worker-done", "worker-done"]
-    assert counted == {"align": 1, "types": 0}  # the workers read the file only for rows
     assert storage.read_json(str(tmp_path / "ds" / plan_module.PLAN_NAME)) == stored
     # The zip column's code near the end: the sample's int was wrong, both workers run again
     # (the pipeline's second fan-out) with the types by all rows, then finalize commits.
