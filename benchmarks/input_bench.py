@@ -22,7 +22,11 @@ One 300 k-row quest CSV (``gen-data quest``: 30 numeric + 5 categorical columns)
   (``build_train_loop``) on one cached batch fed again and again (no input cost);
 * **end to end**: ``shardtrain train`` examples/s (the trainer's own progress lines, the
   median of the logged loops after the first) for one process and for chief + worker
-  (``shardtrain run-local --workers 1``), on the default and the columnar format.
+  (``shardtrain run-local --workers 1``), on per-row gzip and columnar shards;
+* **default flags**: the CSV sharded by ``shardtrain shard`` given neither
+  ``--record-format`` nor ``--compression``, its training input and one-process
+  ``shardtrain train`` each set against the model alone (issue 29's targets: input >= 3x the
+  model, training >= 0.8 of it), one line each at the end.
 
 Every input figure is measured ``--rounds`` times, the variants interleaved round by round
 (the 2 cores are shared: compare variants of the same run only), and the one-process
@@ -436,6 +440,27 @@ def _shard(csv: Path, out: str, record_format: str, compression: str) -> None:
     )
 
 
+def _shard_with_default_flags(csv: Path, out: str) -> str:
+    """Shard ``csv`` to ``out`` with the ``shard`` command given no ``--record-format`` and no
+    ``--compression`` (again, ``--overwrite``, when ``out`` holds another layout than the
+    defaults give now); returns the layout, e.g. ``columnar, none``."""
+    from shardtrain.data import sharding
+    from shardtrain.data.metadata import DatasetMetadata
+
+    default = sharding.ShardConfig(sources=(str(csv),), output=out, label=LABEL, key=KEY)
+    layout = f"{default.record_format}, {default.compression}"
+    try:
+        meta = DatasetMetadata.load(out)
+        if f"{meta.record_format}, {meta.compression.lower()}" == layout:
+            return layout
+        again: tuple[str, ...] = ("--overwrite",)
+    except Exception:  # not there yet
+        again = ()
+    command = ["shard", str(csv), "--output", out, "--label", LABEL, "--key", KEY, *again]
+    subprocess.run([sys.executable, "-m", "shardtrain.cli", *command], check=True)
+    return layout
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=300_000)
@@ -474,6 +499,9 @@ def main() -> None:
     local = {f"{fmt}, {comp}": str(work / f"ds-{fmt}-{comp}") for fmt, comp in FORMATS}
     for (fmt, comp), uri in zip(FORMATS, local.values(), strict=True):
         _shard(csv, uri, fmt, comp)
+    default_uri = str(work / "ds-default-flags")
+    default_layout = _shard_with_default_flags(csv, default_uri)
+    default_input = f"train_dataset default flags ({default_layout}), local"
     warm = max(5, args.batches // 10)
 
     figures: dict[str, list[Rate]] = {}
@@ -498,6 +526,7 @@ def main() -> None:
         ),
     ]
     measures += [(f"train_dataset {name}, local", reads(uri)) for name, uri in local.items()]
+    measures.append((default_input, reads(default_uri)))
 
     minio_state = work / "minio-state"
     if not args.no_minio:
@@ -522,6 +551,8 @@ def main() -> None:
         ("example, gzip", local["example, gzip"]),
         ("columnar, none", local["columnar, none"]),
     ]  # fmt: skip
+    default_train = f"default flags ({default_layout})"
+    default_runs = [] if args.no_train else [(default_train, default_uri)]
     train_figures: list[tuple[str, float, list[float]]] = []
 
     def train_once(label: str, uri: str, workers: int, batch: int) -> float:
@@ -545,7 +576,7 @@ def main() -> None:
                     f"{rate.cpu_us_per_row:.2f} CPU us/row",
                     flush=True,
                 )
-            for label, uri in train_runs:
+            for label, uri in train_runs + default_runs:
                 train_once(label, uri, 0, args.batch)
 
         if not args.no_train:
@@ -625,6 +656,19 @@ def main() -> None:
             f"{name}: {max(by_name[name]):,.0f}; per round, of min(input alone, model alone): "
             f"{', '.join(f'{r:.2f}' for r in ratios)}; CPU bound when the input and the model "
             f"share {cores} cores: {shared:,.0f} = {shared / model:.2f} of the model alone"
+        )
+    # Issue 29: what a user gets without choosing a layout, against the model alone.
+    inp = best(default_input)
+    print(
+        f"default flags ({default_layout}): training input {inp:,.0f} rows/s = "
+        f"{inp / model:.2f}x the model alone (target >= 3)"
+    )
+    name = f"shardtrain train, 1 process, batch {args.batch}, {default_train}"
+    if name in by_name:
+        top = max(by_name[name])
+        print(
+            f"default flags ({default_layout}): shardtrain train, 1 process, {top:,.0f} "
+            f"examples/s = {top / model:.2f} of the model alone (target >= 0.8)"
         )
 
 

@@ -220,7 +220,8 @@ def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def all_types(tmp_path_factory):
-    """tests/data/all_types.csv sharded uncompressed: every type, missing values, quotes."""
+    """tests/data/all_types.csv sharded uncompressed (columnar blocks, the default): every
+    type, missing values, quotes."""
     from shardtrain.data import sharding
 
     out = str(tmp_path_factory.mktemp("ds") / "all_types")

@@ -4,7 +4,8 @@ It runs the main job the way a user would, as the Kubeflow pipeline ``csv_to_mod
 this machine with ``kfp.local`` (:func:`shardtrain.kubeflow.client.run_local`):
 
 1. synthetic quest logs (with a few malformed rows) → ``WORKDIR/data/quest_logs.csv``;
-2. two shard workers (``dsl.ParallelFor``) and ``finalize`` → TFRecord shards with schema,
+2. two shard workers (``dsl.ParallelFor``) and ``finalize`` → TFRecord shards of columnar
+   blocks (the default for tabular data: what the trainer reads fastest) with schema,
    statistics, a deterministic train/eval split and the rejects accounted for;
 3. training on a local TFJob — a chief, one worker and a sidecar evaluator as processes with
    the ``TF_CONFIG`` the training operator would give their pods;

@@ -115,10 +115,27 @@ def test_user_forms_of_every_default_convert_back(cls):
 
 def test_compression_auto_is_gzip_for_per_row_examples_and_none_for_columnar_blocks():
     base = dict(sources=("a.csv",), output="out", label="y")
-    assert ShardConfig(**base).compression == "gzip"
+    assert ShardConfig(**base, record_format="example").compression == "gzip"
     assert ShardConfig(**base, record_format="columnar").compression == "none"
     assert ShardConfig(**base, record_format="columnar", compression="gzip").compression == "gzip"
-    assert ShardConfig(**base, compression="none").compression == "none"
+    assert ShardConfig(**base, record_format="example", compression="none").compression == "none"
+
+
+def test_record_format_auto_is_columnar_for_tabular_data_and_per_row_for_images():
+    for source in ("a.csv", "a.parquet", "a.jsonl"):
+        config = ShardConfig(sources=(source,), output="out", label="y")
+        assert (config.record_format, config.compression) == ("columnar", "none"), source
+        assert config.auto_resolved == ("record_format", "compression")
+        assert config.plan_options()["record_format"] == "columnar"
+    images = ShardConfig(sources=("root",), output="out", images=True)
+    assert (images.record_format, images.compression) == ("example", "gzip")
+    assert "record_format" not in images.plan_options()  # as before the option existed
+    given = ShardConfig(sources=("a.csv",), output="out", label="y", compression="gzip")
+    assert (given.record_format, given.compression) == ("columnar", "gzip")
+    assert given.auto_resolved == ("record_format",)
+    explicit = ShardConfig(sources=("a.csv",), output="out", label="y", record_format="example")
+    assert explicit.auto_resolved == ("compression",)
+    assert "record_format" not in explicit.plan_options()
 
 
 def test_ranges_and_choices_are_checked_for_library_callers_too():

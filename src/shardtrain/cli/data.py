@@ -120,6 +120,10 @@ def gen_data_images(
 def shard_cmd(options: dict[str, Any]) -> None:
     """Shard CSV SOURCES (files or globs) into TFRecord shards at --output.
 
+    Tabular rows are written as columnar blocks (a tf.train.Example per block of up to 256
+    rows), what `shardtrain train` reads fastest; --record-format example writes one
+    tf.train.Example per row, for TFX, TFDV and your own TFRecordDataset readers.
+
     Images: `shard ROOT --images` for a tree ROOT/<class>/*.{jpg,jpeg,png} (label: the class
     folder), or `shard manifest.csv --image-column image --label label` for a CSV of image
     paths (relative to the manifest, or URIs) and labels. One Example per image.
@@ -132,7 +136,8 @@ def shard_cmd(options: dict[str, Any]) -> None:
     from shardtrain.data import sharding
     from shardtrain.progress import RateProgress
 
-    config = sharding.ShardConfig(**options)
+    # A defaulted record format keeps a per-row dataset already at --output per row.
+    config = sharding.keep_stored_layout(sharding.ShardConfig(**options))
     sharding.tune_process_memory()
     outcome = sharding.shard(config, lambda total: RateProgress("sharding", total))
     if outcome.status == "already-complete":

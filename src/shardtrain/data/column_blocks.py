@@ -1,10 +1,11 @@
 """The columnar record format: one ``tf.train.Example`` holds a *block* of rows.
 
-The default shards hold one ``tf.train.Example`` per row (``record_format: example``): every
+Per-row shards hold one ``tf.train.Example`` per row (``record_format: example``): every
 TensorFlow tool reads them, and a missing value is an absent feature. Parsing them costs per
 row, and on a CPU that is the ceiling of the training input (figures in
-benchmarks/RESULTS.md). With ``shardtrain shard --record-format columnar`` each
-record is still a ``tf.train.Example``, but of up to :data:`BLOCK_ROWS` rows of one shard
+benchmarks/RESULTS.md). In columnar shards, the default for tabular data (``shardtrain
+shard --record-format auto``, or ``columnar``), each record is still a ``tf.train.Example``,
+but of up to :data:`BLOCK_ROWS` rows of one shard
 (in hash order, :data:`ROW_ORDER`): every column is one feature holding the block's values
 in row order, e.g.::
 
@@ -31,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shardtrain.data.schema import Schema
+from shardtrain.kernels import arrow
 from shardtrain.kernels.tfrecord import frame_records
 
 #: ``record_format`` values (``metadata.json`` ``options.record_format``; absent = example).
@@ -53,6 +55,11 @@ ROW_ORDER = "hashed"
 
 #: What a missing int/bool is stored as (and what the per-row parser gives an absent one).
 INT_MISSING = -(2**63)
+
+# The missing values as Arrow scalars built from NumPy (``pc.fill_null`` given a Python
+# value imports pandas: see shardtrain.kernels.arrow).
+_FLOAT_MISSING = arrow.from_numpy(np.array([np.nan], dtype=np.float32))[0]
+_INT_MISSING = arrow.from_numpy(np.array([INT_MISSING], dtype=np.int64))[0]
 
 
 def _varint(value: int) -> bytes:
@@ -98,7 +105,7 @@ def _starts(sizes: np.ndarray) -> np.ndarray:
 def _bytes_items(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """Every value of a string/binary array (nulls: empty) as a ``BytesList`` item (field 1:
     tag, length varint, bytes), back to back, with where each row's item starts."""
-    values = pc.fill_null(values, "")
+    values = pc.fill_null(values, arrow.scalar("", values.type))
     large = values.type in (pa.large_string(), pa.large_binary())
     values = pc.cast(values, pa.large_binary() if large else pa.binary())
     offset_type = np.int64 if large else np.int32
@@ -125,12 +132,12 @@ def _column_bytes(kind: str, values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     is ``data[starts[i]:starts[i + 1]]`` in its list's encoding (packed float32, packed
     varints, or ``BytesList`` items), so a block's list is one slice. Nulls → missing values."""
     if kind == "float":
-        floats = pc.fill_null(pc.cast(values, pa.float32()), float("nan"))
-        packed = np.asarray(floats.to_numpy(zero_copy_only=False), dtype="<f4")
+        floats = pc.fill_null(pc.cast(values, pa.float32()), _FLOAT_MISSING)
+        packed = np.asarray(arrow.to_numpy(floats), dtype="<f4")
         return packed.view(np.uint8), np.arange(len(packed) + 1, dtype=np.int64) * 4
     if kind == "int":
-        ints = pc.fill_null(pc.cast(values, pa.int64()), INT_MISSING)
-        data, nbytes = _varint_parts(ints.to_numpy(zero_copy_only=False))
+        ints = pc.fill_null(pc.cast(values, pa.int64()), _INT_MISSING)
+        data, nbytes = _varint_parts(arrow.to_numpy(ints))
         return data, _starts(nbytes)
     if values.type not in (pa.string(), pa.binary(), pa.large_string(), pa.large_binary()):
         values = pc.cast(values, pa.string())

@@ -53,6 +53,8 @@ class DatasetSummary:
         uri: the dataset.
         provenance: format, tool version and creation time.
         counts: rows read / accepted / rejected (by reason), blank lines, compression.
+        records: the shards' record layout (columnar blocks or an Example per row) and
+            what reads it.
         label, task, label_type, key: the label column, its task (binary, multiclass,
             regression) and type, and the split key (None: whole rows were hashed).
         tables: splits, label classes (a regression label: its range), then a table per kind
@@ -72,6 +74,23 @@ class DatasetSummary:
     tables: tuple[SummaryTable, ...]
     rejects: str
     notes: tuple[str, ...] = ()
+    records: str = ""
+
+
+def records_line(record_format: str) -> str:
+    """What the shards hold, by their ``record_format``, and what reads them."""
+    from shardtrain.data.column_blocks import BLOCK_ROWS, COLUMNAR
+
+    if record_format == COLUMNAR:
+        return (
+            f"records: columnar blocks of up to {BLOCK_ROWS} rows (a tf.train.Example per "
+            "block, one list per column), read by `shardtrain train`; TFX, TFDV and per-row "
+            "Example parsers need a dataset sharded with --record-format example"
+        )
+    return (
+        "records: one tf.train.Example per row, read by `shardtrain train`, TFX, TFDV and "
+        "any TFRecordDataset + tf.io.parse_example"
+    )
 
 
 def summarize(uri: str, meta: DatasetMetadata) -> DatasetSummary:
@@ -107,6 +126,7 @@ def summarize(uri: str, meta: DatasetMetadata) -> DatasetSummary:
             f"{meta.created or '?'}"
         ),
         counts=counts,
+        records=records_line(meta.record_format),
         label=meta.label,
         task=meta.label_info.task,
         label_type=meta.label_info.type,
@@ -204,6 +224,8 @@ def render_terminal(
     console = console or Console(width=None if sys.stdout.isatty() else 150)
     console.print(f"[bold]{summary.uri}[/bold]  ({summary.provenance})")
     console.print(summary.counts, markup=False, highlight=False)
+    if summary.records:
+        console.print(summary.records, markup=False, highlight=False)
     key = f"[bold]{summary.key}[/bold]" if summary.key else "the whole row"
     console.print(
         f"label [bold]{summary.label}[/bold] ({summary.task}, {summary.label_type}); "
@@ -254,6 +276,8 @@ def to_markdown(summary: DatasetSummary, heading: str = "###") -> list[str]:
     """The summary as Markdown lines (tables under ``heading``-level titles)."""
     key = f"`{summary.key}`" if summary.key else "the whole row"
     out = [f"`{summary.uri}`: {summary.counts}.", ""]
+    if summary.records:
+        out += [f"{summary.records[0].upper()}{summary.records[1:]}.", ""]
     out += [
         f"Label `{summary.label}` ({summary.task}, {summary.label_type}); split by the hash of "
         f"{key}.",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from shardtrain.errors import ConfigError
 from shardtrain.options import check, option
@@ -220,9 +220,9 @@ class ShardConfig:
     compression: str = option(
         "auto",
         choices=("auto", "gzip", "none"),
-        help="Shard compression. auto: gzip for per-row Examples (several times smaller), none "
-        "for columnar blocks (uncompressed they are already smaller than gzip per-row "
-        "shards, and the training input reads them faster than gzip ones).",
+        help="Shard compression. auto: none for columnar blocks (uncompressed they are already "
+        "smaller than gzip per-row shards, and the training input reads them faster than "
+        "gzip ones), gzip for per-row Examples (several times smaller).",
         pipeline="compression",
     )
     # Level 1 is ISA-L's deflate, several times faster than zlib's level 1 (see the writer's
@@ -235,11 +235,13 @@ class ShardConfig:
         pipeline="compression_level",
     )
     record_format: str = option(
-        "example",
-        choices=("example", "columnar"),
-        help="example: one tf.train.Example per row, read by any TensorFlow tool; columnar: "
-        "an Example per block of up to 256 rows (one list per column), parsed several times "
-        "faster by `shardtrain train` (tabular data only).",
+        "auto",
+        choices=("auto", "columnar", "example"),
+        help="columnar: one tf.train.Example per block of up to 256 rows (one list per "
+        "column), parsed several times faster by `shardtrain train` (tabular data only); "
+        "example: one tf.train.Example per row, for readers that parse Examples themselves "
+        "(TFX, TFDV, a plain TFRecordDataset). auto: columnar for tabular data, example for "
+        "images.",
         pipeline="record_format",
     )
     num_shards: int | None = option(
@@ -334,6 +336,13 @@ class ShardConfig:
         pipeline="resize",
     )
 
+    #: The options given as ``auto`` and resolved by the constructor (``record_format``,
+    #: ``compression``), set on each instance: a dataset written when ``auto`` meant per-row
+    #: Examples is kept so only when the run left them to ``auto``
+    #: (:func:`shardtrain.data.sharding.stored_layout.keep_stored_layout`). No field, so no
+    #: option: it follows from the others.
+    auto_resolved: ClassVar[tuple[str, ...]] = ()
+
     def __post_init__(self) -> None:
         if not self.sources:
             raise ConfigError("give at least one source CSV file or glob")
@@ -352,11 +361,18 @@ class ShardConfig:
                 raise ConfigError("--resize must be WIDTHxHEIGHT with both at least 1")
         elif self.resize is not None:
             raise ConfigError("--resize applies to image datasets only")
-        if self.data_kind == "image" and self.record_format != "example":
-            raise ConfigError("--record-format columnar applies to CSV data only, not images")
+        if self.data_kind == "image" and self.record_format == "columnar":
+            raise ConfigError("--record-format columnar applies to tabular data only, not images")
+        resolved = []
+        if self.record_format == "auto":
+            chosen = "example" if self.data_kind == "image" else "columnar"
+            object.__setattr__(self, "record_format", chosen)
+            resolved.append("record_format")
         if self.compression == "auto":
             chosen = "none" if self.record_format == "columnar" else "gzip"
             object.__setattr__(self, "compression", chosen)
+            resolved.append("compression")
+        object.__setattr__(self, "auto_resolved", tuple(resolved))
         if self.data_kind == "tabular":
             self.csv_dialect()  # checks the dialect options
             if self.no_header and not self.columns and not self.schema_file:
@@ -458,7 +474,8 @@ class ShardConfig:
             "target_shard_bytes": self.target_shard_bytes,
             "min_shards": self.min_shards,
             "task_bytes": self.task_bytes,
-            # Only when not the default: datasets sharded before the option keep their plan.
+            # Only for columnar blocks: per-row datasets sharded before the option existed
+            # keep their plan.
             **({"record_format": self.record_format} if self.record_format != "example" else {}),
             # Columnar blocks hold rows in hash order (column_blocks.ROW_ORDER); recorded so a
             # reader knows, and so a run begun by a version that kept source order is not

@@ -145,10 +145,14 @@ def _shard_config(options: Mapping[str, Any], **run: Any) -> sharding.ShardConfi
         **run: how the run is spread, which the graph sets: ``worker_index``,
             ``num_workers``, ``processes``.
 
+    A defaulted record format keeps a per-row dataset already at the dataset URI per row
+    (:func:`~shardtrain.data.sharding.keep_stored_layout`).
+
     Raises:
         ConfigError: an unknown parameter or an invalid value.
     """
-    return sharding.ShardConfig(**from_params(sharding.ShardConfig, options), **run)
+    config = sharding.ShardConfig(**from_params(sharding.ShardConfig, options), **run)
+    return sharding.keep_stored_layout(config)
 
 
 def plan_step(*, num_workers: int, **options: Any) -> list[int]:

@@ -28,14 +28,15 @@ def tf():
 
 
 def test_parse_example_batched_reads_the_csv_values(tmp_path):
-    """The standard TF path: TFRecordDataset → batch → tf.io.parse_example with defaults."""
+    """The standard TF path: TFRecordDataset → batch → tf.io.parse_example with defaults, on
+    the per-row shards written for it (--record-format example)."""
     import tensorflow as tf
 
     out = tmp_path / "ds"
     sharding.shard(
         sharding.ShardConfig(
             sources=(str(ALL_TYPES),), output=str(out), label="cleared", key="id",
-            splits=(("all", 1.0),), min_shards=1, processes=1,
+            splits=(("all", 1.0),), min_shards=1, processes=1, record_format="example",
         )
     )  # fmt: skip
     meta = DatasetMetadata.load(str(out)).to_dict()

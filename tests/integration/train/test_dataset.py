@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def both(tmp_path_factory):
-    """The same 20 k quest rows sharded per row (gzip, the default) and columnar (none)."""
+    """The same 20 k quest rows sharded per row (gzip) and columnar (none, the default)."""
     root = tmp_path_factory.mktemp("formats")
     csv = str(root / "quest.csv")
     datagen.generate_quest_logs(csv, 20_000, seed=21)
@@ -105,12 +105,14 @@ def test_train_and_eval_datasets_read_every_row(both, fmt, batch):
     assert 0.3 < float(np.mean(positives)) < 0.7 and max(positives) < 0.9
 
 
-def test_shardtrain_train_on_columnar_shards_learns(both, tmp_path):
-    """AUC bar 0.80, as the per-row runs of tests/integration/train/test_trainer.py (same data,
+@pytest.mark.parametrize("fmt", ["columnar", "example"])
+def test_shardtrain_train_on_columnar_and_per_row_shards_learns(both, fmt, tmp_path):
+    """Either layout trains (a per-row dataset of before columnar blocks were the default
+    too): AUC bar 0.80, as the runs of tests/integration/train/test_trainer.py (same data,
     same steps and batch)."""
     model_dir = str(tmp_path / "model")
     proc = run_cli(
-        "train", "--data", both["columnar"], "--model-dir", model_dir, "--train-steps", "300",
+        "train", "--data", both[fmt], "--model-dir", model_dir, "--train-steps", "300",
         "--batch-size", "128", "--checkpoint-every", "100",
         env=DETERMINISTIC_TF,
     )  # fmt: skip

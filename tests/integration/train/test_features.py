@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from helpers import ALL_TYPES
+from shardtrain.data import sharding
 from shardtrain.train.dates import time_parts
 from shardtrain.train.features import FeatureSpec
 
@@ -67,15 +68,28 @@ def test_what_is_not_a_date_is_missing():
     assert np.isnan(seconds[:5]).all() and np.isfinite(seconds[5])
 
 
-def test_examples_and_csv_lines_parse_to_the_same_features(all_types):
-    """The training parser (Examples) and the serving parser (raw CSV) must agree exactly."""
+@pytest.mark.parametrize("record_format", ["columnar", "example"])
+def test_examples_and_csv_lines_parse_to_the_same_features(all_types, record_format, tmp_path):
+    """The training parsers (columnar blocks, the default, and per-row Examples) and the
+    serving parser (raw CSV) must agree exactly."""
     import tensorflow as tf
 
     uri, meta = all_types
+    assert meta.record_format == "columnar"  # the default
+    if record_format == "example":
+        uri = str(tmp_path / "per_row")
+        meta = sharding.shard(
+            sharding.ShardConfig(
+                sources=(str(ALL_TYPES),), output=uri, label="cleared", key="id",
+                compression="none", num_shards=1, processes=1, max_bad_fraction=1.0,
+                record_format="example",
+            )
+        ).metadata  # fmt: skip
     spec = FeatureSpec.from_metadata(meta)
     shard = meta.shard_uris(uri, "train") + meta.shard_uris(uri, "eval")
     serialized = tf.stack(list(tf.data.TFRecordDataset(shard)))
-    from_examples, labels, keys = spec.parse_examples(serialized, with_key=True)
+    parse = spec.parse_blocks if record_format == "columnar" else spec.parse_examples
+    from_examples, labels, keys = parse(serialized, with_key=True)
 
     with open(ALL_TYPES, newline="") as f:
         rows = {r[0]: r for r in csv.reader(f) if r[0] != "id"}

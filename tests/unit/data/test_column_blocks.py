@@ -67,7 +67,7 @@ def _same(a, b) -> bool:
 def test_columnar_shards_hold_the_per_row_shards_rows_in_blocks(tmp_path, compression):
     rows_out, cols_out = tmp_path / "rows", tmp_path / "cols"
     common = dict(key="id", compression=compression, min_shards=2)
-    rows_meta = _shard(ALL_TYPES, rows_out, **common)
+    rows_meta = _shard(ALL_TYPES, rows_out, record_format="example", **common)
     cols_meta = _shard(ALL_TYPES, cols_out, record_format="columnar", **common)
     assert rows_meta.record_format == "example" and "record_format" not in rows_meta.options
     assert cols_meta.record_format == "columnar"
@@ -128,7 +128,7 @@ def test_blocks_hold_rows_in_hash_order_not_source_order(tmp_path):
     common = dict(key="attempt_id", num_shards=2, compression="none")
     meta = _shard(ordered, tmp_path / "a", record_format="columnar", **common)
     again = _shard(ordered, tmp_path / "b", record_format="columnar", **common)
-    rows = _shard(ordered, tmp_path / "rows", **common)
+    rows = _shard(ordered, tmp_path / "rows", record_format="example", **common)
     assert meta.options["row_order"] == column_blocks.ROW_ORDER
     full_blocks = 0
     for a_uri, b_uri in zip(
@@ -290,7 +290,7 @@ def iter_records_from(data: bytes):
 
 
 def test_images_cannot_be_columnar(tmp_path):
-    with pytest.raises(ConfigError, match="columnar applies to CSV data only"):
+    with pytest.raises(ConfigError, match="columnar applies to tabular data only"):
         sharding.ShardConfig(
             sources=(str(tmp_path),), output=str(tmp_path / "o"), images=True,
             record_format="columnar",

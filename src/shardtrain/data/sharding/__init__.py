@@ -4,7 +4,10 @@
 Layout of a sharded dataset at ``URI``::
 
     URI/metadata.json                                  written last: the commit marker
+    URI/<split>/part-00000-of-00016.tfrecord           columnar blocks of up to 256 rows
+                                                       (tabular data by default), or
     URI/<split>/part-00000-of-00016.tfrecord.gz        one tf.train.Example per row
+                                                       (images; --record-format example)
     URI/rejects/rejects.jsonl                          every rejected row: file, line, reason
     URI/_plan.json, URI/_tasks/...                     bookkeeping for resume and scale-out
 
@@ -60,6 +63,7 @@ from shardtrain.data.sharding.plan import PLAN_NAME, Plan, Task, build_plan
 from shardtrain.data.sharding.pool import tune_process_memory
 from shardtrain.data.sharding.run import ShardOutcome, publish_plan, settle_and_redo, shard
 from shardtrain.data.sharding.settle import Settlement, settle
+from shardtrain.data.sharding.stored_layout import keep_stored_layout
 from shardtrain.data.sharding.task import TaskResult, run_task
 
 __all__ = [
@@ -73,6 +77,7 @@ __all__ = [
     "TaskResult",
     "build_plan",
     "finalize",
+    "keep_stored_layout",
     "parse_splits",
     "publish_plan",
     "run_task",

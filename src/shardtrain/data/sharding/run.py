@@ -18,6 +18,7 @@ from shardtrain.data.sharding.lease import LEASES_DIR, take_lease
 from shardtrain.data.sharding.plan import PLAN_NAME, Plan, build_plan
 from shardtrain.data.sharding.pool import WorkerPool, run_tasks
 from shardtrain.data.sharding.settle import settle
+from shardtrain.data.sharding.stored_layout import keep_stored_layout
 from shardtrain.data.sharding.task import TaskResult, task_uri
 from shardtrain.errors import DataError, StorageError
 
@@ -240,6 +241,7 @@ def shard(
         ``worker-done`` (this worker's tasks are committed; run finalize after all workers).
     """
     started = time.monotonic()
+    config = keep_stored_layout(config)  # a per-row dataset of a defaulted command stays so
     # The lease of this worker's tasks first: nothing is deleted, planned or written while
     # another live run writes any of them (see .lease).
     with take_lease(config.output, config.worker_index, config.num_workers) as lease:

@@ -40,6 +40,7 @@ from shardtrain.data.sharding.plan import (
     build_plan,
     needs_settling,
 )
+from shardtrain.data.sharding.stored_layout import keep_stored_layout
 from shardtrain.data.sharding.task import committed_manifests, task_uri
 from shardtrain.data.sources.base import FinalSchema, Piece, SourceLayout
 from shardtrain.data.sources.csv.plan_options import VERIFY_TYPES_OPTION
@@ -89,6 +90,7 @@ def settle(config: ShardConfig) -> Settlement:
         DataError: a task has not committed, or ``config`` is not the options of the run
             stored at its output.
     """
+    config = keep_stored_layout(config)  # as the run's workers planned
     plan = stored_plan(config.output)
     manifests = committed_manifests(plan)
     redo = settle_alignment(plan, manifests)

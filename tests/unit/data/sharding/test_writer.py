@@ -31,9 +31,18 @@ def _metadata(config: sharding.ShardConfig) -> dict:
 
 @pytest.mark.parametrize("compression", ["none", "gzip"])
 def test_values_round_trip_for_every_type_and_missing(tmp_path, compression):
+    # Per-row Examples: a missing value is an absent feature, a NaN a stored one (columnar
+    # blocks store both as NaN: test_column_blocks compares them with these rows).
     out = tmp_path / "ds"
     outcome = sharding.shard(
-        _config([ALL_TYPES], out, key="id", compression=compression, min_shards=2)
+        _config(
+            [ALL_TYPES],
+            out,
+            key="id",
+            compression=compression,
+            min_shards=2,
+            record_format="example",
+        )
     )
     assert outcome.status == "complete"
     meta = outcome.metadata.to_dict()
@@ -79,11 +88,13 @@ def test_quest_logs_every_row_once_and_shard_layout(tmp_path):
     out = tmp_path / "ds"
     meta = _metadata(_config([csv_path], out, key="attempt_id"))
     assert meta["rows_read"] == 20_000 == meta["rows_accepted"]
+    assert meta["options"]["record_format"] == "columnar" and meta["compression"] == "NONE"
     for split in ("train", "eval"):
         shards = meta["splits"][split]["shards"]
         assert len(shards) == 8  # never fewer than 8 per split
         for i, s in enumerate(shards):
-            assert s["path"] == f"{split}/part-{i:05d}-of-00008.tfrecord.gz"
+            # The default for tabular data: columnar blocks, uncompressed.
+            assert s["path"] == f"{split}/part-{i:05d}-of-00008.tfrecord"
             assert (out / s["path"]).stat().st_size == s["bytes"]
     examples = read_examples(str(out))
     keys = [r["attempt_id"] for r in examples]
@@ -121,8 +132,14 @@ def test_in_place_direct_writes_give_the_same_dataset_as_page_cache_writes(tmp_p
     for flag in ("1", "0"):
         monkeypatch.setenv(storage.DIRECT_IO_ENV, flag)
         out = tmp_path / f"ds-{flag}"
+        # In place: per-row Examples only (columnar blocks are encoded apart, then copied).
         config = _config(
-            [csv_path], out, compression="none", block_bytes=1024 * 1024, max_bad_fraction=0.05
+            [csv_path],
+            out,
+            compression="none",
+            record_format="example",
+            block_bytes=1024 * 1024,
+            max_bad_fraction=0.05,
         )
         sharding.shard(config)
         datasets[flag] = dataset_files(out)

@@ -57,7 +57,9 @@ def test_parquet_every_type_value_by_value_against_pandas(tmp_path):
     src = tmp_path / "types.parquet"
     pq.write_table(_every_type_table(), src, row_group_size=3)
     out = tmp_path / "ds"
-    meta = shard([src], out, key="id", compression="none", min_shards=2)
+    # Per-row Examples: a null is an absent feature, a NaN a stored one (columnar blocks
+    # store both as NaN).
+    meta = shard([src], out, key="id", compression="none", min_shards=2, record_format="example")
     types = {c["name"]: c["type"] for c in meta["schema"]["columns"]}
     assert types == {
         "id": "string",
