@@ -168,7 +168,7 @@ def test_jsonl_a_line_longer_than_the_limit_is_one_error_naming_file_and_byte(
     tmp_path, monkeypatch
 ):
     from shardtrain.data.sources import jsonl
-    from shardtrain.data.sources.base import Piece
+    from shardtrain.data.sources.base import Piece, SourceFile
 
     monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 1000)
     monkeypatch.setattr(jsonl, "SCAN_BLOCK_BYTES", 256)  # blocks smaller than the long line
@@ -178,9 +178,9 @@ def test_jsonl_a_line_longer_than_the_limit_is_one_error_naming_file_and_byte(
     path.write_text(short * 3 + long + short)
     at = len(short) * 3
     message = rf"^{path}: the line starting at byte {at:,} is longer than 1,000 bytes"
-    with pytest.raises(DataError, match=message):
-        build_plan(shard_config([path], tmp_path / "ds"))
     size = path.stat().st_size
+    with pytest.raises(DataError, match=message):  # the type pass, in blocks of 256 bytes
+        jsonl.scan_types([SourceFile(str(path), size, "v")])
     with pytest.raises(DataError, match=message):  # the reader, in blocks smaller than a line
         list(jsonl.read_piece(Piece(str(path), 0, size), _jsonl_schema(), block_bytes=256))
     # A piece starting inside the long line does not read the whole of it to skip it.
@@ -280,7 +280,9 @@ def test_jsonl_arrow_and_line_by_line_reads_give_the_same_batch(monkeypatch):
     assert fast.rows_read == slow.rows_read == 5 and fast.blank_lines == 1 and fast.lines == 6
 
 
-def test_jsonl_type_pass_is_taken_from_the_stored_plan_for_the_same_files(tmp_path, monkeypatch):
+def test_jsonl_the_second_worker_takes_the_stored_plan_and_no_worker_reads_all_the_data_to_plan(
+    tmp_path, monkeypatch
+):
     from shardtrain.data.sources import jsonl
 
     path = tmp_path / "e.jsonl"
@@ -289,16 +291,16 @@ def test_jsonl_type_pass_is_taken_from_the_stored_plan_for_the_same_files(tmp_pa
     )
     common = {"key": "k", "task_bytes": 11_000, "min_shards": 2}
     whole = shard([path], tmp_path / "whole", **common)
-    sharding.shard(shard_config([path], tmp_path / "two", num_workers=2, worker_index=0, **common))
     scans = []
     real_scan = jsonl.scan_types
     monkeypatch.setattr(jsonl, "scan_types", lambda s: scans.append(s) or real_scan(s))
+    sharding.shard(shard_config([path], tmp_path / "two", num_workers=2, worker_index=0, **common))
     sharding.shard(shard_config([path], tmp_path / "two", num_workers=2, worker_index=1, **common))
-    assert scans == []  # worker 1 read the types from worker 0's plan
+    assert scans == []  # the types are the sample's, checked by the tasks
     two = sharding.finalize(str(tmp_path / "two")).to_dict()
     assert crc_lists(two) == crc_lists(whole)
-    # Other content at the same path: the stored types do not apply, and the run says so.
+    # Other content at the same path: the stored plan does not apply, and the run says so.
     path.write_text(path.read_text() + json.dumps({"k": "new", "cleared": "yes"}) + "\n")
     with pytest.raises(DataError, match="holds a dataset sharded from other inputs"):
         sharding.shard(shard_config([path], tmp_path / "two", **common))
-    assert len(scans) == 1
+    assert scans == []
