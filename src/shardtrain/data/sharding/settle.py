@@ -166,11 +166,13 @@ def _record(plan: Plan, verdict: FinalSchema | None) -> Plan:
 
 
 def _changes(plan: Plan, schema: Schema) -> str:
-    """``zip int -> string, fee int -> float``: the columns ``schema`` types otherwise."""
+    """``zip int -> string, fee int -> float``: the columns ``schema`` types otherwise (``tags
+    new -> string``: a column only all rows have, as JSON lines may)."""
+    old = {c.name: c.type for c in plan.schema.columns}
     return ", ".join(
-        f"{old.name} {old.type} -> {col.type}"
-        for old, col in zip(plan.schema.columns, schema.columns, strict=True)
-        if old.type != col.type
+        f"{col.name} {old.get(col.name, 'new')} -> {col.type}"
+        for col in schema.columns
+        if old.get(col.name) != col.type
     )
 
 
