@@ -101,6 +101,8 @@ log = logging.getLogger(__name__)
 
 #: Bytes of JSON parsed at once by the plan's type pass.
 SCAN_BLOCK_BYTES = 8 << 20
+#: Bytes of whole lines planning reads from the first file: the sample.
+SAMPLE_BYTES = 1 << 20
 
 #: The plan option marking the schema's types as the sample's guess, checked by the tasks
 #: (``{"forced": {column: type}}``: the ``--schema`` file's types, re-applied to the types by
@@ -241,6 +243,11 @@ def scan_types(sources: list[SourceFile]) -> TypePass:
     return TypePass(types, nested, lines, total)
 
 
+def _sample(src: SourceFile) -> bytes | None:
+    """The planning sample: the first block of whole lines of ``src`` (about 1 MiB)."""
+    return next(_iter_line_blocks(Piece(src.uri, 0, src.size, src.gzip), SAMPLE_BYTES), None)
+
+
 def _stands_for_all(
     sample: TypePass, overrides: SchemaOverrides | None, label: str, key: str | None
 ) -> bool:
@@ -306,10 +313,7 @@ class JsonLinesSource(typed.TypedFileSource):
             log.info("types of the JSON lines taken from the stored plan (same files)")
             found.check_nested(overrides.drop if overrides else ())
             return self._planned(sources, overrides, found.types, found, {})
-        first = next(
-            _iter_line_blocks(Piece(sources[0].uri, 0, sources[0].size, sources[0].gzip), 1 << 20),
-            None,
-        )
+        first = _sample(sources[0])
         types = self._stored_types(sources)
         if types is not None:
             log.info("types by all rows of the JSON lines taken from the stored plan (same files)")
@@ -338,14 +342,10 @@ class JsonLinesSource(typed.TypedFileSource):
         ``found``, else the listing's and the sample's, with the options of ``guess`` (empty:
         the types are by all rows)."""
         typed.check_label_and_key(list(types), self.label, self.key, sources[0].uri)
-        schema = schema_of(types, overrides, self.label, self.key, sources[0].uri, warn=True)
+        uri = sources[0].uri
+        schema = schema_of(types, overrides, self.label, self.key, uri, warn=not guess)
         if first is None:
-            first = next(
-                _iter_line_blocks(
-                    Piece(sources[0].uri, 0, sources[0].size, sources[0].gzip), 1 << 20
-                ),
-                None,
-            )
+            first = _sample(sources[0])
         sample = parse_block(first, schema, lines_before=0).table if first else None
         if found is not None:
             input_bytes, rows = found.bytes, found.lines

@@ -237,11 +237,11 @@ def test_format_flag_reads_a_jsonl_file_with_another_name_and_resumes(tmp_path):
     assert proc.returncode == 1 and "label column 'cleared' not found" in proc.stderr
 
 
-def test_jsonl_arrow_and_line_by_line_reads_give_the_same_batch(monkeypatch):
+def _every_type_schema():
+    """A column of every type, and a dropped one."""
     from shardtrain.data.schema import Column, Schema
-    from shardtrain.data.sources import jsonl
 
-    schema = Schema(
+    return Schema(
         (
             Column("zip", "string"),
             Column("n", "int"),
@@ -254,6 +254,12 @@ def test_jsonl_arrow_and_line_by_line_reads_give_the_same_batch(monkeypatch):
         label="cleared",
         null_values=(),
     )
+
+
+def test_jsonl_arrow_and_line_by_line_reads_give_the_same_batch(monkeypatch):
+    from shardtrain.data.sources import jsonl
+
+    schema = _every_type_schema()
     lines = [
         {"zip": 98115, "n": -3, "x": 0.1, "b": True, "s": 'a, "b"', "gone": 1, "cleared": 1},
         {"zip": 7919, "n": 9223372036854775807, "x": 1e39, "b": False, "cleared": 0},
@@ -495,26 +501,15 @@ def test_jsonl_objects_after_the_sample_are_one_error_naming_file_and_column(tmp
 
 
 def test_jsonl_the_counts_of_arrow_and_line_by_line_reads_decide_the_same_types(monkeypatch):
-    from shardtrain.data.schema import Column, Schema
     from shardtrain.data.sources import jsonl, jsonl_types
 
-    schema = Schema(
-        (
-            Column("n", "int"),
-            Column("x", "float"),
-            Column("b", "bool"),
-            Column("s", "string"),
-            Column("gone", "string", drop=True),
-            Column("cleared", "int"),
-        ),
-        label="cleared",
-        null_values=(),
-    )
+    schema = _every_type_schema()
     blocks = {
         "steady": [
             {"n": 1, "x": 2, "b": True, "s": "a", "gone": [1], "cleared": 1},
-            {"n": None, "x": 0.5, "s": 7, "gone": {"a": 1}, "cleared": 0},
+            {"n": None, "x": 0.5, "s": "b", "gone": [2, 3], "cleared": 0},
         ],
+        "mixed": [{"s": 7, "gone": {"a": 1}, "cleared": 1}, {"s": "b", "cleared": 0}],
         "huge": [{"n": 1, "x": 18446744073709551616, "cleared": 1}, {"x": 0.5, "cleared": 0}],
         "new key": [{"n": 1, "x": 1.5, "cleared": 1, "more": None}],
         "changed": [{"n": 1.5, "x": "a", "b": 1, "s": False, "cleared": 1}],
@@ -537,9 +532,12 @@ def test_jsonl_the_counts_of_arrow_and_line_by_line_reads_decide_the_same_types(
             m.setattr(jsonl, "_read_arrow", lambda *a: None)
             slow = jsonl.parse_block(block, schema, lines_before=0, count_types=True)
         assert decided(fast.type_counts) == decided(slow.type_counts), name
+        if name == "steady":
+            assert jsonl._read_arrow(block, schema, 2, jsonl.new_counts(schema)) is not None
         assert fast.table.equals(slow.table)
         found[name] = decided(slow.type_counts)
     assert found["steady"][0] == {
+        "zip": None,
         "n": "int",
         "x": "float",
         "b": "bool",
@@ -548,7 +546,9 @@ def test_jsonl_the_counts_of_arrow_and_line_by_line_reads_decide_the_same_types(
         "cleared": "int",
     }
     assert found["huge"][0]["x"] == "string" and found["new key"][1] == 1
+    assert found["mixed"][0]["s"] == "string"
     assert found["changed"][0] == {
+        "zip": None,
         "n": "float",
         "x": "string",
         "b": "int",
