@@ -556,3 +556,20 @@ def test_jsonl_the_counts_of_arrow_and_line_by_line_reads_decide_the_same_types(
         "gone": None,
         "cleared": "int",
     }
+
+
+def test_jsonl_a_gzip_file_whose_columns_change_settles_into_the_same_rows_and_types(tmp_path):
+    path = _drifting_logs(tmp_path / "logs.jsonl")
+    zipped = tmp_path / "z" / "logs.jsonl.gz"
+    zipped.parent.mkdir()
+    zipped.write_bytes(gzip.compress(path.read_bytes()))
+    outcome = sharding.shard(shard_config([zipped], tmp_path / "gz", key="id"))
+    assert outcome.tasks_run == 2  # one piece: its task, and once more with the types found
+    meta = outcome.metadata.to_dict()
+    plain = shard([path], tmp_path / "plain", key="id")
+    assert _types(meta) == _types(plain) == _reference_types(path)
+    split_of = {
+        d: {r["id"]: r["__split__"] for r in read_examples(str(tmp_path / d))}
+        for d in ("plain", "gz")
+    }
+    assert split_of["plain"] == split_of["gz"] and len(split_of["gz"]) == 24_000
