@@ -28,6 +28,7 @@ from shardtrain.data.schema import Schema
 from shardtrain.data.shard_config import MIB, ShardConfig
 from shardtrain.data.sources.base import Piece, PlanInputs, SourceFile, SourceLayout, plan_pieces
 from shardtrain.data.sources.csv.plan_options import VERIFY_TYPES_OPTION
+from shardtrain.data.sources.jsonl import VERIFY_TYPES_OPTION as VERIFY_JSONL_TYPES_OPTION
 from shardtrain.errors import ShardtrainError
 
 PLAN_NAME = "_plan.json"
@@ -324,8 +325,9 @@ def build_plan(config: ShardConfig, stored: dict[str, Any] | None = None) -> Pla
 
 
 #: The plan option of a guess its tasks check, which the settle step decides
-#: (:mod:`.settle`): CSV types by the sample (see ``CsvPlanOptions.types_to_verify``).
-GUESS_OPTIONS = (VERIFY_TYPES_OPTION,)
+#: (:mod:`.settle`): CSV types by the sample (see ``CsvPlanOptions.types_to_verify``), JSON
+#: lines' (see ``jsonl.VERIFY_TYPES_OPTION``).
+GUESS_OPTIONS = (VERIFY_TYPES_OPTION, VERIFY_JSONL_TYPES_OPTION)
 
 
 def needs_settling(plan: Plan) -> bool:

@@ -10,6 +10,8 @@ tasks check the guess as they read (they read every byte anyway):
 * **CSV types by all rows** (``--infer-types all``): the plan's types are the sample's, and
   every task counts the kinds of its fields as the type pass does
   (:func:`verify_plan_types`).
+* **JSON-lines types** (always): likewise, the kinds of the values of every column
+  (:func:`~shardtrain.data.sources.jsonl.verify_types`).
 
 :func:`settle` runs once every task has committed and before :func:`.finalize.finalize`:
 in the CLI's single-worker run, as the pipeline's ``settle_shards`` step and as
@@ -45,6 +47,8 @@ from shardtrain.data.sharding.task import committed_manifests, task_uri
 from shardtrain.data.sources.base import FinalSchema, Piece, SourceLayout
 from shardtrain.data.sources.csv.plan_options import VERIFY_TYPES_OPTION
 from shardtrain.data.sources.csv.source import verify_types as verify_csv_types
+from shardtrain.data.sources.jsonl import VERIFY_TYPES_OPTION as VERIFY_JSONL_TYPES_OPTION
+from shardtrain.data.sources.jsonl import verify_types as verify_jsonl_types
 from shardtrain.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -206,11 +210,13 @@ def _wrong_starts(before: Plan, after: Plan) -> list[str]:
 
 
 def _changes(plan: Plan, schema: Schema) -> str:
-    """``zip int -> string, fee int -> float``: the columns ``schema`` types otherwise."""
+    """``zip int -> string, fee int -> float``: the columns ``schema`` types otherwise (``tags
+    new -> string``: a column only all rows have, as JSON lines may)."""
+    old = {c.name: c.type for c in plan.schema.columns}
     return ", ".join(
-        f"{old.name} {old.type} -> {col.type}"
-        for old, col in zip(plan.schema.columns, schema.columns, strict=True)
-        if old.type != col.type
+        f"{col.name} {old.get(col.name, 'new')} -> {col.type}"
+        for col in schema.columns
+        if old.get(col.name) != col.type
     )
 
 
@@ -231,6 +237,8 @@ def verify_plan_types(
     can settle workers that ran on several machines."""
     if layout.options.get(VERIFY_TYPES_OPTION):  # CSV types by the sample
         return verify_csv_types(layout, pieces, counts, max_bad_fraction=max_bad_fraction)
+    if layout.options.get(VERIFY_JSONL_TYPES_OPTION):  # JSON-lines types by the sample
+        return verify_jsonl_types(layout, pieces, counts, max_bad_fraction=max_bad_fraction)
     return None
 
 

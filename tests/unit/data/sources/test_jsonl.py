@@ -168,7 +168,7 @@ def test_jsonl_a_line_longer_than_the_limit_is_one_error_naming_file_and_byte(
     tmp_path, monkeypatch
 ):
     from shardtrain.data.sources import jsonl
-    from shardtrain.data.sources.base import Piece
+    from shardtrain.data.sources.base import Piece, SourceFile
 
     monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 1000)
     monkeypatch.setattr(jsonl, "SCAN_BLOCK_BYTES", 256)  # blocks smaller than the long line
@@ -178,9 +178,9 @@ def test_jsonl_a_line_longer_than_the_limit_is_one_error_naming_file_and_byte(
     path.write_text(short * 3 + long + short)
     at = len(short) * 3
     message = rf"^{path}: the line starting at byte {at:,} is longer than 1,000 bytes"
-    with pytest.raises(DataError, match=message):
-        build_plan(shard_config([path], tmp_path / "ds"))
     size = path.stat().st_size
+    with pytest.raises(DataError, match=message):  # the type pass, in blocks of 256 bytes
+        jsonl.scan_types([SourceFile(str(path), size, "v")])
     with pytest.raises(DataError, match=message):  # the reader, in blocks smaller than a line
         list(jsonl.read_piece(Piece(str(path), 0, size), _jsonl_schema(), block_bytes=256))
     # A piece starting inside the long line does not read the whole of it to skip it.
@@ -237,11 +237,11 @@ def test_format_flag_reads_a_jsonl_file_with_another_name_and_resumes(tmp_path):
     assert proc.returncode == 1 and "label column 'cleared' not found" in proc.stderr
 
 
-def test_jsonl_arrow_and_line_by_line_reads_give_the_same_batch(monkeypatch):
+def _every_type_schema():
+    """A column of every type, and a dropped one."""
     from shardtrain.data.schema import Column, Schema
-    from shardtrain.data.sources import jsonl
 
-    schema = Schema(
+    return Schema(
         (
             Column("zip", "string"),
             Column("n", "int"),
@@ -254,6 +254,12 @@ def test_jsonl_arrow_and_line_by_line_reads_give_the_same_batch(monkeypatch):
         label="cleared",
         null_values=(),
     )
+
+
+def test_jsonl_arrow_and_line_by_line_reads_give_the_same_batch(monkeypatch):
+    from shardtrain.data.sources import jsonl
+
+    schema = _every_type_schema()
     lines = [
         {"zip": 98115, "n": -3, "x": 0.1, "b": True, "s": 'a, "b"', "gone": 1, "cleared": 1},
         {"zip": 7919, "n": 9223372036854775807, "x": 1e39, "b": False, "cleared": 0},
@@ -280,7 +286,9 @@ def test_jsonl_arrow_and_line_by_line_reads_give_the_same_batch(monkeypatch):
     assert fast.rows_read == slow.rows_read == 5 and fast.blank_lines == 1 and fast.lines == 6
 
 
-def test_jsonl_type_pass_is_taken_from_the_stored_plan_for_the_same_files(tmp_path, monkeypatch):
+def test_jsonl_the_second_worker_takes_the_stored_plan_and_no_worker_reads_all_the_data_to_plan(
+    tmp_path, monkeypatch
+):
     from shardtrain.data.sources import jsonl
 
     path = tmp_path / "e.jsonl"
@@ -289,16 +297,279 @@ def test_jsonl_type_pass_is_taken_from_the_stored_plan_for_the_same_files(tmp_pa
     )
     common = {"key": "k", "task_bytes": 11_000, "min_shards": 2}
     whole = shard([path], tmp_path / "whole", **common)
-    sharding.shard(shard_config([path], tmp_path / "two", num_workers=2, worker_index=0, **common))
     scans = []
     real_scan = jsonl.scan_types
     monkeypatch.setattr(jsonl, "scan_types", lambda s: scans.append(s) or real_scan(s))
+    sharding.shard(shard_config([path], tmp_path / "two", num_workers=2, worker_index=0, **common))
     sharding.shard(shard_config([path], tmp_path / "two", num_workers=2, worker_index=1, **common))
-    assert scans == []  # worker 1 read the types from worker 0's plan
+    assert scans == []  # the types are the sample's, checked by the tasks
     two = sharding.finalize(str(tmp_path / "two")).to_dict()
     assert crc_lists(two) == crc_lists(whole)
-    # Other content at the same path: the stored types do not apply, and the run says so.
+    # Other content at the same path: the stored plan does not apply, and the run says so.
     path.write_text(path.read_text() + json.dumps({"k": "new", "cleared": "yes"}) + "\n")
     with pytest.raises(DataError, match="holds a dataset sharded from other inputs"):
         sharding.shard(shard_config([path], tmp_path / "two", **common))
-    assert len(scans) == 1
+    assert scans == []
+
+
+# --------------------------------------------------------------------------------------------
+# Types by all rows without a pass at planning: the sample's guess, checked by the tasks
+# --------------------------------------------------------------------------------------------
+
+
+def _drifting_logs(path, *, drift: bool = True, rows: int = 24_000):
+    """JSON lines of more than the sample (1 MiB); with ``drift``, columns change after it."""
+    lines = []
+    for i in range(rows):
+        row = {"id": i, "zip": 98115, "fee": 0, "n": i, "cleared": i % 2}
+        if drift and i == 20_000:  # far past the sample
+            row.update(zip="K1A 0B1", fee=45.12)
+        if drift and i == 21_000:
+            row.update(n=18446744073709551616, extra=5)  # beyond int64; a key the sample lacks
+        lines.append(json.dumps(row))
+    path.write_text("\n".join(lines) + "\n")
+    assert sum(len(line) + 1 for line in lines[:20_000]) > 1 << 20  # past the sample
+    return path
+
+
+def _reference_types(path) -> dict:
+    """The column types the type pass over all the data gives (as planning did before)."""
+    from shardtrain.data.sources import jsonl
+    from shardtrain.data.sources.csv.listing import list_sources
+
+    found = jsonl.scan_types(list_sources([str(path)]))
+    return {name: t or "string" for name, t in found.types.items()}
+
+
+def _types(meta: dict) -> dict:
+    return {c["name"]: c["type"] for c in meta["schema"]["columns"]}
+
+
+def _by_the_type_pass(monkeypatch):
+    """Plan as before the tasks checked types: the type pass over all the data."""
+    from shardtrain.data.sources import jsonl
+
+    monkeypatch.setattr(jsonl, "sample_types", lambda *a: None)
+
+
+def test_jsonl_a_column_that_changes_after_the_sample_is_typed_by_all_rows_after_one_rerun(
+    tmp_path, monkeypatch
+):
+    from shardtrain.data.sources import jsonl
+
+    path = _drifting_logs(tmp_path / "logs.jsonl")
+    common = {"key": "id", "task_bytes": 500_000, "compression": "none"}
+    outcome = sharding.shard(shard_config([path], tmp_path / "ds", **common))
+    plan = sharding.Plan.from_dict(
+        str(tmp_path / "ds"), json.loads((tmp_path / "ds" / "_plan.json").read_text())
+    )
+    assert outcome.tasks_run == 2 * len(plan.tasks) > 2  # every task once more, once
+    assert jsonl.VERIFY_TYPES_OPTION not in plan.options
+    meta = outcome.metadata.to_dict()
+    assert _types(meta) == _reference_types(path)
+    assert _types(meta) == {
+        "id": "int",
+        "zip": "string",
+        "fee": "float",
+        "n": "string",
+        "cleared": "int",
+        "extra": "int",
+    }
+    assert list(_types(meta)) == list(_reference_types(path))  # the same column order
+    assert meta["rows_read"] == meta["rows_accepted"] == 24_000
+    rows = {r["id"]: r for r in read_examples(str(tmp_path / "ds"))}
+    assert rows[20_000]["zip"] == b"K1A 0B1" and rows[0]["zip"] == b"98115"
+    assert rows[21_000]["n"] == b"18446744073709551616" and rows[21_000]["extra"] == 5
+    # The same dataset as planning with the type pass over all the data.
+    with monkeypatch.context() as m:
+        _by_the_type_pass(m)
+        before = shard([path], tmp_path / "before", **common)
+    assert _types(before) == _types(meta)
+    assert crc_lists(before) == crc_lists(meta)
+    # Settled: a second run finds the dataset complete, with no type pass.
+    monkeypatch.setattr(jsonl, "scan_types", lambda s: pytest.fail("a type pass ran"))
+    again = sharding.shard(shard_config([path], tmp_path / "ds", **common))
+    assert again.status == "already-complete"
+
+
+def test_jsonl_planning_reads_the_listing_and_the_sample_only(tmp_path, monkeypatch):
+    import contextlib
+
+    from shardtrain.data.sources import jsonl
+
+    path = _drifting_logs(tmp_path / "logs.jsonl")
+    read = []
+    real_open = jsonl.open_source
+
+    class Counted:
+        def __init__(self, f):
+            self.f = f
+
+        def read(self, *a):
+            data = self.f.read(*a)
+            read.append(len(data))
+            return data
+
+        def readline(self, *a):
+            data = self.f.readline(*a)
+            read.append(len(data))
+            return data
+
+        def seek(self, *a):
+            return self.f.seek(*a)
+
+    @contextlib.contextmanager
+    def counted(*a, **kw):
+        with real_open(*a, **kw) as f:
+            yield Counted(f)
+
+    monkeypatch.setattr(jsonl, "open_source", counted)
+    monkeypatch.setattr(jsonl, "scan_types", lambda s: pytest.fail("a type pass ran"))
+    plan = build_plan(shard_config([path], tmp_path / "ds", key="id", task_bytes=500_000))
+    assert 0 < sum(read) <= (1 << 20) + 3 < path.stat().st_size  # a block, and a BOM's bytes
+    assert plan.options[jsonl.VERIFY_TYPES_OPTION] == {"forced": {}}
+    assert sharding.plan.needs_settling(plan)
+    # The sample's types, a guess: zip and fee changed after it.
+    assert {c.name: c.type for c in plan.schema.columns} == {
+        "id": "int",
+        "zip": "int",
+        "fee": "int",
+        "n": "int",
+        "cleared": "int",
+    }
+    assert plan.estimated_rows == pytest.approx(24_000, rel=0.05)
+
+
+def test_jsonl_workers_on_several_machines_settle_in_finalize_or_with_settle(tmp_path):
+    from shardtrain.data.sources import jsonl
+
+    steady = _drifting_logs(tmp_path / "steady.jsonl", drift=False)
+    drifting = _drifting_logs(tmp_path / "drifting.jsonl")
+    common = {"key": "id", "task_bytes": 400_000}
+    for path in (steady, drifting):
+        out = tmp_path / f"three-{path.stem}"
+        for w in range(3):
+            sharding.shard(shard_config([path], out, num_workers=3, worker_index=w, **common))
+        if path == drifting:  # a wrong guess: the tasks must run again, which finalize cannot
+            with pytest.raises(DataError, match=r"zip int -> string.*shardtrain settle"):
+                sharding.finalize(str(out))
+            config = shard_config([path], out, num_workers=3, **common)
+            plan = json.loads((out / "_plan.json").read_text())
+            assert sorted(sharding.settle_and_redo(config)) == list(range(len(plan["tasks"])))
+        three = sharding.finalize(str(out)).to_dict()
+        one = shard([path], tmp_path / f"one-{path.stem}", **common)
+        assert _types(three) == _types(one) == _reference_types(path)
+        assert crc_lists(three) == crc_lists(one)
+        stored = json.loads((out / "_plan.json").read_text())
+        if path == steady:  # the guess held: recorded, the shards stand
+            assert jsonl.VERIFY_TYPES_OPTION in stored["options"]
+            assert stored["settled"] == {jsonl.ALL_ROW_TYPES_OPTION: _types(one)}
+            assert three["options"][jsonl.ALL_ROW_TYPES_OPTION] == _types(one)
+        again = sharding.shard(shard_config([path], out, **common))
+        assert again.status == "already-complete"
+
+
+def test_jsonl_a_stored_plan_of_the_type_pass_is_recalled_as_before(tmp_path, monkeypatch):
+    from shardtrain.data.sources import jsonl
+
+    path = _drifting_logs(tmp_path / "logs.jsonl")
+    common = {"key": "id", "task_bytes": 500_000}
+    with monkeypatch.context() as m:
+        _by_the_type_pass(m)
+        first = shard([path], tmp_path / "ds", **common)
+    stored = json.loads((tmp_path / "ds" / "_plan.json").read_text())
+    assert stored["options"]["jsonl_types"]["bytes"] == path.stat().st_size
+    assert jsonl.VERIFY_TYPES_OPTION not in stored["options"]
+    assert _types(first) == _reference_types(path)
+    monkeypatch.setattr(jsonl, "scan_types", lambda s: pytest.fail("a type pass ran"))
+    again = sharding.shard(shard_config([path], tmp_path / "ds", **common))
+    assert again.status == "already-complete"
+
+
+def test_jsonl_objects_after_the_sample_are_one_error_naming_file_and_column(tmp_path):
+    path = _drifting_logs(tmp_path / "logs.jsonl", drift=False)
+    lines = path.read_text().splitlines()
+    lines[20_000] = json.dumps({"id": 20_000, "zip": {"code": 98115}, "cleared": 1})
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=rf"^{path}: column 'zip' holds JSON dict values"):
+        shard([path], tmp_path / "ds", key="id")
+    # A key the sample does not have: found when the run settles.
+    lines[20_000] = json.dumps({"id": 20_000, "zip": 1, "cleared": 1, "tags": ["a"]})
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=rf"^{path}: column 'tags' holds JSON "):
+        shard([path], tmp_path / "ds2", key="id")
+
+
+def test_jsonl_the_counts_of_arrow_and_line_by_line_reads_decide_the_same_types(monkeypatch):
+    from shardtrain.data.sources import jsonl, jsonl_types
+
+    schema = _every_type_schema()
+    blocks = {
+        "steady": [
+            {"n": 1, "x": 2, "b": True, "s": "a", "gone": [1], "cleared": 1},
+            {"n": None, "x": 0.5, "s": "b", "gone": [2, 3], "cleared": 0},
+        ],
+        "mixed": [{"s": 7, "gone": {"a": 1}, "cleared": 1}, {"s": "b", "cleared": 0}],
+        "huge": [{"n": 1, "x": 18446744073709551616, "cleared": 1}, {"x": 0.5, "cleared": 0}],
+        "new key": [{"n": 1, "x": 1.5, "cleared": 1, "more": None}],
+        "changed": [{"n": 1.5, "x": "a", "b": 1, "s": False, "cleared": 1}],
+    }
+
+    def decided(counts):
+        total = counts[:-1]
+        return {
+            c.name: jsonl_types.column_type(
+                {jsonl_types.KINDS[k] for k in row.nonzero()[0]} - {jsonl_types.NESTED}
+            )
+            for c, row in zip(schema.columns, total, strict=True)
+        }, int(counts[-1, 0])
+
+    found = {}
+    for name, rows in blocks.items():
+        block = ("\n".join(json.dumps(r) for r in rows) + "\n").encode()
+        fast = jsonl.parse_block(block, schema, lines_before=0, count_types=True)
+        with monkeypatch.context() as m:
+            m.setattr(jsonl, "_read_arrow", lambda *a: None)
+            slow = jsonl.parse_block(block, schema, lines_before=0, count_types=True)
+        assert decided(fast.type_counts) == decided(slow.type_counts), name
+        if name == "steady":
+            assert jsonl._read_arrow(block, schema, 2, jsonl.new_counts(schema)) is not None
+        assert fast.table.equals(slow.table)
+        found[name] = decided(slow.type_counts)
+    assert found["steady"][0] == {
+        "zip": None,
+        "n": "int",
+        "x": "float",
+        "b": "bool",
+        "s": "string",
+        "gone": None,  # objects and arrays only: nested, no type
+        "cleared": "int",
+    }
+    assert found["huge"][0]["x"] == "string" and found["new key"][1] == 1
+    assert found["mixed"][0]["s"] == "string"
+    assert found["changed"][0] == {
+        "zip": None,
+        "n": "float",
+        "x": "string",
+        "b": "int",
+        "s": "bool",
+        "gone": None,
+        "cleared": "int",
+    }
+
+
+def test_jsonl_a_gzip_file_whose_columns_change_settles_into_the_same_rows_and_types(tmp_path):
+    path = _drifting_logs(tmp_path / "logs.jsonl")
+    zipped = tmp_path / "z" / "logs.jsonl.gz"
+    zipped.parent.mkdir()
+    zipped.write_bytes(gzip.compress(path.read_bytes()))
+    outcome = sharding.shard(shard_config([zipped], tmp_path / "gz", key="id"))
+    assert outcome.tasks_run == 2  # one piece: its task, and once more with the types found
+    meta = outcome.metadata.to_dict()
+    plain = shard([path], tmp_path / "plain", key="id")
+    assert _types(meta) == _types(plain) == _reference_types(path)
+    split_of = {
+        d: {r["id"]: r["__split__"] for r in read_examples(str(tmp_path / d))}
+        for d in ("plain", "gz")
+    }
+    assert split_of["plain"] == split_of["gz"] and len(split_of["gz"]) == 24_000

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers import read_examples, shard
-from shardtrain.data.sources import jsonl, typed
+from shardtrain.data.sources import jsonl_types, typed
 
 MAPPED = [
     (pa.int8(), "int"),
@@ -33,14 +33,14 @@ UNSUPPORTED = [pa.binary(), pa.list_(pa.int64()), pa.struct([("a", pa.int64())])
 @pytest.mark.parametrize(("arrow_type", "expected"), MAPPED, ids=str)
 def test_arrow_types_map_to_one_column_type_for_parquet_and_json_lines(arrow_type, expected):
     assert typed.column_type(arrow_type) == expected
-    assert jsonl._arrow_kind(arrow_type) == expected  # the JSON type pass uses the same table
+    assert jsonl_types.arrow_kind(arrow_type) == expected  # the JSON type pass uses the same table
 
 
 @pytest.mark.parametrize("arrow_type", UNSUPPORTED, ids=str)
 def test_types_no_column_holds_are_refused_and_nested_for_json_lines(arrow_type):
     with pytest.raises(typed.UnsupportedType):
         typed.column_type(arrow_type)
-    assert jsonl._arrow_kind(arrow_type) == "nested"
+    assert jsonl_types.arrow_kind(arrow_type) == "nested"
 
 
 def test_a_uint64_column_is_stored_as_exact_text_beyond_int64(tmp_path):
