@@ -1,0 +1,700 @@
+"""A scale model of the pipeline's sharding: each phase measured on this machine, then the
+critical path of ``plan_shards`` -> ``shard`` x N -> [settle] -> ``finalize_shards`` worked out
+for N = 1 ... 64 workers on a modelled dataset.
+
+Usage (from the repository root, in the project environment)::
+
+    .venv/bin/python benchmarks/scale_bench.py                      # 1 GB, local disk + MinIO
+    .venv/bin/python benchmarks/scale_bench.py --gb 0.05 --model-gb 1 --no-minio  # smoke run
+    .venv/bin/python benchmarks/scale_bench.py --before before.json  # after a run --save'd so
+
+Before and after a change, run it once with each checkout on ``PYTHONPATH`` (every phase is
+a fresh process of the code found there), saving the first with ``--save`` and passing that
+file to the second with ``--before``.
+
+What is measured
+----------------
+On a quest-log CSV of ``--gb`` GB (``shardtrain gen-data quest`` columns, made once in
+``--workdir`` and reused) and on its first eighth (the same rows, a second size), for local
+disk and for MinIO (``--no-minio``: local only; on MinIO the CSV is uploaded and read from
+there, and the dataset written there), with ``--measure-tasks`` tasks of the full file:
+
+* **plan**: a fresh process calling :func:`shardtrain.kubeflow.steps.plan_step` (what the
+  pipeline's ``plan_shards`` pod runs: it publishes ``_plan.json``);
+* **worker** i of N: a fresh ``shardtrain shard ... --num-workers N --worker-index i
+  --processes P`` after the plan is published (so it recalls the stored plan), one after the
+  other, for the small file with N = 2 and the full file with each N of ``--measure-workers``;
+* **settle**, only where the sharder has one (a callable ``settle`` in
+  ``shardtrain.data.sharding.settle`` or ``shardtrain.data.sharding``, called with the run's
+  ``ShardConfig``, or its output URI, when every worker is done); absent: reported absent;
+* **finalize**: a fresh ``shardtrain finalize OUTPUT``.
+
+Each phase's CPU seconds are user + system of its whole process tree (the
+``RUSAGE_CHILDREN`` delta, which includes a worker's pool processes) and its wall seconds.
+From them, least-squares lines: plan CPU = fixed + per GB of input (the two file sizes);
+worker CPU = fixed + per GB of the worker's tasks (the small run and all but the last
+``--measure-workers`` run; the last is held out as the model's check); settle and finalize
+CPU = fixed + per task (the small and full runs' task counts).
+
+What is modelled
+----------------
+A dataset of ``--model-gb`` GB cut into tasks by the plan's rule (about ``--task-mb`` each,
+but never more tasks than the smallest split has shards, ``--min-shards`` at least and one
+per ~128 MiB of the output, whose size is the measured runs' output/input ratio), sharded by
+N workers of ``--cores-per-worker`` (c) cores each:
+
+* plan = its fixed CPU + its per-GB CPU x GB / c (the per-GB part taken as spread perfectly
+  over the plan pod's c cores: optimistic, so the plan's share is a lower bound);
+* worker = its fixed CPU + ceil(ceil(tasks / N) / c) x one task's CPU (tasks run one per
+  process, c at a time); the critical path takes the busiest worker;
+* settle and finalize = fixed + per-task CPU x tasks, on one core;
+* critical path = plan + busiest worker + settle + finalize + one pod start-up per stage
+  (``--pod-start-s``, default 0: pod scheduling, image pull and start-up latency are not
+  measured, only assumed);
+* total work = all phases' CPU (plan, every worker's fixed part, every task, settle,
+  finalize); work / N = total work / (N x c), the time N workers of c cores need for it
+  perfectly spread; ratio = critical path / (work / N), with the targets at N = 16 (<= 1.25)
+  and N = 64 (<= 1.5).
+
+Not modelled: contention for object storage or the network (MinIO here is local), the
+phases' I/O waits (the model takes CPU seconds; measured wall seconds are printed beside
+them), skew between tasks beyond their byte sizes, and retries.
+
+The check: for each measured N the model's per-worker CPU and critical path next to the
+measured ones (the held-out N is predicted from the other runs). Figures go to stdout; record
+them in benchmarks/RESULTS.md with the machine and its load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from shard_bench import REPO, _clear, _minio_env, generate, run_measured
+
+MIB = 1 << 20
+#: The sharder's defaults that the plan's rule for the number of tasks uses (see
+#: :func:`shardtrain.data.sharding.plan.build_plan`).
+SPLITS = (0.9, 0.1)
+TARGET_SHARD_MB = 128
+MAX_SHARDS_PER_TASK = 16
+#: Worker counts of the scale table, and the targets of the ratio.
+MODEL_WORKERS = (1, 2, 4, 8, 16, 32, 64)
+TARGETS = {16: 1.25, 64: 1.5}
+#: The quest logs' label and key (as shard_bench.py shards them).
+LABEL, KEY = "cleared", "attempt_id"
+
+_PLAN_CODE = """
+import json, sys
+from shardtrain.kubeflow.steps import plan_step
+print(json.dumps(plan_step(num_workers=int(sys.argv[2]), **json.loads(sys.argv[1]))))
+"""
+
+#: Not a phase: the task sizes of the published plan (after the plan step was measured).
+_PLAN_INFO_CODE = """
+import json, sys
+from shardtrain import storage
+from shardtrain.data.sharding import PLAN_NAME, Plan
+out = sys.argv[1]
+d = storage.read_json(storage.join(out, PLAN_NAME))
+try:
+    sizes = [t.input_bytes for t in Plan.from_dict(out, d).tasks]
+except Exception:  # a plan format this script does not know: equal tasks
+    sizes = None
+print(json.dumps({"tasks": len(d.get("tasks", ())), "task_bytes": sizes}))
+"""
+
+_SETTLE_CODE = """
+import importlib, inspect, json, sys
+from shardtrain.data.sharding import ShardConfig
+from shardtrain.options import from_params
+module, params, n = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+settle = importlib.import_module(module).settle
+config = ShardConfig(**from_params(ShardConfig, params), num_workers=n)
+sig = inspect.signature(settle)
+first = next(iter(sig.parameters.values()))
+wants_config = first.name == "config" or "ShardConfig" in str(first.annotation)
+extra = {"num_workers": n} if "num_workers" in sig.parameters else {}
+print(repr(settle(config if wants_config else config.output, **extra))[:300])
+"""
+
+_UPLOAD_CODE = """
+import sys
+from shardtrain import storage
+if not storage.exists(sys.argv[2]) or storage.size(sys.argv[2]) != int(sys.argv[3]):
+    storage.upload_file(sys.argv[1], sys.argv[2])
+"""
+
+
+def measured_code() -> str:
+    """Which sharder the phases run: its directory and, in a git checkout, its commit."""
+    import shardtrain
+
+    where = Path(shardtrain.__file__).resolve().parent
+    git = ["git", "-C", str(where)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        return str(where)
+    changed = subprocess.run([*git, "status", "--porcelain", "--", "."], capture_output=True)
+    return f"{where} at {head.stdout.strip()}{' + changes' if changed.stdout else ''}"
+
+
+def settle_module() -> str | None:
+    """The module whose ``settle`` the pipeline would run between the workers and finalize,
+    if the sharder on ``PYTHONPATH`` has one."""
+    for name in ("shardtrain.data.sharding.settle", "shardtrain.data.sharding"):
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name != name:
+                raise
+            continue
+        if callable(getattr(module, "settle", None)):
+            return name
+    return None
+
+
+@dataclass
+class Phase:
+    """One measured process: a phase of one run."""
+
+    phase: str  # plan, worker, settle, finalize
+    cpu: float
+    wall: float
+    worker: int = -1
+    gb: float = 0.0  # input GB the phase covers (a worker: its tasks')
+    tasks: int = 0  # tasks the phase covers
+
+
+@dataclass
+class Run:
+    """One sharding of one file by N workers, phase by phase."""
+
+    storage: str
+    label: str
+    num_workers: int
+    processes: int
+    gb: float
+    tasks: int
+    phases: list[Phase] = field(default_factory=list)
+    settle_result: str = ""
+
+    def of(self, phase: str) -> list[Phase]:
+        return [p for p in self.phases if p.phase == phase]
+
+    def critical_wall(self) -> float:
+        """The measured critical path: workers run one after another here, so the busiest
+        worker's wall stands for the fan-out's."""
+        workers = self.of("worker")
+        return sum(p.wall for p in self.phases if p.phase != "worker") + max(
+            (p.wall for p in workers), default=0.0
+        )
+
+
+def shard_params(src: str, output: str, task_mb: float, min_shards: int) -> dict[str, Any]:
+    """The pipeline's sharding parameters of a run (what plan_shards and every shard get)."""
+    return {
+        "sources": src,
+        "dataset_uri": output,
+        "label": LABEL,
+        "key": KEY,
+        "task_mb": task_mb,
+        "min_shards": min_shards,
+    }
+
+
+def measure_run(
+    *,
+    storage: str,
+    label: str,
+    src: str,
+    size: int,
+    output: str,
+    num_workers: int,
+    processes: int,
+    task_mb: float,
+    min_shards: int,
+    settle: str | None,
+    env: dict[str, str] | None,
+    expected_tasks: int,
+) -> Run:
+    """Plan, run every worker that has work, settle (if any) and finalize, each measured."""
+    _clear(output, env)
+    params = shard_params(src, output, task_mb, min_shards)
+    py = sys.executable
+    plan = run_measured([py, "-c", _PLAN_CODE, json.dumps(params), str(num_workers)], env)
+    info = json.loads(str(run_measured([py, "-c", _PLAN_INFO_CODE, output], env)["stdout"]))
+    n_tasks = info["tasks"] or expected_tasks  # a plan that does not list its tasks (yet)
+    task_bytes = info["task_bytes"] or [size / n_tasks] * n_tasks
+    said = str(plan["stdout"])  # the step's return value, printed last
+    workers = json.loads(said.splitlines()[-1]) if said else None
+    if not (isinstance(workers, list) and all(isinstance(i, int) for i in workers)):
+        workers = list(range(min(num_workers, n_tasks)))  # the step's answer changed form
+    run = Run(storage, label, num_workers, processes, size / 1e9, n_tasks)
+    run.phases.append(Phase("plan", plan["cpu_seconds"], plan["seconds"], gb=size / 1e9))
+    for i in workers:
+        mine = [b for t, b in enumerate(task_bytes) if t % num_workers == i]
+        r = run_measured(
+            [
+                py,
+                "-m",
+                "shardtrain.cli",
+                "shard",
+                src,
+                "--output",
+                output,
+                "--label",
+                LABEL,
+                "--key",
+                KEY,
+                "--task-mb",
+                str(task_mb),
+                "--min-shards",
+                str(min_shards),
+                "--num-workers",
+                str(num_workers),
+                "--worker-index",
+                str(i),
+                "--processes",
+                str(processes),
+            ],
+            env,
+        )
+        run.phases.append(
+            Phase("worker", r["cpu_seconds"], r["seconds"], i, sum(mine) / 1e9, len(mine))
+        )
+    if settle is not None:
+        try:
+            r = run_measured(
+                [py, "-c", _SETTLE_CODE, settle, json.dumps(params), str(num_workers)], env
+            )
+        except SystemExit as e:  # called the wrong way: say so, and let finalize try
+            run.settle_result = f"FAILED: {str(e).strip().splitlines()[-1]}"
+        else:
+            said = str(r["stdout"])
+            run.settle_result = said.splitlines()[-1] if said else ""
+            run.phases.append(Phase("settle", r["cpu_seconds"], r["seconds"], tasks=n_tasks))
+    r = run_measured([py, "-m", "shardtrain.cli", "finalize", output], env)
+    run.phases.append(Phase("finalize", r["cpu_seconds"], r["seconds"], tasks=n_tasks))
+    return run
+
+
+def fit(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """``(fixed, slope)`` of the least-squares line through ``(x, y)`` points, neither
+    negative; with a single distinct x, the line through the origin."""
+    xs = [x for x, _ in points]
+    ys = [y for _, y in points]
+    if not points:
+        return 0.0, 0.0
+    sxx = sum(x * x for x in xs)
+    through_origin = (sum(x * y for x, y in points) / sxx, 0.0) if sxx else (0.0, 0.0)
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    if var < 1e-12:
+        return 0.0, through_origin[0] if sxx else my
+    slope = sum((x - mx) * (y - my) for x, y in points) / var
+    fixed = my - slope * mx
+    if slope < 0:
+        return my, 0.0
+    if fixed < 0:
+        return 0.0, through_origin[0]
+    return fixed, slope
+
+
+@dataclass
+class Costs:
+    """One storage's fitted costs: CPU seconds fixed and per GB (plan, worker) or per task
+    (settle, finalize); a phase the sharder does not have is None."""
+
+    plan: tuple[float, float]
+    worker: tuple[float, float]
+    settle: tuple[float, float] | None
+    finalize: tuple[float, float]
+    output_ratio: float  # output bytes per input byte (the plan's shard counts)
+
+
+def fit_costs(runs: list[Run], held_out: Run | None, output_ratio: float) -> Costs:
+    """The cost lines from the runs (the worker line without ``held_out``'s workers)."""
+
+    def points(phase: str, x: str, runs: list[Run]) -> list[tuple[float, float]]:
+        return [(getattr(p, x), p.cpu) for r in runs for p in r.of(phase)]
+
+    fitting = [r for r in runs if r is not held_out]
+    settle = points("settle", "tasks", runs)
+    return Costs(
+        plan=fit(points("plan", "gb", runs)),
+        worker=fit(points("worker", "gb", fitting)),
+        settle=fit(settle) if settle else None,
+        finalize=fit(points("finalize", "tasks", runs)),
+        output_ratio=output_ratio,
+    )
+
+
+def model_tasks(gb: float, task_mb: float, ratio: float, min_shards: int) -> int:
+    """Tasks of a ``gb`` GB input by the plan's rule: ~``task_mb`` each, but at least one
+    shard of every split per task (so no more tasks than the smallest split's shards)."""
+    size = gb * 1e9
+    shards = [
+        max(min_shards, math.ceil(size * ratio * f / (TARGET_SHARD_MB * MIB))) for f in SPLITS
+    ]
+    wanted = max(
+        math.ceil(size / (task_mb * MIB)), *(math.ceil(m / MAX_SHARDS_PER_TASK) for m in shards)
+    )
+    return max(1, min(wanted, min(shards)))
+
+
+@dataclass
+class CriticalPath:
+    """The modelled critical path of one N (seconds)."""
+
+    n: int
+    workers: int
+    tasks_per_worker: int
+    plan: float
+    worker: float
+    settle: float
+    finalize: float
+    pods: float
+    total_cpu: float
+    cores: int
+
+    @property
+    def critical(self) -> float:
+        return self.plan + self.worker + self.settle + self.finalize + self.pods
+
+    @property
+    def ideal(self) -> float:
+        return self.total_cpu / (self.n * self.cores)
+
+    @property
+    def ratio(self) -> float:
+        return self.critical / self.ideal
+
+
+def model(
+    costs: Costs, gb: float, tasks: int, n: int, cores: int, pod_start: float
+) -> CriticalPath:
+    """The critical path of ``tasks`` equal tasks of a ``gb`` GB input on ``n`` workers of
+    ``cores`` cores (see the module docstring)."""
+    task_cpu = costs.worker[1] * gb / tasks
+    workers = min(n, tasks)
+    per_worker = math.ceil(tasks / n)
+    settle = costs.settle[0] + costs.settle[1] * tasks if costs.settle else 0.0
+    finalize = costs.finalize[0] + costs.finalize[1] * tasks
+    plan_cpu = costs.plan[0] + costs.plan[1] * gb
+    stages = 4 if costs.settle else 3
+    return CriticalPath(
+        n=n,
+        workers=workers,
+        tasks_per_worker=per_worker,
+        plan=costs.plan[0] + costs.plan[1] * gb / cores,
+        worker=costs.worker[0] + math.ceil(per_worker / cores) * task_cpu,
+        settle=settle,
+        finalize=finalize,
+        pods=stages * pod_start,
+        total_cpu=plan_cpu + workers * costs.worker[0] + tasks * task_cpu + settle + finalize,
+        cores=cores,
+    )
+
+
+def output_bytes(path: Path) -> int:
+    """The shards' bytes of a local dataset."""
+    return sum(f.stat().st_size for f in path.rglob("*") if ".tfrecord" in f.name)
+
+
+def head_file(src: Path, fraction: float) -> tuple[Path, int]:
+    """The first ``fraction`` of ``src``, cut after a whole line, next to it (made once)."""
+    want = int(src.stat().st_size * fraction)
+    head = src.with_name(f"{src.stem}-head{fraction:g}.csv")
+    if not head.exists() or abs(head.stat().st_size - want) > 1 << 20:
+        with src.open("rb") as f:
+            data = f.read(want)
+        head.write_bytes(data[: data.rfind(b"\n") + 1])
+    return head, head.stat().st_size
+
+
+# --------------------------------------------------------------------------------------------
+# Printing
+# --------------------------------------------------------------------------------------------
+
+
+def print_runs(runs: list[Run]) -> None:
+    print(
+        f"\n{'storage':<8}{'run':<12}{'phase':<10}{'worker':>7}{'tasks':>6}{'GB':>8}"
+        f"{'CPU-s':>8}{'wall-s':>8}{'CPU/wall':>9}"
+    )
+    for r in runs:
+        for p in r.phases:
+            worker = str(p.worker) if p.worker >= 0 else ""
+            tasks = p.tasks or (r.tasks if p.phase == "plan" else 0)
+            print(
+                f"{r.storage:<8}{r.label:<12}{p.phase:<10}{worker:>7}{tasks:>6}{p.gb:>8.3f}"
+                f"{p.cpu:>8.2f}{p.wall:>8.2f}{p.cpu / max(p.wall, 1e-9):>9.2f}"
+            )
+        if r.settle_result:
+            print(f"{'':<20}settle returned {r.settle_result}")
+
+
+def print_costs(storage: str, costs: Costs, settle: str | None) -> None:
+    print(f"\n{storage}: fitted CPU costs (fixed + proportional)")
+    print(f"  plan       {costs.plan[0]:7.2f} s + {costs.plan[1]:6.2f} CPU-s per GB of input")
+    print(
+        f"  worker     {costs.worker[0]:7.2f} s + {costs.worker[1]:6.2f} CPU-s per GB of its tasks"
+    )
+    if costs.settle is None:
+        print("  settle     absent (no shardtrain.data.sharding settle entry point)")
+    else:
+        fixed, per_task = costs.settle
+        print(f"  settle     {fixed:7.2f} s + {per_task:6.3f} CPU-s per task ({settle})")
+    print(f"  finalize   {costs.finalize[0]:7.2f} s + {costs.finalize[1]:6.3f} CPU-s per task")
+    print(f"  output/input bytes {costs.output_ratio:.3f}")
+
+
+def print_check(costs: Costs, runs: list[Run], held_out: Run | None) -> None:
+    """Measured per-worker CPU and critical path next to the model's, for each full run."""
+    for r in runs:
+        tag = " (held out: predicted)" if r is held_out else " (in the fit)"
+        print(f"\n{r.storage} {r.label}: N = {r.num_workers}, {r.processes} process(es){tag}")
+        print(
+            f"  {'worker':>6}{'tasks':>6}{'GB':>7}{'CPU meas':>10}{'model':>8}"
+            f"{'wall meas':>11}{'model':>8}"
+        )
+        task_cpu = costs.worker[1] * r.gb / r.tasks
+        for p in r.of("worker"):
+            cpu = costs.worker[0] + costs.worker[1] * p.gb
+            wall = costs.worker[0] + math.ceil(p.tasks / r.processes) * task_cpu
+            print(
+                f"  {p.worker:>6}{p.tasks:>6}{p.gb:>7.3f}{p.cpu:>10.2f}{cpu:>8.2f}"
+                f"{p.wall:>11.2f}{wall:>8.2f}"
+            )
+        m = model(costs, r.gb, r.tasks, r.num_workers, r.processes, 0.0)
+        print(
+            f"  critical path (plan + busiest worker + settle + finalize): measured "
+            f"{r.critical_wall():.2f} s wall, model {m.critical:.2f} s"
+        )
+
+
+def scale_table(costs: Costs, args: argparse.Namespace) -> list[dict[str, Any]]:
+    tasks = model_tasks(args.model_gb, args.task_mb, costs.output_ratio, args.min_shards)
+    rows = []
+    for n in MODEL_WORKERS:
+        m = model(costs, args.model_gb, tasks, n, args.cores_per_worker, args.pod_start_s)
+        rows.append(
+            {
+                **asdict(m),
+                "critical": m.critical,
+                "ideal": m.ideal,
+                "ratio": m.ratio,
+                "tasks": tasks,
+            }
+        )
+    return rows
+
+
+def print_scale(title: str, rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    tasks = rows[0]["tasks"]
+    print(
+        f"\n{title}: {args.model_gb:g} GB in {tasks} tasks (~{args.model_gb * 1e3 / tasks:,.0f} MB "
+        f"each), {args.cores_per_worker} cores per worker, pod start-up {args.pod_start_s:g} s "
+        f"per stage (assumed)"
+    )
+    print(
+        f"{'N':>4}{'busy':>5}{'tasks/w':>8}{'plan s':>9}{'worker s':>10}{'settle s':>9}"
+        f"{'final s':>9}{'pods s':>7}{'critical s':>11}{'plan share':>11}{'work/N s':>10}"
+        f"{'ratio':>7}"
+    )
+    print(
+        "  (busy: workers with tasks; plan share: of the critical path; work/N: all phases' "
+        "CPU-s / (N x c); ratio: critical / work/N)"
+    )
+    for r in rows:
+        print(
+            f"{r['n']:>4}{r['workers']:>5}{r['tasks_per_worker']:>8}{r['plan']:>9.1f}"
+            f"{r['worker']:>10.1f}"
+            f"{r['settle']:>9.1f}{r['finalize']:>9.1f}{r['pods']:>7.1f}{r['critical']:>11.1f}"
+            f"{r['plan'] / r['critical']:>11.1%}{r['ideal']:>10.1f}{r['ratio']:>7.2f}"
+        )
+    for n, target in TARGETS.items():
+        row = next(r for r in rows if r["n"] == n)
+        verdict = "met" if row["ratio"] <= target else "NOT met"
+        print(f"  target N = {n}: ratio <= {target}: {row['ratio']:.2f} -> {verdict}")
+    cores = args.cores_per_worker
+    if tasks < max(MODEL_WORKERS) * cores:
+        print(
+            f"  note: {tasks} tasks (~--task-mb each, but the plan makes no more tasks than the "
+            f"smallest split has shards; --min-shards raises that): N workers of {cores} cores "
+            f"are all busy only with >= N x {cores} tasks"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Main
+# --------------------------------------------------------------------------------------------
+
+
+def measure_storage(
+    storage: str,
+    files: dict[str, tuple[str, int]],
+    work: Path,
+    out_base: str,
+    args: argparse.Namespace,
+    settle: str | None,
+    env: dict[str, str] | None,
+) -> tuple[list[Run], Run | None]:
+    """The small run (N = 2) and a full run per ``--measure-workers`` N on one storage."""
+    processes = min(args.cores_per_worker, os.cpu_count() or 1)
+    full_size = files["full"][1]
+    task_mb = round(full_size / args.measure_tasks / MIB, 4)
+    runs = []
+    cases = [("small", 2), *((f"full N={n}", n) for n in args.measure_workers)]
+    for label, n in cases:
+        src, size = files["small" if label == "small" else "full"]
+        output = f"{out_base}/out-{'small' if label == 'small' else 'full'}"
+        print(f"{storage}: {label} ({size / 1e6:,.0f} MB, {n} workers) ...", flush=True)
+        runs.append(
+            measure_run(
+                storage=storage,
+                label=label,
+                src=src,
+                size=size,
+                output=output,
+                num_workers=n,
+                processes=processes,
+                task_mb=task_mb,
+                min_shards=args.measure_tasks,
+                settle=settle,
+                env=env,
+                expected_tasks=args.measure_tasks if label != "small" else 4,
+            )
+        )
+        if storage == "local" and label != "small":
+            ratio = output_bytes(Path(output)) / full_size
+            args.measured_ratio = ratio
+    held_out = runs[-1] if len(args.measure_workers) > 1 else None
+    if not args.keep and storage == "local":
+        for name in ("out-small", "out-full"):
+            shutil.rmtree(work / name, ignore_errors=True)
+    return runs, held_out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gb", type=float, default=1.0, help="measured CSV size in GB")
+    parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "scale-bench"))
+    parser.add_argument("--no-minio", action="store_true", help="local disk only")
+    parser.add_argument("--keep", action="store_true", help="keep the local datasets made")
+    parser.add_argument(
+        "--measure-workers",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[4, 16],
+        help="worker counts of the measured full runs, comma-separated; the last is held "
+        "out of the fit as the model's check [default: 4,16]",
+    )
+    parser.add_argument(
+        "--measure-tasks", type=int, default=32, help="tasks of the measured full file [32]"
+    )
+    parser.add_argument("--model-gb", type=float, default=100.0, help="modelled GB [100]")
+    parser.add_argument(
+        "--task-mb", type=float, default=128.0, help="modelled task size, MiB [128: the default]"
+    )
+    parser.add_argument(
+        "--min-shards", type=int, default=8, help="modelled --min-shards [8: the default]"
+    )
+    parser.add_argument("--cores-per-worker", type=int, default=2, help="c [2]")
+    parser.add_argument(
+        "--pod-start-s", type=float, default=0.0, help="assumed start-up of each stage's pods [0]"
+    )
+    parser.add_argument("--save", help="write the measurements and the scale table as JSON")
+    parser.add_argument("--before", help="a --save'd JSON of an earlier run: print its table too")
+    args = parser.parse_args()
+    args.measured_ratio = 0.0
+    started = time.monotonic()
+
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    src = work / f"quest-{args.gb:g}gb.csv"
+    rows, size = generate(src, args.gb)
+    small, small_size = head_file(src, 1 / 8)
+    settle = settle_module()
+    # Compile the kernels first (into numba's cache): no measured phase pays for that.
+    subprocess.run(
+        [sys.executable, "-m", "shardtrain.cli", "warm-up"], check=True, capture_output=True
+    )
+    code = measured_code()
+    print(
+        f"input: {src} {size / 1e6:,.0f} MB, {rows:,} rows (and its first eighth, "
+        f"{small_size / 1e6:,.0f} MB); code: {code}; "
+        f"settle phase: {settle or 'absent'}; machine: {os.cpu_count()} CPUs, load "
+        f"{os.getloadavg()[0]:.1f}, {psutil.virtual_memory().total / 2**30:.0f} GiB"
+    )
+
+    local_files = {"full": (str(src), size), "small": (str(small), small_size)}
+    results: dict[str, tuple[list[Run], Run | None]] = {
+        "local": measure_storage("local", local_files, work, str(work), args, settle, None)
+    }
+    if not args.no_minio:
+        state = work / "minio-state"
+        env = _minio_env(state)
+        try:
+            files = {}
+            for name, (path, n) in local_files.items():
+                uri = f"s3://bench/{Path(path).name}"
+                subprocess.run(
+                    [sys.executable, "-c", _UPLOAD_CODE, path, uri, str(n)],
+                    env={**os.environ, **env},
+                    check=True,
+                )
+                files[name] = (uri, n)
+            results["minio"] = measure_storage(
+                "minio", files, work, "s3://bench", args, settle, env
+            )
+        finally:
+            subprocess.run(
+                [str(REPO / "scripts" / "minio-down")],
+                env={**os.environ, "SHARDTRAIN_MINIO_STATE": str(state)},
+                check=False,
+            )
+
+    all_runs = [r for runs, _ in results.values() for r in runs]
+    print_runs(all_runs)
+    saved: dict[str, Any] = {"args": {k: v for k, v in vars(args).items()}, "storages": {}}
+    before = json.loads(Path(args.before).read_text()) if args.before else None
+    for storage, (runs, held_out) in results.items():
+        costs = fit_costs(runs, held_out, args.measured_ratio)
+        print_costs(storage, costs, settle)
+        print_check(costs, [r for r in runs if r.label != "small"], held_out)
+        table = scale_table(costs, args)
+        if before and storage in before["storages"]:
+            # The earlier code's costs, modelled with this run's settings.
+            earlier = Costs(**before["storages"][storage]["costs"])
+            title = f"{storage}, BEFORE ({before.get('code', '?')})"
+            print_scale(title, scale_table(earlier, args), args)
+        print_scale(f"{storage}, this code", table, args)
+        saved["storages"][storage] = {
+            "runs": [asdict(r) for r in runs],
+            "costs": asdict(costs),
+            "table": table,
+        }
+    saved["code"] = code
+    if args.save:
+        Path(args.save).write_text(json.dumps(saved, indent=1))
+        print(f"\nsaved to {args.save}")
+    print(f"\n{time.monotonic() - started:.0f} s in all")
+
+
+if __name__ == "__main__":
+    main()
