@@ -39,8 +39,9 @@ CPU = fixed + per task (the small and full runs' task counts).
 What is modelled
 ----------------
 A dataset of ``--model-gb`` GB cut into tasks by the plan's rule (about ``--task-mb`` each,
-but never more tasks than the smallest split has shards, ``--min-shards`` at least and one
-per ~128 MiB of the output, whose size is the measured runs' output/input ratio), sharded by
+each split getting a shard per task; ``--task-rule capped``: the rule before issue 29, never
+more tasks than the smallest split has shards, ``--min-shards`` at least and one per
+~128 MiB of the output, whose size is the measured runs' output/input ratio), sharded by
 N workers of ``--cores-per-worker`` (c) cores each:
 
 * plan = its fixed CPU + its per-GB CPU x GB / c (the per-GB part taken as spread perfectly
@@ -344,9 +345,12 @@ def fit_costs(runs: list[Run], held_out: Run | None, output_ratio: float) -> Cos
     )
 
 
-def model_tasks(gb: float, task_mb: float, ratio: float, min_shards: int) -> int:
-    """Tasks of a ``gb`` GB input by the plan's rule: ~``task_mb`` each, but at least one
-    shard of every split per task (so no more tasks than the smallest split's shards)."""
+def model_tasks(
+    gb: float, task_mb: float, ratio: float, min_shards: int, shard_per_task: bool = True
+) -> int:
+    """Tasks of a ``gb`` GB input by the plan's rule: ~``task_mb`` each, every task owning a
+    shard of every split. With ``shard_per_task`` (the rule since issue 29) a split gets a
+    shard per task; without (before), the smallest split's shard count capped the tasks."""
     size = gb * 1e9
     shards = [
         max(min_shards, math.ceil(size * ratio * f / (TARGET_SHARD_MB * MIB))) for f in SPLITS
@@ -354,6 +358,8 @@ def model_tasks(gb: float, task_mb: float, ratio: float, min_shards: int) -> int
     wanted = max(
         math.ceil(size / (task_mb * MIB)), *(math.ceil(m / MAX_SHARDS_PER_TASK) for m in shards)
     )
+    if shard_per_task:
+        shards = [max(m, wanted) for m in shards]
     return max(1, min(wanted, min(shards)))
 
 
@@ -489,7 +495,13 @@ def print_check(costs: Costs, runs: list[Run], held_out: Run | None) -> None:
 
 
 def scale_table(costs: Costs, args: argparse.Namespace) -> list[dict[str, Any]]:
-    tasks = model_tasks(args.model_gb, args.task_mb, costs.output_ratio, args.min_shards)
+    tasks = model_tasks(
+        args.model_gb,
+        args.task_mb,
+        costs.output_ratio,
+        args.min_shards,
+        shard_per_task=args.task_rule == "shard-per-task",
+    )
     rows = []
     for n in MODEL_WORKERS:
         m = model(costs, args.model_gb, tasks, n, args.cores_per_worker, args.pod_start_s)
@@ -535,9 +547,8 @@ def print_scale(title: str, rows: list[dict[str, Any]], args: argparse.Namespace
     cores = args.cores_per_worker
     if tasks < max(MODEL_WORKERS) * cores:
         print(
-            f"  note: {tasks} tasks (~--task-mb each, but the plan makes no more tasks than the "
-            f"smallest split has shards; --min-shards raises that): N workers of {cores} cores "
-            f"are all busy only with >= N x {cores} tasks"
+            f"  note: {tasks} tasks: N workers of {cores} cores are all busy only with "
+            f">= N x {cores} tasks"
         )
 
 
@@ -613,6 +624,13 @@ def main() -> None:
     )
     parser.add_argument(
         "--min-shards", type=int, default=8, help="modelled --min-shards [8: the default]"
+    )
+    parser.add_argument(
+        "--task-rule",
+        choices=("shard-per-task", "capped"),
+        default="shard-per-task",
+        help="the plan's task rule modelled: a shard of every split per task (now), or tasks "
+        "capped by the smallest split's shards (before issue 29) [shard-per-task]",
     )
     parser.add_argument("--cores-per-worker", type=int, default=2, help="c [2]")
     parser.add_argument(
