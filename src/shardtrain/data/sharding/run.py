@@ -285,8 +285,8 @@ def _shard(
             results = run_tasks(plan, todo, config, advance, pool)
     if config.num_workers == 1:
         results += settle_and_redo(config)
-    latest = {r.task: r for r in results}.values()  # a task run again: its last run
-    outcome.tasks_run = len(latest)
+    latest = {r.task: r for r in results}.values()  # a task run again: its last run's rows
+    outcome.tasks_run = len(results)  # every run of a task
     outcome.rows_read = sum(r.rows_read for r in latest)
     outcome.bytes_read = sum(r.bytes_read for r in latest)
     if config.num_workers == 1:
