@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shardtrain.data.schema import Schema
-from shardtrain.kernels import arrow
+from shardtrain.kernels import arrow, block_encode
 from shardtrain.kernels.tfrecord import frame_records
 
 #: ``record_format`` values (``metadata.json`` ``options.record_format``; absent = example).
@@ -74,23 +74,6 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
-def _varint_parts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Protobuf varints of int64 ``values`` (two's complement: negatives take 10 bytes), back
-    to back, and each value's byte count."""
-    u = values.astype(np.int64).view(np.uint64)
-    # Bytes per value: 1 + (bit length - 1) // 7, at least 1.
-    nbytes = np.ones(len(u), dtype=np.int64)
-    for k in range(1, 10):
-        nbytes += u >= np.uint64(1 << (7 * k))
-    out = np.zeros((len(u), 10), dtype=np.uint8)
-    for k in range(int(nbytes.max(initial=1))):
-        chunk = ((u >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8)
-        more = (k < nbytes - 1).astype(np.uint8) << 7
-        out[:, k] = chunk | more
-    keep = np.arange(10)[None, :] < nbytes[:, None]
-    return out[keep], nbytes
-
-
 def _field(tag: int, payload: bytes) -> bytes:
     """A length-delimited protobuf field (wire type 2)."""
     return bytes([(tag << 3) | 2]) + _varint(len(payload)) + payload
@@ -113,18 +96,12 @@ def _bytes_items(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     buffers = values.buffers()
     offsets = np.frombuffer(buffers[1], dtype=offset_type)[values.offset : values.offset + n + 1]
     offsets = offsets.astype(np.int64)
-    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.empty(0)
-    lengths = np.diff(offsets)
-    prefix, prefix_bytes = _varint_parts(lengths)
-    starts = _starts(1 + prefix_bytes + lengths)
-    out = np.empty(int(starts[-1]), dtype=np.uint8)
-    out[starts[:-1]] = 0x0A  # field 1, length-delimited
-    prefix_at = _starts(prefix_bytes)
-    out[np.repeat(starts[:-1] + 1 - prefix_at[:-1], prefix_bytes) + np.arange(len(prefix))] = prefix
-    first, last = int(offsets[0]), int(offsets[-1])
-    data_at = np.repeat(starts[:-1] + 1 + prefix_bytes - offsets[:-1], lengths)
-    out[data_at + np.arange(first, last)] = data[first:last]
-    return out, starts
+    data = (
+        np.frombuffer(buffers[2], dtype=np.uint8)
+        if buffers[2] is not None
+        else np.empty(0, dtype=np.uint8)
+    )
+    return block_encode.bytes_items(offsets, data)
 
 
 def _column_bytes(kind: str, values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -137,8 +114,7 @@ def _column_bytes(kind: str, values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         return packed.view(np.uint8), np.arange(len(packed) + 1, dtype=np.int64) * 4
     if kind == "int":
         ints = pc.fill_null(pc.cast(values, pa.int64()), _INT_MISSING)
-        data, nbytes = _varint_parts(arrow.to_numpy(ints))
-        return data, _starts(nbytes)
+        return block_encode.varints(arrow.to_numpy(ints))
     if values.type not in (pa.string(), pa.binary(), pa.large_string(), pa.large_binary()):
         values = pc.cast(values, pa.string())
     return _bytes_items(values)
@@ -157,8 +133,44 @@ def _feature_bytes(kind: str, payload: bytes) -> bytes:
     return _field(_LIST_FIELD["bytes"], payload)
 
 
+#: The compiled assembler's kind of each column kind.
+_KERNEL_KIND = {
+    "bytes": block_encode.KIND_BYTES,
+    "float": block_encode.KIND_FLOAT,
+    "int": block_encode.KIND_INT,
+}
+
+
+def _assemble(
+    table: pa.Table, schema: Schema, ranges: list[tuple[int, int]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The serialized block ``Example`` of each ``(start, end)`` row range of ``table``, back
+    to back, and their offsets: every column serialized once (:func:`_column_bytes`), the
+    blocks laid out in compiled code (:func:`~shardtrain.kernels.block_encode.assemble_blocks`;
+    the same bytes as :func:`_encode`)."""
+    kinds, keys, datas, starts = [], [], [], []
+    base = 0
+    for column in schema.written:
+        data, at = _column_bytes(column.example_kind, table.column(column.name).combine_chunks())
+        kinds.append(_KERNEL_KIND[column.example_kind])
+        keys.append(_field(1, column.name.encode()))
+        datas.append(data)
+        starts.append(at + base)
+        base += len(data)
+    key_starts = _starts(np.array([len(k) for k in keys], dtype=np.int64))
+    return block_encode.assemble_blocks(
+        np.array(kinds, dtype=np.int64),
+        np.frombuffer(b"".join(keys), dtype=np.uint8),
+        key_starts,
+        np.concatenate(datas) if datas else np.empty(0, dtype=np.uint8),
+        np.stack(starts) if starts else np.zeros((0, table.num_rows + 1), dtype=np.int64),
+        ranges,
+    )
+
+
 def _encode(table: pa.Table, schema: Schema, ranges: list[tuple[int, int]]) -> list[bytes]:
-    """The serialized block ``Example`` of each ``(start, end)`` row range of ``table``."""
+    """The serialized block ``Example`` of each ``(start, end)`` row range of ``table``, in
+    Python: the reference :func:`_assemble` is tested against."""
     columns = []
     for column in schema.written:
         data, starts = _column_bytes(
@@ -178,7 +190,7 @@ def _encode(table: pa.Table, schema: Schema, ranges: list[tuple[int, int]]) -> l
 
 def encode_block(table: pa.Table, schema: Schema) -> bytes:
     """One serialized ``tf.train.Example`` holding every row of ``table`` (see the module)."""
-    return _encode(table, schema, [(0, table.num_rows)])[0]
+    return _assemble(table, schema, [(0, table.num_rows)])[0].tobytes()
 
 
 def encode_blocks(
@@ -197,9 +209,7 @@ def encode_blocks(
     for start, end in groups:
         per_group.append((len(ranges), end - start))
         ranges += [(first, min(first + block_rows, end)) for first in range(start, end, block_rows)]
-    payloads = _encode(table, schema, ranges)
-    offsets = _starts(np.array([len(p) for p in payloads], dtype=np.int64))
-    data = np.frombuffer(b"".join(payloads), dtype=np.uint8)
+    data, offsets = _assemble(table, schema, ranges)
     framed, framed_offsets = frame_records(data, offsets)
     spans = []
     for (first, rows), (start, end) in zip(per_group, groups, strict=True):

@@ -256,6 +256,12 @@ def test_encoded_blocks_parse_back_with_protobuf_on_awkward_values():
         groups = [(0, 1), (1, 260), (260, t.num_rows)]
         framed, spans = column_blocks.encode_blocks(t, schema, groups, block_rows=128)  # type: ignore[arg-type]
         records = list(iter_records_from(framed.tobytes()))
+        # The compiled assembly is the Python reference's, byte for byte.
+        ranges = [(0, 1), (1, 129), (129, 257), (257, 260), (260, t.num_rows)]
+        python = column_blocks._encode(t, schema, ranges)  # type: ignore[arg-type]
+        compiled, offsets = column_blocks._assemble(t, schema, ranges)  # type: ignore[arg-type]
+        assert [len(p) for p in python] == np.diff(offsets).tolist()
+        assert compiled.tobytes() == b"".join(python)
         rows: list[dict] = []
         for record in records:
             feature = Example.FromString(record).features.feature
