@@ -164,7 +164,7 @@ def settle_cmd(options: dict[str, Any]) -> None:
 
     config = sharding.ShardConfig(**options)
     with take_lease(config.output, 0, 1):  # every task's: no worker of the run still writes
-        ran = sharding.settle_and_redo(config)
+        ran, _ = sharding.settle_and_redo(config)
     again = f"; {len(ran)} task(s) ran again" if ran else "; nothing ran again"
     click.echo(f"{config.output}: settled{again}; now `shardtrain finalize {config.output}`")
 

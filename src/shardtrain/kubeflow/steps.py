@@ -81,7 +81,7 @@ from typing import Any
 
 from shardtrain import storage
 from shardtrain.data import sharding
-from shardtrain.data.metadata import DatasetMetadata
+from shardtrain.data.metadata import METADATA_NAME, DatasetMetadata
 from shardtrain.data.sharding.lease import take_lease
 from shardtrain.errors import ConfigError, NotCommittedError, ShardtrainError
 from shardtrain.kubeflow import pods
@@ -236,9 +236,11 @@ def shard_step(*, worker_index: int, num_workers: int, cpu: str, **options: Any)
 def settle_step(*, num_workers: int, worker_reports: list[str], **options: Any) -> list[int]:
     """Once every shard worker is done: decide what planning guessed and the workers checked
     as they read (CSV column types from the first 4 MB, see :mod:`shardtrain.data.sharding.settle`)
-    and return the shard workers that must run again -- none when every guess held, every
-    worker when a column's type changed (the plan with the types by all rows is then stored,
-    and the workers run their tasks again with it, in parallel, as the first time).
+    and return the shard workers that must run again -- none when every guess held (the
+    dataset is then committed here, from the manifests settling read: the finalize step finds
+    it complete), every worker when a column's type changed (the plan with the types by all
+    rows is then stored, and the workers run their tasks again with it, in parallel, as the
+    first time), those whose pieces began at a wrongly guessed record start.
 
     Args:
         num_workers: the shard workers of the run (the pipeline's ``shard_workers``).
@@ -254,8 +256,14 @@ def settle_step(*, num_workers: int, worker_reports: list[str], **options: Any) 
     config = _shard_config(options, num_workers=int(num_workers))
     if storage.exists(storage.join(config.output, "metadata.json")):
         return []  # complete already (a re-run of a finished pipeline)
-    with take_lease(config.output, 0, 1):  # every task's: no worker of the run still writes
+    with take_lease(config.output, 0, 1) as lease:  # every task's: no worker still writes
         settled = sharding.settle(config)
+        if not settled.redo and settled.manifests is not None:
+            # Nothing runs again: commit here, from the manifests just read (the finalize
+            # step then finds the dataset complete: one pass over the manifests, not two).
+            sharding.finalize(
+                config.output, held_lease=lease.uri, settled=(settled.plan, settled.manifests)
+            )
     again = settled.workers(config.num_workers)
     log.info(
         "settled %s: %s",
@@ -313,10 +321,11 @@ def finalize_step(
     reports = [json.loads(r) for r in worker_reports]
     for r in sorted(reports, key=lambda r: r.get("worker", 0)):
         log.info("shard worker %s: %s", r.get("worker"), r)
-    if any(r.get("status") == "worker-done" for r in reports) or not reports:
-        meta = sharding.finalize(dataset_uri)
-    else:  # one worker finalized by itself, or the dataset was complete already
+    if storage.exists(storage.join(dataset_uri, METADATA_NAME)):
+        # Committed already: by the settle step, by a single worker, or by an earlier run.
         meta = DatasetMetadata.load(dataset_uri)
+    else:
+        meta = sharding.finalize(dataset_uri)
     write_pointer(dataset, dataset_uri, **_dataset_facts(meta))
     data_checks_step(
         dataset_uri,

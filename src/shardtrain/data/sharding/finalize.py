@@ -37,6 +37,7 @@ def finalize(
     max_bad_fraction: float | None = None,
     top_k: int | None = None,
     held_lease: str | None = None,
+    settled: tuple[Plan, list[dict[str, Any]]] | None = None,
 ) -> DatasetMetadata:
     """Merge the committed tasks of a run into ``metadata.json`` (the dataset's commit).
 
@@ -48,6 +49,8 @@ def finalize(
         held_lease: the URI of the lease the caller holds on ``output``
             (:mod:`.lease`), if any: the leftovers of killed writers are deleted only when
             no other lease is live.
+        settled: the plan and committed task manifests a settle step that left nothing to
+            run again has just read (:attr:`.settle.Settlement.manifests`): not read again.
 
     Returns:
         The metadata written.
@@ -60,8 +63,11 @@ def finalize(
     plan_uri = storage.join(output, PLAN_NAME)
     if not storage.exists(plan_uri):
         raise DataError(f"{output}: no sharding run found ({PLAN_NAME} is missing)")
-    plan = Plan.from_dict(output, storage.read_json(plan_uri))
-    manifests = committed_manifests(plan)
+    if settled is not None:  # settled just now: the plan and the manifests it read
+        plan, manifests = settled
+    else:
+        plan = Plan.from_dict(output, storage.read_json(plan_uri))
+        manifests = committed_manifests(plan)
     limit = (
         manifests[0].get("max_bad_fraction", 0.001)
         if max_bad_fraction is None

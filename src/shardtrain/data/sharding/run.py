@@ -17,7 +17,7 @@ from shardtrain.data.sharding.finalize import finalize
 from shardtrain.data.sharding.lease import LEASES_DIR, take_lease
 from shardtrain.data.sharding.plan import PLAN_NAME, Plan, build_plan
 from shardtrain.data.sharding.pool import WorkerPool, run_tasks
-from shardtrain.data.sharding.settle import settle
+from shardtrain.data.sharding.settle import Settlement, settle
 from shardtrain.data.sharding.stored_layout import keep_stored_layout
 from shardtrain.data.sharding.task import TaskResult, task_uri
 from shardtrain.errors import DataError, StorageError
@@ -283,8 +283,10 @@ def _shard(
         with bar as reporter:
             advance = reporter.advance if reporter is not None else None
             results = run_tasks(plan, todo, config, advance, pool)
+    settled = None
     if config.num_workers == 1:
-        results += settle_and_redo(config)
+        again, settled = settle_and_redo(config)
+        results += again
     latest = {r.task: r for r in results}.values()  # a task run again: its last run's rows
     outcome.tasks_run = len(results)  # every run of a task
     outcome.rows_read = sum(r.rows_read for r in latest)
@@ -295,21 +297,23 @@ def _shard(
             max_bad_fraction=config.max_bad_fraction,
             top_k=config.top_k,
             held_lease=lease,
+            settled=(settled.plan, settled.manifests) if settled and settled.manifests else None,
         )
         outcome.status = "complete"
     outcome.seconds = time.monotonic() - started
     return outcome
 
 
-def settle_and_redo(config: ShardConfig) -> list[TaskResult]:
+def settle_and_redo(config: ShardConfig) -> tuple[list[TaskResult], Settlement]:
     """Settle the run at ``config.output`` (:func:`~.settle.settle`) and run here, in
     ``config.processes`` processes, the tasks it says to run again, until nothing is left to
-    run; returns the results of the tasks run. Every task must have committed."""
+    run; returns the results of the tasks run and the last settlement (with the manifests
+    finalize needs). Every task must have committed."""
     results: list[TaskResult] = []
     for _ in range(MAX_SETTLE_ROUNDS):
         settled = settle(config)
         if not settled.redo:
-            return results
+            return results, settled
         todo = [t for t in settled.plan.tasks if t.index in set(settled.redo)]
         with WorkerPool(config, len(todo)) as pool:
             results += run_tasks(settled.plan, todo, config, None, pool)

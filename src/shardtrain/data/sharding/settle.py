@@ -66,6 +66,9 @@ class Settlement:
 
     plan: Plan
     redo: tuple[int, ...] = ()
+    #: With nothing to run again: the manifests of every task, as read to settle (finalize
+    #: takes them instead of reading them again).
+    manifests: list[dict[str, Any]] | None = None
 
     def workers(self, num_workers: int) -> list[int]:
         """The workers of ``num_workers`` that own a task to run (task t: worker t % n)."""
@@ -109,7 +112,7 @@ def settle(config: ShardConfig) -> Settlement:
         return Settlement(settled, tuple(redo))
     verdict = _verify(plan, manifests, config.max_bad_fraction)
     if verdict is None or verdict.schema == plan.schema:
-        return Settlement(_record(plan, verdict))
+        return Settlement(_record(plan, verdict), manifests=manifests)
 
     again = build_plan(config, stored=plan.to_dict())
     if again.fingerprint != plan.fingerprint:

@@ -12,6 +12,7 @@ import gc
 import json
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,16 +50,27 @@ def task_uri(output: str, index: int, suffix: str = ".json") -> str:
     return storage.join(output, "_tasks", f"task-{index:05d}{suffix}")
 
 
+#: Manifests read at once by :func:`committed_manifests`.
+MANIFEST_READERS = 16
+
+
 def committed_manifests(plan: Plan) -> list[dict[str, Any]]:
     """The manifests of every task of ``plan``, in task order.
 
     Raises:
         DataError: some tasks have not committed under this plan.
     """
+
+    def read(index: int) -> dict[str, Any] | None:
+        uri = task_uri(plan.output, index)
+        return storage.read_json(uri) if storage.exists(uri) else None
+
+    # Read side by side: on object storage each read is a round trip or two, and settling
+    # and finalizing a run of thousands of tasks read every manifest.
+    with ThreadPoolExecutor(MANIFEST_READERS, thread_name_prefix="manifests") as pool:
+        found = list(pool.map(read, [t.index for t in plan.tasks]))
     manifests, missing = [], []
-    for task in plan.tasks:
-        uri = task_uri(plan.output, task.index)
-        m = storage.read_json(uri) if storage.exists(uri) else None
+    for task, m in zip(plan.tasks, found, strict=True):
         if m is None or m.get("plan") != plan.fingerprint:
             missing.append(task.index)
         else:

@@ -455,7 +455,7 @@ def test_jsonl_workers_on_several_machines_settle_in_finalize_or_with_settle(tmp
                 sharding.finalize(str(out))
             config = shard_config([path], out, num_workers=3, **common)
             plan = json.loads((out / "_plan.json").read_text())
-            assert sorted(r.task for r in sharding.settle_and_redo(config)) == list(
+            assert sorted(r.task for r in sharding.settle_and_redo(config)[0]) == list(
                 range(len(plan["tasks"]))
             )
         three = sharding.finalize(str(out)).to_dict()
