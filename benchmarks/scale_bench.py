@@ -24,10 +24,12 @@ there, and the dataset written there), with ``--measure-tasks`` tasks of the ful
 * **worker** i of N: a fresh ``shardtrain shard ... --num-workers N --worker-index i
   --processes P`` after the plan is published (so it recalls the stored plan), one after the
   other, for the small file with N = 2 and the full file with each N of ``--measure-workers``;
-* **settle**, only where the sharder has one (a callable ``settle`` in
+* **settle**, only where the sharder has one: the pipeline's ``settle_step`` (which commits
+  the dataset when nothing runs again), else a callable ``settle`` in
   ``shardtrain.data.sharding.settle`` or ``shardtrain.data.sharding``, called with the run's
   ``ShardConfig``, or its output URI, when every worker is done); absent: reported absent;
-* **finalize**: a fresh ``shardtrain finalize OUTPUT``.
+* **finalize**: what the ``finalize_shards`` pod does with the dataset: commit it
+  (``sharding.finalize``), or load ``metadata.json`` when the settle step committed it.
 
 Each phase's CPU seconds are user + system of its whole process tree (the
 ``RUSAGE_CHILDREN`` delta, which includes a worker's pool processes) and its wall seconds.
@@ -124,6 +126,10 @@ import importlib, inspect, json, sys
 from shardtrain.data.sharding import ShardConfig
 from shardtrain.options import from_params
 module, params, n = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+from shardtrain.kubeflow import steps
+if hasattr(steps, "settle_step"):  # what the pipeline's settle_shards pod runs
+    print(steps.settle_step(**params, num_workers=n, worker_reports=[]))
+    raise SystemExit(0)
 settle = importlib.import_module(module).settle
 config = ShardConfig(**from_params(ShardConfig, params), num_workers=n)
 sig = inspect.signature(settle)
@@ -131,6 +137,18 @@ first = next(iter(sig.parameters.values()))
 wants_config = first.name == "config" or "ShardConfig" in str(first.annotation)
 extra = {"num_workers": n} if "num_workers" in sig.parameters else {}
 print(repr(settle(config if wants_config else config.output, **extra))[:300])
+"""
+
+_FINALIZE_CODE = """
+import sys
+from shardtrain import storage
+from shardtrain.data.metadata import DatasetMetadata
+out = sys.argv[1]
+if storage.exists(storage.join(out, "metadata.json")):
+    DatasetMetadata.load(out)
+else:
+    from shardtrain.data.sharding import finalize
+    finalize(out)
 """
 
 _UPLOAD_CODE = """
@@ -289,7 +307,9 @@ def measure_run(
             said = str(r["stdout"])
             run.settle_result = said.splitlines()[-1] if said else ""
             run.phases.append(Phase("settle", r["cpu_seconds"], r["seconds"], tasks=n_tasks))
-    r = run_measured([py, "-m", "shardtrain.cli", "finalize", output], env)
+    # What the finalize_shards pod does: commit the dataset, or load metadata.json when the
+    # settle step committed it already.
+    r = run_measured([py, "-c", _FINALIZE_CODE, output], env)
     run.phases.append(Phase("finalize", r["cpu_seconds"], r["seconds"], tasks=n_tasks))
     return run
 
