@@ -186,33 +186,11 @@ def shard_run(
     return run_measured(cmd, env)
 
 
-#: Plans a run (nothing written) in one of three ways: ``sample`` (types from the first 4 MB),
-#: ``all`` (the compiled type pass over the planner's pieces, ``processes`` threads) or
-#: ``arrow`` (the sample's planning, then the Arrow + regex pass over every row in one
-#: process: what ``--infer-types all`` cost before the type pass).
-_PLAN_CODE = """
-import sys
-from shardtrain.data import sharding
-from shardtrain.data.sharding.plan import build_plan
-from shardtrain.data.sources import csv
-mode, processes, src, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-config = sharding.ShardConfig(sources=(src,), output=out, label="cleared", key="attempt_id",
-                              processes=processes, infer_types="all" if mode == "all" else "sample")
-if mode == "arrow":
-    source = config.source()
-    inputs = source.plan_inputs()
-    csv.all_row_types(inputs.sources, inputs.schema, csv.plan_dialect(inputs.options))
-else:
-    build_plan(config)
-"""
-
-
 def type_pass_runs(src: Path, work: Path, size: int, rounds: int) -> None:
-    """The cost of typing every row at planning (``--infer-types all``, the default): the
-    planning time with the pass minus without it, per GB and as a fraction of the sharding
-    run (with ``--infer-types sample``), with 1 and 2 processes; before (Arrow + regexes, one
-    process) and after (the compiled pass, one thread per process)."""
-    out = str(work / "out-plan")
+    """The cost of typing every row (``--infer-types all``, the default): the tasks count the
+    kinds of their fields as they parse and the run settles the types, so the cost is a
+    shard run's with the default types minus one with ``--infer-types sample`` (no check),
+    per GB and as a fraction of the run, with 1 and 2 processes (best of ``rounds``)."""
     gb = size / 1e9
     best: dict[str, dict[str, float]] = {}
 
@@ -220,40 +198,23 @@ def type_pass_runs(src: Path, work: Path, size: int, rounds: int) -> None:
         if name not in best or r["seconds"] < best[name]["seconds"]:
             best[name] = r
 
-    def plan(mode: str, n: int) -> dict[str, float]:
-        return run_measured([sys.executable, "-c", _PLAN_CODE, mode, str(n), str(src), out])
-
     for _ in range(rounds):
-        keep("plan sample", plan("sample", 1))
-        keep("plan arrow", plan("arrow", 1))
         for n in (1, 2):
-            keep(f"plan all {n}", plan("all", n))
-            keep(
-                f"shard sample {n}",
-                shard_run(src, str(work / "out-tp"), n, "gzip", infer_types="sample"),
-            )
-    print(f"\ntypes by all rows, {gb:.2f} GB quest CSV (best of {rounds}):")
-    base = best["plan sample"]
-    print(
-        f"{'what':<34}{'seconds':>9}{'s/GB':>8}{'CPU-s/GB':>10}"
-        f"{'of shard wall':>15}{'of shard CPU':>14}"
-    )
-    for name, n in (("plan arrow", 1), ("plan arrow", 2), ("plan all 1", 1), ("plan all 2", 2)):
-        r = best[name]
-        extra = r["seconds"] - base["seconds"]
-        cpu = r["cpu_seconds"] - base["cpu_seconds"]
-        shard = best[f"shard sample {n}"]
-        label = f"{name} (vs {n}-process shard)"
-        print(
-            f"{label:<34}{extra:>9.2f}{extra / gb:>8.2f}{cpu / gb:>10.2f}"
-            f"{extra / shard['seconds']:>14.1%}{cpu / shard['cpu_seconds']:>14.1%}"
-        )
+            for types in ("sample", "all"):
+                keep(
+                    f"{types} {n}",
+                    shard_run(src, str(work / "out-tp"), n, None, infer_types=types),
+                )
+    print(f"\ntypes by all rows, {gb:.2f} GB quest CSV, default layout (best of {rounds}):")
+    print(f"{'what':<30}{'seconds':>9}{'CPU-s':>8}{'extra s':>9}{'extra CPU-s/GB':>16}")
     for n in (1, 2):
-        r = best[f"shard sample {n}"]
-        print(
-            f"{'shard --infer-types sample, ' + str(n) + 'p':<34}{r['seconds']:>9.2f}"
-            f"{r['seconds'] / gb:>8.2f}{r['cpu_seconds'] / gb:>10.2f}"
-        )
+        sample, every = best[f"sample {n}"], best[f"all {n}"]
+        for name, r in ((f"--infer-types sample, {n}p", sample), (f"all rows, {n}p", every)):
+            extra = r["seconds"] - sample["seconds"]
+            cpu = (r["cpu_seconds"] - sample["cpu_seconds"]) / gb
+            print(
+                f"{name:<30}{r['seconds']:>9.2f}{r['cpu_seconds']:>8.2f}{extra:>9.2f}{cpu:>16.2f}"
+            )
 
 
 def _clear(output: str, env: dict[str, str] | None) -> None:
@@ -406,7 +367,7 @@ def main() -> None:
     parser.add_argument(
         "--type-pass",
         action="store_true",
-        help="only measure the cost of typing every row at planning (before vs after)",
+        help="only measure the cost of typing every row (default types vs --infer-types sample)",
     )
     parser.add_argument(
         "--rss-scaling",

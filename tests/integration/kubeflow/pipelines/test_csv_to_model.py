@@ -80,17 +80,12 @@ def test_csv_to_model_end_to_end_on_minio(minio, tmp_path, capfd, deterministic_
 
     # Sharding: two workers, then finalize, into MinIO.
     run_dir = next((tmp_path / "runs").iterdir())
-    plan = json.loads((run_dir / "plan-shards" / "executor_output.json").read_text())
-    assert plan["parameterValues"]["Output"] == [0, 1]
-    reports = [
-        json.loads(json.loads(p.read_text())["parameterValues"]["Output"])
-        for p in sorted(run_dir.glob("for-loop-*/shard/executor_output.json"))
-    ]
+    assert _outputs(run_dir, "plan-shards") == [[0, 1]]
+    reports = [json.loads(r) for r in _outputs(run_dir, "for-loop-*/shard")]
     assert sorted(r["worker"] for r in reports) == [0, 1]
     assert all(r["status"] == "worker-done" and r["tasks_run"] >= 1 for r in reports)
     # The sample's types held for every row: settling runs no worker again.
-    settled = json.loads((run_dir / "settle-shards" / "executor_output.json").read_text())
-    assert settled["parameterValues"]["Output"] == []
+    assert _outputs(run_dir, "settle-shards") == [[]]
     assert not list(run_dir.glob("for-loop-*/shard-2"))
     meta = DatasetMetadata.load(arguments["dataset_uri"]).to_dict()
     assert meta["rows_read"] == ROWS
@@ -160,6 +155,14 @@ def test_csv_to_model_end_to_end_on_minio(minio, tmp_path, capfd, deterministic_
     # No credential value of the environment was printed by any step or replica.
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         assert minio.env[name] not in text, name
+
+
+def _outputs(run_dir: Path, steps: str) -> list:
+    """The ``Output`` of every executor of a kfp.local run whose folder matches ``steps``."""
+    return [
+        json.loads(p.read_text())["parameterValues"]["Output"]
+        for p in sorted(run_dir.glob(f"{steps}/executor_output.json"))
+    ]
 
 
 def test_a_drifted_dataset_is_flagged_before_training(minio, tmp_path, capfd):
@@ -272,12 +275,8 @@ def test_a_type_the_sample_got_wrong_runs_the_shard_workers_again(minio, tmp_pat
     }
     client.run_local(arguments, pipeline_root=str(tmp_path / "runs"))
     run_dir = next((tmp_path / "runs").iterdir())
-    settled = json.loads((run_dir / "settle-shards" / "executor_output.json").read_text())
-    assert settled["parameterValues"]["Output"] == [0, 1]
-    again = [
-        json.loads(json.loads(p.read_text())["parameterValues"]["Output"])
-        for p in sorted(run_dir.glob("for-loop-*/shard-2/executor_output.json"))
-    ]
+    assert _outputs(run_dir, "settle-shards") == [[0, 1]]
+    again = [json.loads(r) for r in _outputs(run_dir, "for-loop-*/shard-2")]
     assert sorted(r["worker"] for r in again) == [0, 1]
     assert all(r["tasks_run"] >= 1 and r["tasks_skipped"] == 0 for r in again)
     meta = DatasetMetadata.load(arguments["dataset_uri"])
