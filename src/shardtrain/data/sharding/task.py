@@ -21,7 +21,7 @@ import numpy as np
 from shardtrain import storage
 from shardtrain.data import column_blocks
 from shardtrain.data.shard_config import ShardConfig
-from shardtrain.data.sharding.plan import Plan, Task
+from shardtrain.data.sharding.plan import Plan, Task, needs_settling
 from shardtrain.data.sharding.writer import BackgroundWriter, ShardWriter, write_batch
 from shardtrain.data.sources.base import Batch, sparse_counts
 from shardtrain.data.statistics import MANIFEST_TOP, LabelStats
@@ -126,6 +126,10 @@ def _run_task(plan: Plan, task: Task, config: ShardConfig, progress: Progress | 
     gzip_level = config.compression_level if plan.compression == "gzip" else None
     record_format = plan.options.get("record_format", column_blocks.EXAMPLE)
     reject_budget = max(1000, int(2 * config.max_bad_fraction * max(plan.estimated_rows, 1)))
+    # With the types a guess (needs_settling), a value that does not fit its column's guessed
+    # type may fit the type settling finds: such rejects do not count against the budget
+    # here; finalize's limit counts what is left once the types are settled.
+    guessed = needs_settling(plan)
 
     _remove_stale_temporaries(plan, task)
     with contextlib.ExitStack() as stack:
@@ -158,7 +162,10 @@ def _run_task(plan: Plan, task: Task, config: ShardConfig, progress: Progress | 
                     else:
                         type_counts += batch.type_counts
                 _account(result, batch, piece_no, rejects_file)
-                if result.rows_rejected > reject_budget:
+                counted = result.rows_rejected
+                if guessed:
+                    counted -= result.rejects_by_reason.get("bad_value", 0)
+                if counted > reject_budget:
                     raise DataError(
                         f"{piece.uri}: {result.rows_rejected} of the first {result.rows_read} "
                         f"rows were rejected, more than --max-bad-fraction "

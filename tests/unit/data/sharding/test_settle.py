@@ -95,3 +95,21 @@ def test_settling_a_wrong_guess_takes_the_runs_own_options(tmp_path):
     settled = sharding.settle(_config(path, out, num_workers=2))
     assert settled.redo and settled.workers(2) == [0, 1]
     assert outcome_plan(out).schema.column("zip").type == "string"
+
+
+def test_many_values_beyond_the_guess_do_not_stop_a_task_before_settling(tmp_path):
+    """A zip column of numbers for the first 4 MB, then one code in five rows: 20,000 rows
+    a task reads as bad values of the guessed int -- far more than the reject budget allows
+    -- become valid rows once settling finds the column a string."""
+    rows = 400_000
+    lines = ["id,zip,label"]
+    for i in range(rows):
+        late_code = i >= 300_000 and i % 5 == 0
+        zip_code = f"98{i % 1000:03d}-4820" if late_code else str(10_000 + (i * 7919) % 80_000)
+        lines.append(f"{i},{zip_code},{i % 2}")
+    path = tmp_path / "zips.csv"
+    path.write_text("\n".join(lines) + "\n")
+    outcome = sharding.shard(_config(path, tmp_path / "ds", task_bytes=8 << 20))
+    meta = outcome.metadata
+    assert meta.schema.column("zip").type == "string"
+    assert meta.rows_accepted == rows and meta.rows_rejected == 0
