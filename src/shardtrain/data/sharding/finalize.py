@@ -74,8 +74,10 @@ def finalize(
         else max_bad_fraction
     )
     # Settled by one machine's run and by the pipeline's settle step; not by workers that
-    # ran on several machines: then here, when no task has to run again.
-    plan = settle_stored(plan, manifests, limit)
+    # ran on several machines: then here, when no task has to run again. The types follow
+    # the workers' --max-bad-fraction, as settling with the run's options would decide them
+    # (this call's limit is the reject check's only).
+    plan = settle_stored(plan, manifests, manifests[0].get("max_bad_fraction", 0.001))
 
     live = live_leases(output, exclude=held_lease)
     if live:

@@ -43,7 +43,7 @@ from shardtrain.data.sharding.plan import (
     needs_settling,
 )
 from shardtrain.data.sharding.stored_layout import keep_stored_layout
-from shardtrain.data.sharding.task import committed_manifests, task_uri
+from shardtrain.data.sharding.task import read_manifests, task_uri
 from shardtrain.data.sources.base import FinalSchema, Piece, SourceLayout
 from shardtrain.data.sources.csv.plan_options import VERIFY_TYPES_OPTION
 from shardtrain.data.sources.csv.source import verify_types as verify_csv_types
@@ -93,13 +93,20 @@ def settle(config: ShardConfig) -> Settlement:
     ``config`` is the run's (the same options the plan and the workers were given): with a
     guess that was wrong, the run is planned again from it.
 
+    Tasks without a manifest of the stored plan (reset by an earlier settling whose runs did
+    not all finish: a crash, a retried settle step) are returned to run first.
+
     Raises:
-        DataError: a task has not committed, or ``config`` is not the options of the run
-            stored at its output.
+        DataError: ``config`` is not the options of the run stored at its output.
     """
     config = keep_stored_layout(config)  # as the run's workers planned
     plan = stored_plan(config.output)
-    manifests = committed_manifests(plan)
+    manifests, missing = read_manifests(plan)
+    if missing:
+        # Reset by an earlier settling whose runs did not all finish (a crash, a retried
+        # settle step): they run now, then settling goes on.
+        log.info("%s: %d task(s) to run before settling", config.output, len(missing))
+        return Settlement(plan, tuple(missing))
     redo = settle_alignment(plan, manifests)
     if redo:  # the types are decided once every piece was read from where it begins
         settled = stored_plan(config.output)

@@ -54,12 +54,9 @@ def task_uri(output: str, index: int, suffix: str = ".json") -> str:
 MANIFEST_READERS = 16
 
 
-def committed_manifests(plan: Plan) -> list[dict[str, Any]]:
-    """The manifests of every task of ``plan``, in task order.
-
-    Raises:
-        DataError: some tasks have not committed under this plan.
-    """
+def read_manifests(plan: Plan) -> tuple[list[dict[str, Any]], list[int]]:
+    """The manifests of the committed tasks of ``plan`` (in task order), and the indices of
+    the tasks that have none of this plan."""
 
     def read(index: int) -> dict[str, Any] | None:
         uri = task_uri(plan.output, index)
@@ -75,6 +72,16 @@ def committed_manifests(plan: Plan) -> list[dict[str, Any]]:
             missing.append(task.index)
         else:
             manifests.append(m)
+    return manifests, missing
+
+
+def committed_manifests(plan: Plan) -> list[dict[str, Any]]:
+    """The manifests of every task of ``plan``, in task order.
+
+    Raises:
+        DataError: some tasks have not committed under this plan.
+    """
+    manifests, missing = read_manifests(plan)
     if missing:
         shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
         raise DataError(

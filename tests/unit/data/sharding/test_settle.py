@@ -113,3 +113,41 @@ def test_many_values_beyond_the_guess_do_not_stop_a_task_before_settling(tmp_pat
     meta = outcome.metadata
     assert meta.schema.column("zip").type == "string"
     assert meta.rows_accepted == rows and meta.rows_rejected == 0
+
+
+def test_settling_again_before_the_reset_tasks_ran_hands_them_out(tmp_path):
+    """A settle step retried (or `shardtrain settle` re-run) after an earlier one stored the
+    types by all rows but before the reset tasks ran: they are handed out again, not an
+    error; settling then goes on."""
+    path = _late_code_csv(tmp_path / "zips.csv")
+    out = tmp_path / "ds"
+    for w in range(2):
+        sharding.shard(_config(path, out, num_workers=2, worker_index=w))
+    first = sharding.settle(_config(path, out, num_workers=2))
+    assert first.redo
+    again = sharding.settle(_config(path, out, num_workers=2))  # the pod died: a retry
+    assert again.redo == first.redo and again.workers(2) == [0, 1]
+    ran, settled = sharding.settle_and_redo(_config(path, out, num_workers=2))
+    assert sorted(r.task for r in ran) == list(first.redo) and settled.redo == ()
+    meta = sharding.finalize(str(out))
+    assert meta.schema.column("zip").type == "string" and meta.rows_rejected == 0
+
+
+def test_finalize_decides_types_with_the_workers_max_bad_fraction(tmp_path):
+    """finalize's --max-bad-fraction is the reject check's: the types by all rows follow the
+    fraction the workers ran with (a looser one would keep a column of junk numeric)."""
+    rows = 420_000
+    lines = ["id,code,label"]
+    for i in range(rows):
+        junk = i >= 330_000 and i % 50 == 0  # ~0.4% of all values: junk, not codes
+        lines.append(f"{i},{'12abc' if junk else (i * 37) % 1000},{i % 2}")
+    path = tmp_path / "junk.csv"
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "ds"
+    for w in range(2):
+        sharding.shard(_config(path, out, num_workers=2, worker_index=w))
+    with pytest.raises(DataError, match=r"code int -> string"):
+        sharding.finalize(str(out), max_bad_fraction=0.05)  # decided with the workers' 0.001
+    sharding.settle_and_redo(_config(path, out, num_workers=2))
+    meta = sharding.finalize(str(out), max_bad_fraction=0.05)
+    assert meta.schema.column("code").type == "string" and meta.rows_rejected == 0
