@@ -157,6 +157,17 @@ def test_csv_to_model_end_to_end_on_minio(minio, tmp_path, capfd, deterministic_
         assert minio.env[name] not in text, name
 
 
+#: A short training in one local process: the tests about sharding and data checks.
+ONE_PROCESS_TRAINING = {
+    "tfjob_workers": 0,
+    "evaluator": False,
+    "gpus_per_worker": 0,
+    "train_steps": 20,
+    "batch_size": 64,
+    "checkpoint_every": 20,
+}
+
+
 def _outputs(run_dir: Path, steps: str) -> list:
     """The ``Output`` of every executor of a kfp.local run whose folder matches ``steps``."""
     return [
@@ -195,12 +206,7 @@ def test_a_drifted_dataset_is_flagged_before_training(minio, tmp_path, capfd):
         "key": "attempt_id",
         "shard_workers": 1,
         "shard_cpu": "1",
-        "tfjob_workers": 0,
-        "evaluator": False,
-        "gpus_per_worker": 0,
-        "train_steps": 20,
-        "batch_size": 64,
-        "checkpoint_every": 20,
+        **ONE_PROCESS_TRAINING,
     }
 
     def run(name: str, source: str, mode: str):
@@ -266,12 +272,7 @@ def test_a_type_the_sample_got_wrong_runs_the_shard_workers_again(minio, tmp_pat
         "task_mb": 1.0,
         "shard_workers": 2,
         "shard_cpu": "1",
-        "tfjob_workers": 0,
-        "evaluator": False,
-        "gpus_per_worker": 0,
-        "train_steps": 20,
-        "batch_size": 64,
-        "checkpoint_every": 20,
+        **ONE_PROCESS_TRAINING,
     }
     client.run_local(arguments, pipeline_root=str(tmp_path / "runs"))
     run_dir = next((tmp_path / "runs").iterdir())
