@@ -137,7 +137,7 @@ def shard_cmd(options: dict[str, Any]) -> None:
     from shardtrain.progress import RateProgress
 
     # A defaulted record format keeps a per-row dataset already at --output per row.
-    config = sharding.keep_stored_layout(sharding.ShardConfig(**options))
+    config = sharding.ShardConfig(**options)  # shard() keeps a stored per-row layout
     sharding.tune_process_memory()
     outcome = sharding.shard(config, lambda total: RateProgress("sharding", total))
     if outcome.status == "already-complete":

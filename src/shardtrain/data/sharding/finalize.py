@@ -19,7 +19,7 @@ from shardtrain.data.metadata import (
 from shardtrain.data.schema import Schema
 from shardtrain.data.sharding.lease import live_leases
 from shardtrain.data.sharding.plan import PLAN_NAME, Plan
-from shardtrain.data.sharding.settle import settle_stored
+from shardtrain.data.sharding.settle import settle_stored, stored_plan
 from shardtrain.data.sharding.task import committed_manifests, task_uri
 from shardtrain.data.statistics import LabelStats, new_stats, stats_from_dict
 from shardtrain.data.task import choose_task
@@ -60,13 +60,10 @@ def finalize(
             record start (:func:`~.alignment.settle_alignment`: they are reset, to be run
             again), the rejected fraction is too high, or no row survived.
     """
-    plan_uri = storage.join(output, PLAN_NAME)
-    if not storage.exists(plan_uri):
-        raise DataError(f"{output}: no sharding run found ({PLAN_NAME} is missing)")
     if settled is not None:  # settled just now: the plan and the manifests it read
         plan, manifests = settled
     else:
-        plan = Plan.from_dict(output, storage.read_json(plan_uri))
+        plan = stored_plan(output)
         manifests = committed_manifests(plan)
     limit = (
         manifests[0].get("max_bad_fraction", 0.001)

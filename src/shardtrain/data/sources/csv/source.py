@@ -194,6 +194,7 @@ class CsvSource(TabularSource):
         stored = recalled.all_row_types if recalled is not None else None
         evidence: dict[str, TypeTally] = {}
         passed = False  # whether the type pass ran here (its notes are logged)
+        forced = self._overrides.types if self._overrides is not None else {}
         if recalled is not None and stored is not None and stored.fits(schema, TYPE_PASS_VERSION):
             evidence = dict(recalled.type_evidence)
             types: dict[str, ColumnType | None] = {
@@ -207,7 +208,6 @@ class CsvSource(TabularSource):
             if recalled.types_to_verify:
                 # A guess its tasks confirmed: the same plan, unless this run's
                 # max_bad_fraction decides a column otherwise.
-                forced = self._overrides.types if self._overrides is not None else {}
                 kept = {n: t for n, t in types.items() if n not in forced}
                 if apply_all_row_types(schema, kept, self._overrides) == schema:
                     return FinalSchema(schema, _guess(options, schema, forced).to_dict())
@@ -225,28 +225,15 @@ class CsvSource(TabularSource):
         else:
             # The sample's types, checked by the tasks as they read (verify_types): planning
             # reads no more than the sample.
-            forced = self._overrides.types if self._overrides is not None else {}
             return FinalSchema(schema, _guess(options, schema, forced).to_dict())
-        return self._with_types(schema, options, types, evidence, log_notes=passed)
-
-    def _with_types(
-        self,
-        schema: Schema,
-        options: CsvPlanOptions,
-        types: Mapping[str, ColumnType | None],
-        evidence: dict[str, TypeTally],
-        *,
-        log_notes: bool,
-    ) -> FinalSchema:
-        forced = self._overrides.types if self._overrides is not None else {}
         return with_types(
             schema,
             options,
             types,
             evidence,
             forced=tuple(forced),
-            max_bad_fraction=self.max_bad_fraction,
-            log_notes=log_notes,
+            max_bad_fraction=mbf,
+            log_notes=passed,
         )
 
     def read_piece(self, piece: Piece, layout: SourceLayout, block_bytes: int) -> Iterator[Batch]:
