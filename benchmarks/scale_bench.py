@@ -84,6 +84,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -197,6 +198,7 @@ class Phase:
     worker: int = -1
     gb: float = 0.0  # input GB the phase covers (a worker: its tasks')
     tasks: int = 0  # tasks the phase covers
+    workers: int = 0  # workers whose tasks the phase covers (settle, finalize)
 
 
 @dataclass
@@ -306,11 +308,27 @@ def measure_run(
         else:
             said = str(r["stdout"])
             run.settle_result = said.splitlines()[-1] if said else ""
-            run.phases.append(Phase("settle", r["cpu_seconds"], r["seconds"], tasks=n_tasks))
+            run.phases.append(
+                Phase(
+                    "settle",
+                    r["cpu_seconds"],
+                    r["seconds"],
+                    tasks=n_tasks,
+                    workers=min(num_workers, n_tasks),
+                )
+            )
     # What the finalize_shards pod does: commit the dataset, or load metadata.json when the
     # settle step committed it already.
     r = run_measured([py, "-c", _FINALIZE_CODE, output], env)
-    run.phases.append(Phase("finalize", r["cpu_seconds"], r["seconds"], tasks=n_tasks))
+    run.phases.append(
+        Phase(
+            "finalize",
+            r["cpu_seconds"],
+            r["seconds"],
+            tasks=n_tasks,
+            workers=min(num_workers, n_tasks),
+        )
+    )
     return run
 
 
@@ -336,15 +354,38 @@ def fit(points: list[tuple[float, float]]) -> tuple[float, float]:
     return fixed, slope
 
 
+def fit_plane(points: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+    """``(fixed, per_a, per_b)`` of the least-squares plane ``y = fixed + per_a a + per_b b``
+    through ``(a, b, y)`` points, none negative: the best fit among the planes whose
+    negative terms are dropped (a phase that does not grow with ``b`` gets ``per_b`` 0)."""
+    if not points:
+        return 0.0, 0.0, 0.0
+    ys = np.array([y for *_, y in points])
+    columns = np.array([[1.0, a, b] for a, b, _ in points])
+    best: tuple[float, tuple[float, float, float]] | None = None
+    for keep in ((0, 1, 2), (0, 1), (0, 2), (1, 2), (0,), (1,), (2,)):
+        coef, *_ = np.linalg.lstsq(columns[:, keep], ys, rcond=None)
+        if (coef < 0).any():
+            continue
+        full = [0.0, 0.0, 0.0]
+        for k, c in zip(keep, coef, strict=True):
+            full[k] = float(c)
+        err = float(((columns @ np.array(full) - ys) ** 2).sum())
+        if best is None or err < best[0] - 1e-12:
+            best = (err, (full[0], full[1], full[2]))
+    return best[1] if best else (0.0, 0.0, 0.0)
+
+
 @dataclass
 class Costs:
-    """One storage's fitted costs: CPU seconds fixed and per GB (plan, worker) or per task
-    (settle, finalize); a phase the sharder does not have is None."""
+    """One storage's fitted costs: CPU seconds fixed and per GB (plan, worker), or fixed, per
+    task and per worker (settle, finalize: task manifests and worker summaries read); a
+    phase the sharder does not have is None."""
 
     plan: tuple[float, float]
     worker: tuple[float, float]
-    settle: tuple[float, float] | None
-    finalize: tuple[float, float]
+    settle: tuple[float, float, float] | None
+    finalize: tuple[float, float, float]
     output_ratio: float  # output bytes per input byte (the plan's shard counts)
 
 
@@ -354,13 +395,16 @@ def fit_costs(runs: list[Run], held_out: Run | None, output_ratio: float) -> Cos
     def points(phase: str, x: str, runs: list[Run]) -> list[tuple[float, float]]:
         return [(getattr(p, x), p.cpu) for r in runs for p in r.of(phase)]
 
+    def planes(phase: str) -> list[tuple[float, float, float]]:
+        return [(p.tasks, p.workers, p.cpu) for r in runs for p in r.of(phase)]
+
     fitting = [r for r in runs if r is not held_out]
-    settle = points("settle", "tasks", runs)
+    settle = planes("settle")
     return Costs(
         plan=fit(points("plan", "gb", runs)),
         worker=fit(points("worker", "gb", fitting)),
-        settle=fit(settle) if settle else None,
-        finalize=fit(points("finalize", "tasks", runs)),
+        settle=fit_plane(settle) if settle else None,
+        finalize=fit_plane(planes("finalize")),
         output_ratio=output_ratio,
     )
 
@@ -419,8 +463,12 @@ def model(
     task_cpu = costs.worker[1] * gb / tasks
     workers = min(n, tasks)
     per_worker = math.ceil(tasks / n)
-    settle = costs.settle[0] + costs.settle[1] * tasks if costs.settle else 0.0
-    finalize = costs.finalize[0] + costs.finalize[1] * tasks
+    settle = (
+        costs.settle[0] + costs.settle[1] * tasks + costs.settle[2] * workers
+        if costs.settle
+        else 0.0
+    )
+    finalize = costs.finalize[0] + costs.finalize[1] * tasks + costs.finalize[2] * workers
     plan_cpu = costs.plan[0] + costs.plan[1] * gb
     stages = 4 if costs.settle else 3
     return CriticalPath(
@@ -484,9 +532,16 @@ def print_costs(storage: str, costs: Costs, settle: str | None) -> None:
     if costs.settle is None:
         print("  settle     absent (no shardtrain.data.sharding settle entry point)")
     else:
-        fixed, per_task = costs.settle
-        print(f"  settle     {fixed:7.2f} s + {per_task:6.3f} CPU-s per task ({settle})")
-    print(f"  finalize   {costs.finalize[0]:7.2f} s + {costs.finalize[1]:6.3f} CPU-s per task")
+        fixed, per_task, per_worker = costs.settle
+        print(
+            f"  settle     {fixed:7.2f} s + {per_task:6.3f} CPU-s per task + {per_worker:6.3f} "
+            f"per worker ({settle})"
+        )
+    fixed, per_task, per_worker = costs.finalize
+    print(
+        f"  finalize   {fixed:7.2f} s + {per_task:6.3f} CPU-s per task + {per_worker:6.3f} "
+        "per worker"
+    )
     print(f"  output/input bytes {costs.output_ratio:.3f}")
 
 
@@ -718,7 +773,11 @@ def main() -> None:
         table = scale_table(costs, args)
         if before and storage in before["storages"]:
             # The earlier code's costs, modelled with this run's settings.
-            earlier = Costs(**before["storages"][storage]["costs"])
+            saved_costs = before["storages"][storage]["costs"]
+            for phase in ("settle", "finalize"):  # saved before the per-worker term
+                if saved_costs[phase] is not None:
+                    saved_costs[phase] = [*saved_costs[phase], 0.0][:3]
+            earlier = Costs(**saved_costs)
             title = f"{storage}, BEFORE ({before.get('code', '?')})"
             print_scale(title, scale_table(earlier, args), args)
         print_scale(f"{storage}, this code", table, args)

@@ -286,8 +286,10 @@ def dataset_files(root) -> dict[str, bytes | dict]:
             data = path.read_bytes()
             if rel.endswith(".json"):
                 doc = json.loads(data)
-                for volatile in ("created", "seconds"):
-                    doc.pop(volatile, None)
+                # A worker summary holds its tasks' manifests, timings and all.
+                for part in (doc, *doc.get("manifests", ())):
+                    for volatile in ("created", "seconds"):
+                        part.pop(volatile, None)
                 files[rel] = doc
             else:
                 files[rel] = data

@@ -155,6 +155,10 @@ class NumericStats:
         column without one: a histogram of some of the rows would misstate the column.
         """
         self._merge_histogram(other)
+        self.merge_moments(other, missing)
+
+    def merge_moments(self, other: NumericStats, missing: bool = True) -> None:
+        """:meth:`merge` without the histograms: counts, extremes, mean and deviations."""
         if missing:
             self.missing += other.missing
             self.nan += other.nan
@@ -283,6 +287,36 @@ class CategoricalStats:
             self._values.add(values, counts)
         self.approximate |= other.approximate or self._values.pruned
 
+    def merge_dict(self, d: dict[str, Any]) -> None:
+        """Fold in statistics as :meth:`to_dict` or :meth:`to_columns` wrote them: what
+        ``merge(from_dict(d))`` does (the same values counted in the same order), without
+        first building a table of ``d``'s own."""
+        self.count += d["count"]
+        self.missing += d["missing"]
+        values, counts = _top_lists(d)
+        if values:
+            # Not pa.array(values): converting Python objects imports pandas, a quarter of
+            # a second of a settle step's start-up.
+            self._values.add(
+                arrow.strings(values, pa.large_string()), np.asarray(counts, dtype=np.int64)
+            )
+        # Values dropped from the list (beyond its top) make the merge approximate.
+        dropped = d.get("distinct", 0) > len(values)
+        self.approximate |= d.get("approximate", False) or dropped or self._values.pruned
+
+    def to_columns(self, top_k: int | None = None) -> dict[str, Any]:
+        """:meth:`to_dict` with the top values as two lists, ``values`` and ``counts``,
+        instead of a list of pairs: a third of the JSON, read back without a dict per value
+        (worker summaries hold their merged vocabularies so, see
+        :mod:`shardtrain.data.sharding.summary`)."""
+        d = self.to_dict(top_k)
+        top = d.pop("top")
+        return {
+            **d,
+            "values": [t["value"] for t in top],
+            "counts": [t["count"] for t in top],
+        }
+
     @property
     def distinct(self) -> int:
         """Distinct values tracked (all of them, unless :attr:`approximate`)."""
@@ -322,20 +356,19 @@ class CategoricalStats:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CategoricalStats:
-        # Values dropped from the list (beyond its top) make later merges approximate.
-        dropped = d.get("distinct", 0) > len(d["top"])
-        stats = cls(
-            count=d["count"],
-            missing=d["missing"],
-            approximate=d.get("approximate", False) or dropped,
-        )
-        if d["top"]:
-            stats._values.add(
-                arrow.strings(t["value"] for t in d["top"]),
-                np.array([t["count"] for t in d["top"]], dtype=np.int64),
-            )
-            stats.approximate |= stats._values.pruned
+        """Inverse of :meth:`to_dict` (and of :meth:`to_columns`)."""
+        stats = cls()
+        stats.merge_dict(d)
         return stats
+
+
+def _top_lists(d: dict[str, Any]) -> tuple[list[str], list[int]]:
+    """The top values and their counts of categorical statistics, as
+    :meth:`~CategoricalStats.to_dict` (``top``: pairs) or :meth:`~CategoricalStats.to_columns`
+    (two lists) wrote them."""
+    if "values" in d:
+        return d["values"], d["counts"]
+    return [t["value"] for t in d["top"]], [t["count"] for t in d["top"]]
 
 
 @dataclass

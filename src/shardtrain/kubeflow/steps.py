@@ -237,7 +237,7 @@ def settle_step(*, num_workers: int, worker_reports: list[str], **options: Any) 
     """Once every shard worker is done: decide what planning guessed and the workers checked
     as they read (CSV column types from the first 4 MB, see :mod:`shardtrain.data.sharding.settle`)
     and return the shard workers that must run again -- none when every guess held (the
-    dataset is then committed here, from the manifests settling read: the finalize step finds
+    dataset is then committed here, from the tasks settling read: the finalize step finds
     it complete), every worker when a column's type changed (the plan with the types by all
     rows is then stored, and the workers run their tasks again with it, in parallel, as the
     first time), those whose pieces began at a wrongly guessed record start.
@@ -258,11 +258,11 @@ def settle_step(*, num_workers: int, worker_reports: list[str], **options: Any) 
         return []  # complete already (a re-run of a finished pipeline)
     with take_lease(config.output, 0, 1) as lease:  # every task's: no worker still writes
         settled = sharding.settle(config)
-        if not settled.redo and settled.manifests is not None:
-            # Nothing runs again: commit here, from the manifests just read (the finalize
-            # step then finds the dataset complete: one pass over the manifests, not two).
+        if not settled.redo and settled.committed is not None:
+            # Nothing runs again: commit here, from the tasks just read (the finalize step
+            # then finds the dataset complete: one pass over the workers' summaries, not two).
             sharding.finalize(
-                config.output, held_lease=lease.uri, settled=(settled.plan, settled.manifests)
+                config.output, held_lease=lease.uri, settled=(settled.plan, settled.committed)
             )
     again = settled.workers(config.num_workers)
     log.info(

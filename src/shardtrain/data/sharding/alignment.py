@@ -20,6 +20,7 @@ from typing import Any
 
 from shardtrain import storage
 from shardtrain.data.sharding.plan import PLAN_NAME, Plan
+from shardtrain.data.sharding.summary import delete_summaries
 from shardtrain.data.sharding.task import task_uri
 
 
@@ -72,7 +73,9 @@ def settle_alignment(plan: Plan, manifests: Sequence[dict[str, Any]]) -> list[in
         starts.setdefault(uri, {}).update(new)
     settled = Plan(**{**plan.__dict__, "record_starts": starts})
     # The manifests first: a run killed in between reads those pieces again from their guess
-    # (and is set right again), never holds a manifest that contradicts the stored plan.
+    # (and is set right again), never holds a manifest that contradicts the stored plan; and
+    # before them, the worker summaries that hold copies of them.
+    delete_summaries(plan.output, redo)
     for index in sorted(redo):
         storage.delete(task_uri(plan.output, index))
     storage.write_json(storage.join(plan.output, PLAN_NAME), settled.to_dict())

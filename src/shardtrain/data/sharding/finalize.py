@@ -20,8 +20,9 @@ from shardtrain.data.schema import Schema
 from shardtrain.data.sharding.lease import live_leases
 from shardtrain.data.sharding.plan import PLAN_NAME, Plan
 from shardtrain.data.sharding.settle import settle_stored, stored_plan
-from shardtrain.data.sharding.task import committed_manifests, task_uri
-from shardtrain.data.statistics import LabelStats, new_stats, stats_from_dict
+from shardtrain.data.sharding.summary import Committed, committed_tasks, listed_summaries
+from shardtrain.data.sharding.task import task_uri
+from shardtrain.data.statistics import LabelStats
 from shardtrain.data.task import choose_task
 from shardtrain.errors import DataError
 
@@ -37,7 +38,7 @@ def finalize(
     max_bad_fraction: float | None = None,
     top_k: int | None = None,
     held_lease: str | None = None,
-    settled: tuple[Plan, list[dict[str, Any]]] | None = None,
+    settled: tuple[Plan, Committed] | None = None,
 ) -> DatasetMetadata:
     """Merge the committed tasks of a run into ``metadata.json`` (the dataset's commit).
 
@@ -49,8 +50,8 @@ def finalize(
         held_lease: the URI of the lease the caller holds on ``output``
             (:mod:`.lease`), if any: the leftovers of killed writers are deleted only when
             no other lease is live.
-        settled: the plan and committed task manifests a settle step that left nothing to
-            run again has just read (:attr:`.settle.Settlement.manifests`): not read again.
+        settled: the plan and committed tasks a settle step that left nothing to run again
+            has just read (:attr:`.settle.Settlement.committed`): not read again.
 
     Returns:
         The metadata written.
@@ -60,11 +61,12 @@ def finalize(
             record start (:func:`~.alignment.settle_alignment`: they are reset, to be run
             again), the rejected fraction is too high, or no row survived.
     """
-    if settled is not None:  # settled just now: the plan and the manifests it read
-        plan, manifests = settled
+    if settled is not None:  # settled just now: the plan and the tasks it read
+        plan, committed = settled
     else:
         plan = stored_plan(output)
-        manifests = committed_manifests(plan)
+        committed = committed_tasks(plan)
+    manifests = committed.manifests
     limit = (
         manifests[0].get("max_bad_fraction", 0.001)
         if max_bad_fraction is None
@@ -112,10 +114,7 @@ def finalize(
     schema = plan.schema
     stats: dict[str, Any] = {}
     for col in schema.features:
-        merged = new_stats(col.type)
-        for m in manifests:
-            merged.merge(stats_from_dict(m["stats"][col.name]))  # type: ignore[arg-type]
-        stats[col.name] = merged.to_dict(top_k)
+        stats[col.name] = committed.column_stats(col.name, col.type).to_dict(top_k)
     label = LabelStats()
     for m in manifests:
         label.merge(LabelStats.from_dict(m["label"]))
@@ -187,7 +186,14 @@ def _remove_stale_temporaries(plan: Plan) -> None:
         for shard in range(plan.num_shards[s])
     ]
     names = (PLAN_NAME, METADATA_NAME, REJECTS_PATH)
-    storage.remove_temporaries([*(storage.join(plan.output, n) for n in names), *tasks, *shards])
+    storage.remove_temporaries(
+        [
+            *(storage.join(plan.output, n) for n in names),
+            *tasks,
+            *listed_summaries(plan.output),
+            *shards,
+        ]
+    )
 
 
 def _label_info(schema: Schema, label: LabelStats, output: str) -> LabelInfo:

@@ -15,11 +15,12 @@ from shardtrain.data.metadata import METADATA_NAME, DatasetMetadata
 from shardtrain.data.shard_config import ShardConfig
 from shardtrain.data.sharding.finalize import finalize
 from shardtrain.data.sharding.lease import LEASES_DIR, take_lease
-from shardtrain.data.sharding.plan import PLAN_NAME, Plan, build_plan
+from shardtrain.data.sharding.plan import PLAN_NAME, Plan, Task, build_plan
 from shardtrain.data.sharding.pool import WorkerPool, run_tasks
 from shardtrain.data.sharding.settle import Settlement, settle
 from shardtrain.data.sharding.stored_layout import keep_stored_layout
-from shardtrain.data.sharding.task import TaskResult, task_uri
+from shardtrain.data.sharding.summary import write_summary
+from shardtrain.data.sharding.task import TaskResult, task_manifest, task_uri
 from shardtrain.errors import DataError, StorageError
 
 log = logging.getLogger(__name__)
@@ -173,7 +174,7 @@ def _foreign_files(output: str, splits_now: list[str]) -> list[str]:
     shards = "|".join(map(re.escape, sorted(splits))) or "(?!)"
     own = re.compile(
         rf"(?:_plan\.json|metadata\.json|data_checks\.json|rejects/rejects\.jsonl|{lease}"
-        r"|_tasks/task-\d{5}(?:\.json|\.rejects\.jsonl)"
+        r"|_tasks/task-\d{5}(?:\.json|\.rejects\.jsonl)|_tasks/summary-\d{5}-of-\d{5}\.json"
         rf"|(?:{shards})/part-\d{{5}}-of-\d{{5}}\.tfrecord(?:\.gz)?)(?:\.tmp-[0-9a-f]{{12}})?"
     )
     return [f for f in files if not own.fullmatch(f)]
@@ -283,6 +284,7 @@ def _shard(
         with bar as reporter:
             advance = reporter.advance if reporter is not None else None
             results = run_tasks(plan, todo, config, advance, pool)
+    _summarize_worker(plan, config, mine, results)
     settled = None
     if config.num_workers == 1:
         again, settled = settle_and_redo(config)
@@ -297,7 +299,7 @@ def _shard(
             max_bad_fraction=config.max_bad_fraction,
             top_k=config.top_k,
             held_lease=lease,
-            settled=(settled.plan, settled.manifests) if settled and settled.manifests else None,
+            settled=(settled.plan, settled.committed) if settled and settled.committed else None,
         )
         outcome.status = "complete"
     outcome.seconds = time.monotonic() - started
@@ -307,7 +309,7 @@ def _shard(
 def settle_and_redo(config: ShardConfig) -> tuple[list[TaskResult], Settlement]:
     """Settle the run at ``config.output`` (:func:`~.settle.settle`) and run here, in
     ``config.processes`` processes, the tasks it says to run again, until nothing is left to
-    run; returns the results of the tasks run and the last settlement (with the manifests
+    run; returns the results of the tasks run and the last settlement (with the tasks
     finalize needs). Every task must have committed."""
     results: list[TaskResult] = []
     for _ in range(MAX_SETTLE_ROUNDS):
@@ -326,6 +328,21 @@ def settle_and_redo(config: ShardConfig) -> tuple[list[TaskResult], Settlement]:
 #: At most this many rounds of settling and running tasks again: a wrong guess of the types
 #: needs one; a piece start guessed wrong one per wrong guess that follows it in its file.
 MAX_SETTLE_ROUNDS = 64
+
+
+def _summarize_worker(
+    plan: Plan, config: ShardConfig, mine: list[Task], results: list[TaskResult]
+) -> None:
+    """Write this worker's summary of its tasks (:mod:`.summary`): from the results of the
+    tasks it ran, and the manifests of those an earlier run committed."""
+    if not mine:
+        return
+    ran = {r.task: task_manifest(plan, config, r) for r in results}
+    manifests = [
+        ran[t.index] if t.index in ran else storage.read_json(task_uri(plan.output, t.index))
+        for t in mine
+    ]
+    write_summary(plan, config.worker_index, config.num_workers, manifests)
 
 
 def _task_committed(plan: Plan, index: int) -> bool:

@@ -43,7 +43,8 @@ from shardtrain.data.sharding.plan import (
     needs_settling,
 )
 from shardtrain.data.sharding.stored_layout import keep_stored_layout
-from shardtrain.data.sharding.task import read_manifests, task_uri
+from shardtrain.data.sharding.summary import Committed, delete_summaries, read_committed
+from shardtrain.data.sharding.task import task_uri
 from shardtrain.data.sources.base import FinalSchema, Piece, SourceLayout
 from shardtrain.data.sources.csv.plan_options import VERIFY_TYPES_OPTION
 from shardtrain.data.sources.csv.source import verify_types as verify_csv_types
@@ -66,9 +67,9 @@ class Settlement:
 
     plan: Plan
     redo: tuple[int, ...] = ()
-    #: With nothing to run again: the manifests of every task, as read to settle (finalize
-    #: takes them instead of reading them again).
-    manifests: list[dict[str, Any]] | None = None
+    #: With nothing to run again: every task's manifest (and the worker summaries), as read
+    #: to settle (finalize takes them instead of reading them again).
+    committed: Committed | None = None
 
     def workers(self, num_workers: int) -> list[int]:
         """The workers of ``num_workers`` that own a task to run (task t: worker t % n)."""
@@ -101,7 +102,8 @@ def settle(config: ShardConfig) -> Settlement:
     """
     config = keep_stored_layout(config)  # as the run's workers planned
     plan = stored_plan(config.output)
-    manifests, missing = read_manifests(plan)
+    committed, missing = read_committed(plan)
+    manifests = committed.manifests
     if missing:
         # Reset by an earlier settling whose runs did not all finish (a crash, a retried
         # settle step): they run now, then settling goes on.
@@ -119,7 +121,7 @@ def settle(config: ShardConfig) -> Settlement:
         return Settlement(settled, tuple(redo))
     verdict = _verify(plan, manifests, config.max_bad_fraction)
     if verdict is None or verdict.schema == plan.schema:
-        return Settlement(_record(plan, verdict), manifests=manifests)
+        return Settlement(_record(plan, verdict), committed=committed)
 
     again = build_plan(config, stored=plan.to_dict())
     if again.fingerprint != plan.fingerprint:
@@ -255,7 +257,9 @@ def verify_plan_types(
 def _uncommit(old: Plan, new: Plan) -> None:
     """Delete what the tasks of ``old`` wrote and ``new`` does not overwrite: the task
     manifests first (a deletion cut short leaves tasks to redo, never a stale commit), then
-    their rejects, then the shards ``new`` has no place for."""
+    their rejects, then the shards ``new`` has no place for (the summaries of the tasks before
+    anything: see :mod:`.summary`)."""
+    delete_summaries(old.output)
     for task in old.tasks:
         storage.delete(task_uri(old.output, task.index))
     for task in old.tasks:

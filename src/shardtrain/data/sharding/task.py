@@ -12,7 +12,6 @@ import gc
 import json
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,47 +47,6 @@ class TaskResult:
 
 def task_uri(output: str, index: int, suffix: str = ".json") -> str:
     return storage.join(output, "_tasks", f"task-{index:05d}{suffix}")
-
-
-#: Manifests read at once by :func:`committed_manifests`.
-MANIFEST_READERS = 16
-
-
-def read_manifests(plan: Plan) -> tuple[list[dict[str, Any]], list[int]]:
-    """The manifests of the committed tasks of ``plan`` (in task order), and the indices of
-    the tasks that have none of this plan."""
-
-    def read(index: int) -> dict[str, Any] | None:
-        uri = task_uri(plan.output, index)
-        return storage.read_json(uri) if storage.exists(uri) else None
-
-    # Read side by side: on object storage each read is a round trip or two, and settling
-    # and finalizing a run of thousands of tasks read every manifest.
-    with ThreadPoolExecutor(MANIFEST_READERS, thread_name_prefix="manifests") as pool:
-        found = list(pool.map(read, [t.index for t in plan.tasks]))
-    manifests, missing = [], []
-    for task, m in zip(plan.tasks, found, strict=True):
-        if m is None or m.get("plan") != plan.fingerprint:
-            missing.append(task.index)
-        else:
-            manifests.append(m)
-    return manifests, missing
-
-
-def committed_manifests(plan: Plan) -> list[dict[str, Any]]:
-    """The manifests of every task of ``plan``, in task order.
-
-    Raises:
-        DataError: some tasks have not committed under this plan.
-    """
-    manifests, missing = read_manifests(plan)
-    if missing:
-        shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
-        raise DataError(
-            f"{plan.output}: {len(missing)} of {len(plan.tasks)} task(s) have not finished "
-            f"(tasks {shown}); run the missing workers (task t belongs to worker t % n) first"
-        )
-    return manifests
 
 
 Progress = Callable[[int, int], None]  # (rows, bytes) done since the last call
@@ -225,16 +183,22 @@ def _run_task(plan: Plan, task: Task, config: ShardConfig, progress: Progress | 
     result.stats = {name: s.to_dict(MANIFEST_TOP) for name, s in column_stats.items()}
     result.label = label_stats.to_dict()
     result.seconds = round(time.monotonic() - started, 3)
-    manifest = {
+    # Internal, and large (the top values of every categorical column): compact JSON.
+    storage.write_json(
+        task_uri(plan.output, task.index), task_manifest(plan, config, result), compact=True
+    )
+    return result
+
+
+def task_manifest(plan: Plan, config: ShardConfig, result: TaskResult) -> dict[str, Any]:
+    """What a task's manifest holds: its result, under the plan it ran."""
+    return {
         "plan": plan.fingerprint,
         # Not part of the plan, but finalize applies what the workers were told.
         "max_bad_fraction": config.max_bad_fraction,
         "top_k": config.top_k,
         **result.__dict__,  # plain JSON values; asdict() would deep-copy large statistics
     }
-    # Internal, and large (the top values of every categorical column): compact JSON.
-    storage.write_json(task_uri(plan.output, task.index), manifest, compact=True)
-    return result
 
 
 def _describe_rejects(batch: Batch, limit: int = 3) -> str:

@@ -266,6 +266,9 @@ def test_with_several_workers_finalize_resets_a_misread_task(tmp_path):
     ):
         sharding.finalize(str(out))
     assert not (out / "_tasks" / "task-00002.json").exists()
+    # The summary of the worker that read it went first; the others' stay in use.
+    summaries = sorted(p.name for p in (out / "_tasks").glob("summary-*"))
+    assert summaries == ["summary-00000-of-00003.json", "summary-00001-of-00003.json"]
     workers()
     sharding.finalize(str(out))
     _same_dataset(tmp_path / "one", out)
