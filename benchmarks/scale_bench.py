@@ -28,8 +28,9 @@ there, and the dataset written there), with ``--measure-tasks`` tasks of the ful
   the dataset when nothing runs again), else a callable ``settle`` in
   ``shardtrain.data.sharding.settle`` or ``shardtrain.data.sharding``, called with the run's
   ``ShardConfig``, or its output URI, when every worker is done); absent: reported absent;
-* **finalize**: what the ``finalize_shards`` pod does with the dataset: commit it
-  (``sharding.finalize``), or load ``metadata.json`` when the settle step committed it.
+* **finalize**: the pipeline's ``finalize_step`` (what the ``finalize_shards`` pod runs: it
+  commits the dataset, or loads ``metadata.json`` when the settle step committed it, and
+  points its output at it), or where the sharder has none, ``sharding.finalize``.
 
 Each phase's CPU seconds are user + system of its whole process tree (the
 ``RUSAGE_CHILDREN`` delta, which includes a worker's pool processes) and its wall seconds.
@@ -141,15 +142,35 @@ print(repr(settle(config if wants_config else config.output, **extra))[:300])
 """
 
 _FINALIZE_CODE = """
-import sys
+import os, sys, tempfile, types
+out = sys.argv[1]
+from shardtrain.kubeflow import steps
+if hasattr(steps, "finalize_step"):  # what the pipeline's finalize_shards pod runs
+    path = os.path.join(tempfile.mkdtemp(), "dataset")
+    dataset = types.SimpleNamespace(path=path, uri=path, metadata={})
+    steps.finalize_step(dataset_uri=out, worker_reports=[], dataset=dataset)
+    raise SystemExit(0)
 from shardtrain import storage
 from shardtrain.data.metadata import DatasetMetadata
-out = sys.argv[1]
 if storage.exists(storage.join(out, "metadata.json")):
     DatasetMetadata.load(out)
 else:
     from shardtrain.data.sharding import finalize
     finalize(out)
+"""
+
+#: Not a phase: a dataset of many tasks and workers sharded in one process (its workers one
+#: after the other), for the settle and finalize steps to be measured on it.
+_WIDE_CODE = """
+import json, sys
+from shardtrain.data.sharding import ShardConfig, shard
+from shardtrain.options import from_params
+params, n, processes = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+for i in range(n):
+    config = ShardConfig(
+        **from_params(ShardConfig, params), num_workers=n, worker_index=i, processes=processes
+    )
+    shard(config)
 """
 
 _UPLOAD_CODE = """
@@ -328,6 +349,43 @@ def measure_run(
             tasks=n_tasks,
             workers=min(num_workers, n_tasks),
         )
+    )
+    return run
+
+
+def measure_wide(
+    *,
+    storage: str,
+    src: str,
+    output: str,
+    num_workers: int,
+    processes: int,
+    task_mb: float,
+    settle: str | None,
+    env: dict[str, str] | None,
+) -> Run:
+    """Shard ``src`` into tasks of ``task_mb`` by ``num_workers`` workers in one process (not
+    measured), then measure the settle and finalize steps on it as :func:`measure_run` does."""
+    print(f"{storage}: wide ({num_workers} workers, tasks of {task_mb:.2f} MiB) ...", flush=True)
+    _clear(output, env)
+    params = shard_params(src, output, task_mb, 1)
+    py = sys.executable
+    run_measured([py, "-c", _WIDE_CODE, json.dumps(params), str(num_workers), str(processes)], env)
+    info = json.loads(str(run_measured([py, "-c", _PLAN_INFO_CODE, output], env)["stdout"]))
+    run = Run(storage, f"wide N={num_workers}", num_workers, processes, 0.0, info["tasks"])
+    workers = min(num_workers, info["tasks"])
+    if settle is not None:
+        r = run_measured(
+            [py, "-c", _SETTLE_CODE, settle, json.dumps(params), str(num_workers)], env
+        )
+        said = str(r["stdout"])
+        run.settle_result = said.splitlines()[-1] if said else ""
+        run.phases.append(
+            Phase("settle", r["cpu_seconds"], r["seconds"], tasks=run.tasks, workers=workers)
+        )
+    r = run_measured([py, "-c", _FINALIZE_CODE, output], env)
+    run.phases.append(
+        Phase("finalize", r["cpu_seconds"], r["seconds"], tasks=run.tasks, workers=workers)
     )
     return run
 
@@ -671,8 +729,24 @@ def measure_storage(
             ratio = output_bytes(Path(output)) / full_size
             args.measured_ratio = ratio
     held_out = runs[-1] if len(args.measure_workers) > 1 else None
+    if args.wide_workers:
+        # The settle and finalize steps of the modelled run's shape: as many tasks, as many
+        # workers (so as many worker summaries) as the largest N of the model.
+        tasks = model_tasks(args.model_gb, args.task_mb, args.measured_ratio, args.min_shards)
+        runs.append(
+            measure_wide(
+                storage=storage,
+                src=files["full"][0],
+                output=f"{out_base}/out-wide",
+                num_workers=args.wide_workers,
+                processes=processes,
+                task_mb=round(full_size / tasks / MIB, 4),
+                settle=settle,
+                env=env,
+            )
+        )
     if not args.keep and storage == "local":
-        for name in ("out-small", "out-full"):
+        for name in ("out-small", "out-full", "out-wide"):
             shutil.rmtree(work / name, ignore_errors=True)
     return runs, held_out
 
@@ -692,6 +766,13 @@ def main() -> None:
     )
     parser.add_argument(
         "--measure-tasks", type=int, default=32, help="tasks of the measured full file [32]"
+    )
+    parser.add_argument(
+        "--wide-workers",
+        type=int,
+        default=64,
+        help="also measure the settle and finalize steps on the full file cut into the "
+        "modelled run's number of tasks, sharded by this many workers (0: not) [64]",
     )
     parser.add_argument("--model-gb", type=float, default=100.0, help="modelled GB [100]")
     parser.add_argument(
@@ -769,7 +850,7 @@ def main() -> None:
     for storage, (runs, held_out) in results.items():
         costs = fit_costs(runs, held_out, args.measured_ratio)
         print_costs(storage, costs, settle)
-        print_check(costs, [r for r in runs if r.label != "small"], held_out)
+        print_check(costs, [r for r in runs if r.label.startswith("full")], held_out)
         table = scale_table(costs, args)
         if before and storage in before["storages"]:
             # The earlier code's costs, modelled with this run's settings.

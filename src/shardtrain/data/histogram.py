@@ -45,7 +45,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shardtrain.kernels import arrow
-from shardtrain.kernels.histogram import add_counts
 
 #: Bins wanted between the sample's low and high quantiles; with steps of 1, 2 or 5 times a
 #: power of ten there are between 2/5 of this and this many (plus the two outer bins).
@@ -199,6 +198,10 @@ class Histogram:
         """Count one contiguous numeric array (its nulls, NaN and ±inf are skipped)."""
         if self.bins is None:
             raise ValueError("a histogram read back from JSON cannot count values")
+        # Imported here: a process that only reads statistics (a dataset's metadata) needs
+        # no compiled kernel, nor numba's import.
+        from shardtrain.kernels.histogram import add_counts
+
         add_counts(values, self.counts, first=self.bins.first, inverse_step=self.bins.inverse_step)
 
     def add_bools(self, false: int, true: int) -> None:

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -47,9 +47,15 @@ import pyarrow.compute as pc
 
 from shardtrain.data.histogram import BOOL_BINS, Histogram, HistogramBins
 from shardtrain.data.task import MAX_CLASSES
+from shardtrain.data.value_merge import ValueMerge
 from shardtrain.kernels import arrow
-from shardtrain.kernels.moments import count_true, moments
-from shardtrain.kernels.value_counts import ValueCounts
+
+if TYPE_CHECKING:
+    from shardtrain.kernels.value_counts import ValueCounts
+
+# The compiled kernels (shardtrain.kernels.moments, .value_counts) are imported where the
+# statistics count values: a process that only reads or merges statistics (the pipeline's
+# settle and finalize steps) then neither imports numba nor starts its compiler.
 
 #: Distinct values tracked per categorical column before pruning to the most frequent half.
 #: Memory per high-cardinality column is ~56 bytes plus the value's bytes per tracked value
@@ -126,6 +132,8 @@ class NumericStats:
             self.missing += nulls
             if nulls == n:
                 continue
+            from shardtrain.kernels.moments import count_true, moments
+
             if pa.types.is_boolean(chunk.type):
                 valid = n - nulls
                 trues = count_true(chunk)
@@ -239,6 +247,8 @@ _ORDER = [("count", "descending"), ("value", "ascending")]
 def _value_counts() -> ValueCounts:
     """An empty hash table with the limits of this module, read when a column's statistics
     start (tests lower them)."""
+    from shardtrain.kernels.value_counts import ValueCounts
+
     return ValueCounts(max_values=MAX_TRACKED, max_bytes=_MAX_TRACKED_BYTES)
 
 
@@ -261,7 +271,16 @@ class CategoricalStats:
     count: int = 0
     missing: int = 0
     approximate: bool = False
-    _values: ValueCounts = field(default_factory=_value_counts, repr=False, compare=False)
+    _values: ValueCounts | ValueMerge = field(
+        default_factory=_value_counts, repr=False, compare=False
+    )
+
+    @classmethod
+    def for_merging(cls) -> CategoricalStats:
+        """Empty statistics that only merge others (:meth:`merge_dict`), in plain Python
+        (:class:`~shardtrain.data.value_merge.ValueMerge`: the same table, without the
+        compiled kernel's start-up)."""
+        return cls(_values=ValueMerge(max_values=MAX_TRACKED, max_bytes=_MAX_TRACKED_BYTES))
 
     def update_table(self, table: pa.Table, name: str) -> None:
         """Add the column ``name`` of one batch (every kind of statistics takes a batch so)."""
@@ -269,6 +288,7 @@ class CategoricalStats:
 
     def update(self, values: pa.Array | pa.ChunkedArray) -> None:
         """Add one batch of values (nulls count as missing)."""
+        assert not isinstance(self._values, ValueMerge), "statistics for merging count no blocks"
         for chunk in _chunks(values):
             self.missing += chunk.null_count
             self.count += len(chunk) - chunk.null_count
@@ -279,7 +299,14 @@ class CategoricalStats:
         """Fold ``other`` into this one (exact and order-independent unless pruning)."""
         self.count += other.count
         self.missing += other.missing
-        if other._values.size:
+        if not other._values.size:
+            pass
+        elif isinstance(self._values, ValueMerge):
+            table = other._values.table()
+            self._values.add_lists(
+                table.column("value").to_pylist(), table.column("count").to_pylist()
+            )
+        else:
             table = other._values.table()  # views of other's arrays
             values, counts = table.column("value").chunk(0), arrow.to_numpy(table.column("count"))
             if other is self:  # counting into the arrays the views read: copy them first
@@ -294,7 +321,11 @@ class CategoricalStats:
         self.count += d["count"]
         self.missing += d["missing"]
         values, counts = _top_lists(d)
-        if values:
+        if not values:
+            pass
+        elif isinstance(self._values, ValueMerge):
+            self._values.add_lists(values, counts)
+        else:
             # Not pa.array(values): converting Python objects imports pandas, a quarter of
             # a second of a settle step's start-up.
             self._values.add(

@@ -9,9 +9,9 @@ counts (:mod:`.value_counts`),
 Arrow buffers read and built in place (:mod:`.arrow`), and the intrinsics they share
 (:mod:`.native`). Nothing here knows about files, schemas' meaning or storage: callers pass
 flat NumPy/Arrow buffers and get buffers back.
+
+Each module of kernels imports :mod:`.native` (or, without it, :mod:`.cache`) first, which
+makes numba look for them in the shipped cache before any kernel is defined (numba picks a
+kernel's cache folder when it is defined); this package itself imports nothing, so that
+code which only reads Arrow buffers (:mod:`.arrow`) does not import numba.
 """
-
-from shardtrain.kernels.cache import install_locator
-
-# Before any kernel is defined: numba picks a kernel's cache folder when it is defined.
-install_locator()

@@ -24,6 +24,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from shardtrain.kernels.cache import install_locator
+
+install_locator()  # before any kernel is defined: numba picks a kernel's cache folder then
+
 __all__ = ["KIND_BYTES", "KIND_FLOAT", "KIND_INT", "assemble_blocks", "bytes_items", "varints"]
 
 #: A column's list kind (the Feature field it is in).

@@ -34,6 +34,12 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from shardtrain.kernels.cache import install_locator
+
+# Before any kernel is defined (numba picks a kernel's cache folder then): every kernel
+# module imports this one first.
+install_locator()
+
 __all__ = [
     "as_bytes_array",
     "check_indices",

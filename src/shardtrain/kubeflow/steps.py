@@ -77,12 +77,10 @@ import os
 import shlex
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardtrain import storage
-from shardtrain.data import sharding
 from shardtrain.data.metadata import METADATA_NAME, DatasetMetadata
-from shardtrain.data.sharding.lease import take_lease
 from shardtrain.errors import ConfigError, NotCommittedError, ShardtrainError
 from shardtrain.kubeflow import pods
 from shardtrain.kubeflow.data_checks import data_checks_step
@@ -93,11 +91,15 @@ from shardtrain.kubeflow.publish import check_still_served, publish_export
 from shardtrain.kubeflow.report import fmt, render_report
 from shardtrain.options import from_params
 from shardtrain.progress import setup_logging
-from shardtrain.train import export
 from shardtrain.train.blessing import EvaluateConfig, evaluate_model
 from shardtrain.train.evaluation import headline_keys
-from shardtrain.train.evaluator import METRICS_NAME
-from shardtrain.train.trainer import finished_step as trained_step
+
+if TYPE_CHECKING:
+    from shardtrain.data import sharding
+
+# The sharder is imported by the steps that shard (and with it numba and the compiled
+# kernels): a finalize step that finds the dataset committed by the settle step only reads
+# its metadata, and starts in half the time.
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +153,8 @@ def _shard_config(options: Mapping[str, Any], **run: Any) -> sharding.ShardConfi
     Raises:
         ConfigError: an unknown parameter or an invalid value.
     """
+    from shardtrain.data import sharding
+
     config = sharding.ShardConfig(**from_params(sharding.ShardConfig, options), **run)
     return sharding.keep_stored_layout(config)
 
@@ -183,6 +187,8 @@ def plan_step(*, num_workers: int, **options: Any) -> list[int]:
     _setup_logging()
     if num_workers < 1:
         raise ConfigError(f"shard_workers must be at least 1, not {num_workers}")
+    from shardtrain.data import sharding
+
     plan, _ = sharding.publish_plan(_shard_config(options))
     workers = min(num_workers, len(plan.tasks))
     log.info(
@@ -211,6 +217,8 @@ def shard_step(*, worker_index: int, num_workers: int, cpu: str, **options: Any)
     Returns:
         A JSON report of what this worker did (collected by :func:`finalize_step`).
     """
+    from shardtrain.data import sharding
+
     _setup_logging()
     config = _shard_config(
         options,
@@ -250,6 +258,9 @@ def settle_step(*, num_workers: int, worker_reports: list[str], **options: Any) 
     Returns:
         The indices of the workers to run again, ``[]`` when none.
     """
+    from shardtrain.data import sharding
+    from shardtrain.data.sharding.lease import take_lease
+
     _setup_logging()
     for r in sorted((json.loads(r) for r in worker_reports), key=lambda r: r.get("worker", 0)):
         log.info("shard worker %s: %s", r.get("worker"), r)
@@ -325,6 +336,8 @@ def finalize_step(
         # Committed already: by the settle step, by a single worker, or by an earlier run.
         meta = DatasetMetadata.load(dataset_uri)
     else:
+        from shardtrain.data import sharding
+
         meta = sharding.finalize(dataset_uri)
     write_pointer(dataset, dataset_uri, **_dataset_facts(meta))
     data_checks_step(
@@ -555,6 +568,15 @@ def run_tfjob_locally(manifest: Mapping[str, Any], *, timeout: float | None = No
         raise ShardtrainError(f"local TFJob {name} failed: {result.reason}")
 
 
+def trained_step(model_dir: str) -> int | None:
+    """The step a finished training left in ``model_dir`` (None: none finished): see
+    :func:`shardtrain.train.trainer.finished_step` (imported here: the trainer's modules
+    import the compiled kernels, which the data steps' pods do without)."""
+    from shardtrain.train.trainer import finished_step
+
+    return finished_step(model_dir)
+
+
 def train_step(
     *,
     dataset: Any,
@@ -618,6 +640,8 @@ def train_step(
         else:
             tfjob.submit_and_wait(job_model, wait_timeout=timeout, out=sys.stdout)
         where = f"{'TrainJob' if kind == 'trainjob' else 'TFJob'} {config.namespace}/{config.name}"
+    from shardtrain.train import export  # its feature code imports the compiled kernels
+
     latest = export.latest_export(model_dir)
     return write_pointer(
         model,
@@ -703,6 +727,8 @@ def evaluate_step(
     model_pointer = read_pointer(model)
     dataset_uri = read_pointer(dataset)["uri"]
     model_dir = model_pointer["uri"]
+    from shardtrain.train.evaluator import METRICS_NAME  # imports the compiled kernels
+
     target = storage.join(model_dir, "eval", METRICS_NAME)
     if not storage.exists(target):
         raise NotCommittedError(f"{model_dir}: no evaluation metrics (eval/{METRICS_NAME})")
@@ -815,6 +841,8 @@ def export_step(*, model: Any, serving_uri: str, served_model: Any) -> str:
     """
     _setup_logging()
     model_dir = read_pointer(model)["uri"]
+    from shardtrain.train import export  # its feature code imports the compiled kernels
+
     latest = export.latest_export(model_dir)
     check_still_served(model_dir, serving_uri, latest["uri"])
     target = publish_export(latest["uri"], serving_uri, step=latest.get("step"))

@@ -94,6 +94,7 @@ class Committed:
         top values of a column too many to count exactly as lower bounds either way."""
         stats = new_stats(column_type)
         if isinstance(stats, CategoricalStats):
+            stats = CategoricalStats.for_merging()  # no compiled kernel to start for a merge
             for m in self.manifests:
                 if name in m["stats"]:
                     stats.merge_dict(m["stats"][name])
