@@ -30,14 +30,21 @@ there, and the dataset written there), with ``--measure-tasks`` tasks of the ful
   ``ShardConfig``, or its output URI, when every worker is done); absent: reported absent;
 * **finalize**: the pipeline's ``finalize_step`` (what the ``finalize_shards`` pod runs: it
   commits the dataset, or loads ``metadata.json`` when the settle step committed it, and
-  points its output at it), or where the sharder has none, ``sharding.finalize``.
+  points its output at it), or where the sharder has none, ``sharding.finalize``;
+* **wide** (``--wide-workers`` N, default 64): the plan, settle and finalize steps again on
+  the full file cut into as many tasks as the modelled dataset has, sharded by N workers
+  (in one process, not measured): what those steps cost at the modelled scale, where they
+  read one summary per worker and a small document per task.
 
 Each phase's CPU seconds are user + system of its whole process tree (the
 ``RUSAGE_CHILDREN`` delta, which includes a worker's pool processes) and its wall seconds.
-From them, least-squares lines: plan CPU = fixed + per GB of input (the two file sizes);
-worker CPU = fixed + per GB of the worker's tasks (the small run and all but the last
-``--measure-workers`` run; the last is held out as the model's check); settle and finalize
-CPU = fixed + per task (the small and full runs' task counts).
+From them, least-squares fits, no term negative: plan CPU = fixed + per task planned, on
+the full file's runs (planning reads a sample and a content tag of at most 4 MiB per file:
+nothing that grows with a file's size past a GB; a plan that reads every byte, as before, is
+fitted per GB of input instead); worker CPU = fixed + per GB of the worker's tasks (the
+small run and all but the last ``--measure-workers`` run; the last is held out as the
+model's check); settle and finalize CPU = fixed + per task + per worker (task manifests and
+worker summaries read).
 
 What is modelled
 ----------------
@@ -48,10 +55,12 @@ more tasks than the smallest split has shards, ``--min-shards`` at least and one
 N workers of ``--cores-per-worker`` (c) cores each:
 
 * plan = its fixed CPU + its per-GB CPU x GB / c (the per-GB part taken as spread perfectly
-  over the plan pod's c cores: optimistic, so the plan's share is a lower bound);
+  over the plan pod's c cores: optimistic, so the plan's share is a lower bound) + its
+  per-task CPU x tasks;
 * worker = its fixed CPU + ceil(ceil(tasks / N) / c) x one task's CPU (tasks run one per
   process, c at a time); the critical path takes the busiest worker;
-* settle and finalize = fixed + per-task CPU x tasks, on one core;
+* settle and finalize = fixed + per-task CPU x tasks + per-worker CPU x workers, on one
+  core;
 * critical path = plan + busiest worker + settle + finalize + one pod start-up per stage
   (``--pod-start-s``, default 0: pod scheduling, image pull and start-up latency are not
   measured, only assumed);
@@ -287,7 +296,9 @@ def measure_run(
     if not (isinstance(workers, list) and all(isinstance(i, int) for i in workers)):
         workers = list(range(min(num_workers, n_tasks)))  # the step's answer changed form
     run = Run(storage, label, num_workers, processes, size / 1e9, n_tasks)
-    run.phases.append(Phase("plan", plan["cpu_seconds"], plan["seconds"], gb=size / 1e9))
+    run.phases.append(
+        Phase("plan", plan["cpu_seconds"], plan["seconds"], gb=size / 1e9, tasks=n_tasks)
+    )
     for i in workers:
         mine = [b for t, b in enumerate(task_bytes) if t % num_workers == i]
         r = run_measured(
@@ -364,15 +375,21 @@ def measure_wide(
     settle: str | None,
     env: dict[str, str] | None,
 ) -> Run:
-    """Shard ``src`` into tasks of ``task_mb`` by ``num_workers`` workers in one process (not
-    measured), then measure the settle and finalize steps on it as :func:`measure_run` does."""
+    """Plan ``src`` in tasks of ``task_mb`` (measured), shard it by ``num_workers`` workers in
+    one process (not measured), then measure the settle and finalize steps on it as
+    :func:`measure_run` does."""
     print(f"{storage}: wide ({num_workers} workers, tasks of {task_mb:.2f} MiB) ...", flush=True)
     _clear(output, env)
     params = shard_params(src, output, task_mb, 1)
     py = sys.executable
+    plan = run_measured([py, "-c", _PLAN_CODE, json.dumps(params), str(num_workers)], env)
     run_measured([py, "-c", _WIDE_CODE, json.dumps(params), str(num_workers), str(processes)], env)
     info = json.loads(str(run_measured([py, "-c", _PLAN_INFO_CODE, output], env)["stdout"]))
-    run = Run(storage, f"wide N={num_workers}", num_workers, processes, 0.0, info["tasks"])
+    size = sum(info["task_bytes"] or ())
+    run = Run(storage, f"wide N={num_workers}", num_workers, processes, size / 1e9, info["tasks"])
+    run.phases.append(
+        Phase("plan", plan["cpu_seconds"], plan["seconds"], gb=size / 1e9, tasks=run.tasks)
+    )
     workers = min(num_workers, info["tasks"])
     if settle is not None:
         r = run_measured(
@@ -445,6 +462,7 @@ class Costs:
     settle: tuple[float, float, float] | None
     finalize: tuple[float, float, float]
     output_ratio: float  # output bytes per input byte (the plan's shard counts)
+    plan_per_task: float = 0.0  # the plan's CPU per task it plans (its JSON, its tasks)
 
 
 def fit_costs(runs: list[Run], held_out: Run | None, output_ratio: float) -> Costs:
@@ -458,8 +476,19 @@ def fit_costs(runs: list[Run], held_out: Run | None, output_ratio: float) -> Cos
 
     fitting = [r for r in runs if r is not held_out]
     settle = planes("settle")
+    # The plan reads the listing, a sample and, per local file, a content tag of at most 64
+    # blocks of 64 KiB: nothing that grows with a file's size past the full file's (1 GB),
+    # only with the tasks it plans. So: fixed + per task, on the full file's runs (the wide
+    # one has the modelled task count). A sharder whose plan still reads the data (before)
+    # is fitted per GB, on both sizes.
+    full = max((r.gb for r in runs), default=0.0)
+    at_full = [(p.tasks, p.cpu) for r in runs if r.gb == full for p in r.of("plan")]
+    per_gb = fit(points("plan", "gb", runs))
+    plan_fixed, plan_per_task = fit(at_full) if at_full else (0.0, 0.0)
+    reads_data = per_gb[1] > 0.5  # CPU-s per GB: a plan that reads every byte
     return Costs(
-        plan=fit(points("plan", "gb", runs)),
+        plan=per_gb if reads_data else (plan_fixed, 0.0),
+        plan_per_task=0.0 if reads_data else plan_per_task,
         worker=fit(points("worker", "gb", fitting)),
         settle=fit_plane(settle) if settle else None,
         finalize=fit_plane(planes("finalize")),
@@ -527,13 +556,13 @@ def model(
         else 0.0
     )
     finalize = costs.finalize[0] + costs.finalize[1] * tasks + costs.finalize[2] * workers
-    plan_cpu = costs.plan[0] + costs.plan[1] * gb
+    plan_cpu = costs.plan[0] + costs.plan[1] * gb + costs.plan_per_task * tasks
     stages = 4 if costs.settle else 3
     return CriticalPath(
         n=n,
         workers=workers,
         tasks_per_worker=per_worker,
-        plan=costs.plan[0] + costs.plan[1] * gb / cores,
+        plan=costs.plan[0] + costs.plan[1] * gb / cores + costs.plan_per_task * tasks,
         worker=costs.worker[0] + math.ceil(per_worker / cores) * task_cpu,
         settle=settle,
         finalize=finalize,
@@ -583,7 +612,10 @@ def print_runs(runs: list[Run]) -> None:
 
 def print_costs(storage: str, costs: Costs, settle: str | None) -> None:
     print(f"\n{storage}: fitted CPU costs (fixed + proportional)")
-    print(f"  plan       {costs.plan[0]:7.2f} s + {costs.plan[1]:6.2f} CPU-s per GB of input")
+    print(
+        f"  plan       {costs.plan[0]:7.2f} s + {costs.plan[1]:6.2f} CPU-s per GB of input + "
+        f"{costs.plan_per_task:6.4f} per task"
+    )
     print(
         f"  worker     {costs.worker[0]:7.2f} s + {costs.worker[1]:6.2f} CPU-s per GB of its tasks"
     )
