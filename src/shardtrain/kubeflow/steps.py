@@ -147,16 +147,16 @@ def _shard_config(options: Mapping[str, Any], **run: Any) -> sharding.ShardConfi
         **run: how the run is spread, which the graph sets: ``worker_index``,
             ``num_workers``, ``processes``.
 
-    A defaulted record format keeps a per-row dataset already at the dataset URI per row
-    (:func:`~shardtrain.data.sharding.keep_stored_layout`).
+    A defaulted record format keeps a per-row dataset already at the dataset URI per row:
+    :func:`~shardtrain.data.sharding.keep_stored_layout`, which the sharder's entry points
+    (``shard``, ``settle``) apply themselves and :func:`plan_step` applies before it plans.
 
     Raises:
         ConfigError: an unknown parameter or an invalid value.
     """
     from shardtrain.data import sharding
 
-    config = sharding.ShardConfig(**from_params(sharding.ShardConfig, options), **run)
-    return sharding.keep_stored_layout(config)
+    return sharding.ShardConfig(**from_params(sharding.ShardConfig, options), **run)
 
 
 def plan_step(*, num_workers: int, **options: Any) -> list[int]:
@@ -189,7 +189,7 @@ def plan_step(*, num_workers: int, **options: Any) -> list[int]:
         raise ConfigError(f"shard_workers must be at least 1, not {num_workers}")
     from shardtrain.data import sharding
 
-    plan, _ = sharding.publish_plan(_shard_config(options))
+    plan, _ = sharding.publish_plan(sharding.keep_stored_layout(_shard_config(options)))
     workers = min(num_workers, len(plan.tasks))
     log.info(
         "%d source file(s), %.1f MB; schema of %d columns; %d task(s) → %d shard worker(s)%s",

@@ -78,14 +78,16 @@ def finalize(
     # (this call's limit is the reject check's only).
     plan = settle_stored(plan, manifests, manifests[0].get("max_bad_fraction", 0.001))
 
-    live = live_leases(output, exclude=held_lease)
+    # Only local writes leave temporary files (an object store's unfinished upload is
+    # invisible): elsewhere, nothing to list or clean.
+    live = live_leases(output, exclude=held_lease) if storage.is_local(output) else None
     if live:
         log.info(
             "%s: another run holds a lease (%s): its temporary files are left alone",
             output,
             live[0][1].describe(),
         )
-    else:
+    elif live is not None:
         _remove_stale_temporaries(plan)
 
     rows_read = sum(m["rows_read"] for m in manifests)

@@ -100,8 +100,8 @@ def settle(config: ShardConfig) -> Settlement:
     Raises:
         DataError: ``config`` is not the options of the run stored at its output.
     """
-    config = keep_stored_layout(config)  # as the run's workers planned
     plan = stored_plan(config.output)
+    config = keep_stored_layout(config, stored_plan=plan.options)  # as the workers planned
     committed, missing = read_committed(plan)
     manifests = committed.manifests
     if missing:

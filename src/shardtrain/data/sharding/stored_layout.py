@@ -24,14 +24,15 @@ from shardtrain.errors import ShardtrainError
 log = logging.getLogger(__name__)
 
 
-def keep_stored_layout(config: ShardConfig) -> ShardConfig:
+def keep_stored_layout(config: ShardConfig, stored_plan: dict | None = None) -> ShardConfig:
     """``config``, or ``config`` with per-row Examples when its record format was defaulted
     and the output holds a per-row dataset whose plan options are this run's but for the
     record format (and the compression, when that was defaulted too).
 
     Anything else is left to the run's own comparison: a stored plan that differs by other
     options still fails as one sharded from other options, and ``--overwrite`` re-shards in
-    the default layout.
+    the default layout. ``stored_plan``: the stored plan's options when the caller has read
+    them already (not read again).
     """
     if (
         "record_format" not in config.auto_resolved
@@ -39,7 +40,7 @@ def keep_stored_layout(config: ShardConfig) -> ShardConfig:
         or config.overwrite
     ):
         return config
-    stored = _stored_options(config.output)
+    stored = stored_plan if stored_plan is not None else _stored_options(config.output)
     if stored is None or stored.get("record_format", column_blocks.EXAMPLE) != (
         column_blocks.EXAMPLE
     ):
@@ -65,8 +66,8 @@ def _stored_options(output: str) -> dict | None:
     """The plan options stored at ``output``, None if there is no readable plan there."""
     uri = storage.join(output, PLAN_NAME)
     try:
-        doc = storage.read_json(uri) if storage.exists(uri) else None
-    except (ShardtrainError, ValueError):
+        doc = storage.read_json(uri)
+    except (FileNotFoundError, ShardtrainError, ValueError):
         return None
     options = doc.get("options") if isinstance(doc, dict) else None
     return options if isinstance(options, dict) else None

@@ -14,8 +14,9 @@ of ``N``: the tasks ``t`` with ``t % N == I``):
 * the categorical columns' statistics of those tasks merged, as two lists
   (:meth:`~shardtrain.data.statistics.CategoricalStats.to_columns`): every value while the
   merged column is exact, so that merging the summaries gives what merging the tasks gives;
-  the ``MANIFEST_TOP`` most frequent once it is approximate (a column with more distinct
-  values than the statistics track; its top values are lower bounds either way).
+  the most frequent ones once it is approximate (a column with more distinct values than
+  the statistics track, whose top values are lower bounds either way): ten times the run's
+  ``top_k``, at least 1,000.
 
 Settling then reads ``N`` summaries and merges ``N`` vocabularies (work that grows with the
 workers, not with the data), and the pod work per task left is a small JSON document.
@@ -129,6 +130,16 @@ def _histogram_part(d: dict[str, Any]) -> NumericStats:
     )
 
 
+def _kept(stats: CategoricalStats, top_k: int) -> int | None:
+    """How many values a summary keeps of a column: every one while they are exact; of an
+    approximate column (its counts lower bounds already), ten times the run's ``top_k``
+    (at least 1,000, at most a task manifest's ``MANIFEST_TOP``): the candidates for the
+    dataset's top values, without every summary carrying thousands of ids."""
+    if not stats.approximate:
+        return None
+    return min(MANIFEST_TOP, max(1_000, 10 * top_k))
+
+
 def summarize(
     manifests: list[dict[str, Any]],
 ) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
@@ -145,7 +156,7 @@ def summarize(
             stats = CategoricalStats()
             for m in manifests:
                 stats.merge_dict(m["stats"][name])
-            categorical[name] = stats.to_columns(MANIFEST_TOP if stats.approximate else None)
+            categorical[name] = stats.to_columns(_kept(stats, manifests[0].get("top_k", 100)))
         elif kind == "numeric":
             counted = NumericStats()
             for m in manifests:
@@ -225,15 +236,12 @@ def read_committed(plan: Plan) -> tuple[Committed, list[int]]:
         committed.histograms.append(s["histograms"])
     rest = [t.index for t in plan.tasks if t.index not in by_task and t.index in present]
 
-    def read(index: int) -> dict[str, Any] | None:
-        try:
-            return storage.read_json(task_uri(plan.output, index))
-        except FileNotFoundError:
-            return None
+    def read(index: int) -> dict[str, Any]:
+        return storage.read_json(task_uri(plan.output, index))
 
     with ThreadPoolExecutor(MANIFEST_READERS, thread_name_prefix="manifests") as pool:
         for index, found in zip(rest, pool.map(read, rest), strict=True):
-            if found is not None and found.get("plan") == plan.fingerprint:
+            if found.get("plan") == plan.fingerprint:
                 by_task[index] = found
     missing = []
     for t in plan.tasks:

@@ -216,3 +216,30 @@ def test_a_crash_while_settling_leaves_no_summary_of_a_deleted_manifest(
     _, missing = read_committed(plan)
     assert len(missing) == crash_after  # the manifests deleted; no summary stands in for them
     assert not list((out / "_tasks").glob("summary-*"))
+
+
+def test_a_summary_keeps_every_exact_value_and_the_top_of_an_approximate_column():
+    def manifest(task: int, approximate: bool) -> dict:
+        values = [f"v{task}-{i}" for i in range(3_000)]
+        return {
+            "task": task,
+            "top_k": 50,
+            "stats": {
+                "c": {
+                    "kind": "categorical",
+                    "count": 3_000,
+                    "missing": 0,
+                    "distinct": 3_000,
+                    "approximate": approximate,
+                    "values": values,
+                    "counts": [1 + (i % 5) for i in range(3_000)],
+                }
+            },
+        }
+
+    light, exact, _ = summary_module.summarize([manifest(0, False), manifest(1, False)])
+    assert len(exact["c"]["values"]) == 6_000 and not exact["c"]["approximate"]
+    assert light == [{"task": t, "top_k": 50, "stats": {}} for t in (0, 1)]
+    _, approx, _ = summary_module.summarize([manifest(0, True), manifest(1, False)])
+    assert approx["c"]["approximate"] and len(approx["c"]["values"]) == 1_000
+    assert approx["c"]["count"] == 6_000 and set(approx["c"]["counts"]) == {5}
