@@ -1,6 +1,8 @@
 """Columnar block Examples encoded in compiled code (:mod:`shardtrain.data.column_blocks`):
-a batch's columns serialized (:func:`varints`, :func:`bytes_items`), then its blocks laid out
-(:func:`assemble_blocks`).
+a batch's columns serialized in the order its rows are written, read in place from their
+Arrow buffers (:func:`gather_columns`), then its blocks laid out (:func:`assemble_blocks`).
+:func:`varints` and :func:`bytes_items` serialize one column as it is, for the Python
+reference encoder the compiled path is tested against.
 
 A block's ``tf.train.Example`` is, per column, a map entry ``(key, Feature)`` whose Feature
 holds one slice of the column's values, serialized once for the whole batch (packed float32,
@@ -24,7 +26,19 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["KIND_BYTES", "KIND_FLOAT", "KIND_INT", "assemble_blocks", "bytes_items", "varints"]
+from shardtrain.kernels import native
+
+__all__ = [
+    "FLOAT_MISSING_BITS",
+    "INT_MISSING_BITS",
+    "KIND_BYTES",
+    "KIND_FLOAT",
+    "KIND_INT",
+    "assemble_blocks",
+    "bytes_items",
+    "gather_columns",
+    "varints",
+]
 
 #: A column's list kind (the Feature field it is in).
 KIND_BYTES, KIND_FLOAT, KIND_INT = 0, 1, 2
@@ -193,3 +207,123 @@ def bytes_items(offsets: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.n
     out = np.empty(int(starts[-1]), dtype=np.uint8)
     _items(offsets, data, starts, out)
     return out, starts
+
+
+# --------------------------------------------------------------------------------------------
+# Columns serialized in a given row order, straight from their Arrow buffers
+# --------------------------------------------------------------------------------------------
+
+#: The bits of the float32 a missing float is stored as (NumPy's ``float32(nan)``).
+FLOAT_MISSING_BITS = np.uint64(0x7FC00000)
+
+#: A missing int as the uint64 its varint encodes (two's complement of ``-2**63``).
+INT_MISSING_BITS = np.uint64(1 << 63)
+
+#: Columns of :func:`gather_columns`' ``columns`` table: the addresses of the values (float32
+#: or int64; a string column's offsets) and of the validity bitmap (0: no nulls), the
+#: array's offset in them, and for strings the address and size of the data and the width
+#: of the offsets (4 or 8 bytes).
+VALUES, VALIDITY, OFFSET, DATA, DATA_SIZE, OFFSET_WIDTH = range(6)
+
+#: Bytes :func:`gather_columns` may write past the end of the last column.
+SLACK = 8
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _present(validity, j):
+    """Whether bit ``j`` of the bitmap at address ``validity`` is set (0: every bit is)."""
+    return validity == 0 or (native.load_u8(validity, j >> 3) >> (j & 7)) & 1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _store_varint(dst, pos, value):
+    """Write ``value`` (uint64) as a varint at address ``dst + pos``; return where it ends."""
+    while value >= np.uint64(128):
+        native.store_u8(dst, pos, (value & np.uint64(0x7F)) | np.uint64(0x80))
+        value >>= np.uint64(7)
+        pos += 1
+    native.store_u8(dst, pos, value)
+    return pos + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _gather_columns(kinds, columns, order, out, starts):
+    """Serialize every column in ``order`` into ``out``; returns the bytes written."""
+    dst = out.ctypes.data
+    n = order.shape[0]
+    at = 0
+    for c in range(kinds.shape[0]):
+        values = columns[c, VALUES]
+        validity = columns[c, VALIDITY]
+        offset = columns[c, OFFSET]
+        kind = kinds[c]
+        if kind == KIND_FLOAT:
+            at = (at + 3) & ~3  # keeps the packed floats aligned
+            for i in range(n):
+                j = offset + order[i]
+                bits = FLOAT_MISSING_BITS
+                if _present(validity, j):
+                    bits = native.load_u32(values, 4 * j)
+                native.store_u32(dst, at, bits)
+                starts[c, i] = at
+                at += 4
+        elif kind == KIND_INT:
+            for i in range(n):
+                starts[c, i] = at
+                j = offset + order[i]
+                value = INT_MISSING_BITS
+                if _present(validity, j):
+                    value = native.load_u64(values, 8 * j)
+                at = _store_varint(dst, at, value)
+        else:
+            data = columns[c, DATA]
+            size = columns[c, DATA_SIZE]
+            wide = columns[c, OFFSET_WIDTH] == 8
+            for i in range(n):
+                starts[c, i] = at
+                j = offset + order[i]
+                if wide:
+                    a = native.load_i64(values, j)
+                    length = native.load_i64(values, j + 1) - a
+                else:
+                    a = np.int64(native.load_u32(values, 4 * j))
+                    length = np.int64(native.load_u32(values, 4 * j + 4)) - a
+                if not _present(validity, j):
+                    length = 0
+                native.store_u8(dst, at, 0x0A)
+                at = _store_varint(dst, at + 1, np.uint64(length))
+                if a + length + 8 <= size:
+                    native.copy_over(dst, at, data, a, length)
+                else:
+                    native.copy_exact(dst, at, data, a, length)
+                at += length
+        starts[c, n] = at
+    return at
+
+
+def gather_columns(
+    kinds: np.ndarray, columns: np.ndarray, order: np.ndarray, capacity: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every column's values in ``order``, serialized for :func:`assemble_blocks`: ``(data,
+    starts)``, row ``i`` of column ``c`` (the ``i``-th of ``order``) being
+    ``data[starts[c, i]:starts[c, i + 1]]``.
+
+    A permuted copy of the table, and a copy of each column with its nulls filled in, cost
+    more than the serialization itself; here each value is read from the column's Arrow
+    buffers in place and written once. A null is the column's missing value: NaN, ``-2**63``,
+    or an empty ``BytesList`` item.
+
+    Args:
+        kinds: int64 per column, :data:`KIND_BYTES`, :data:`KIND_FLOAT` or :data:`KIND_INT`
+            (float32 values; int64 values; int32 or int64 offsets into UTF-8 or binary data).
+        columns: int64 ``[columns, 6]``, indexed by :data:`VALUES` ... :data:`OFFSET_WIDTH`:
+            addresses into arrays the caller keeps alive, valid for every row in ``order``.
+        order: int64 row positions (from each column's offset).
+        capacity: at least the bytes the columns take (floats 4 per row plus 3 to align
+            each column, ints up to 10, strings up to 6 plus their bytes).
+    """
+    n = len(order)
+    data = np.empty(capacity + SLACK, dtype=np.uint8)
+    starts = np.empty((len(kinds), n + 1), dtype=np.int64)
+    _gather_columns(kinds, columns, order, data, starts)
+    return data, starts

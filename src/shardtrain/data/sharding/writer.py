@@ -23,7 +23,7 @@ from shardtrain import storage
 from shardtrain.data import column_blocks, examples
 from shardtrain.data.schema import Schema
 from shardtrain.data.shard_config import MIB
-from shardtrain.kernels import arrow, crc32c, example_encode
+from shardtrain.kernels import crc32c, example_encode
 
 
 def _gzip_compressor(level: int) -> Any:
@@ -162,9 +162,8 @@ def write_batch(
         # consecutive source rows. Deterministic: a re-run writes the same bytes.
         order = np.lexsort((_scramble(row_hash), slot))
         slots = np.flatnonzero(per_slot).tolist()
-        grouped = table.take(arrow.from_numpy(order))
         framed, spans = column_blocks.encode_blocks(
-            grouped, schema, [(int(bounds[s]), int(bounds[s + 1])) for s in slots]
+            table, schema, [(int(bounds[s]), int(bounds[s + 1])) for s in slots], order=order
         )
         jobs = []
         for s, (start, end, rows) in zip(slots, spans, strict=True):
