@@ -155,7 +155,8 @@ def _hash(src, n_bytes, a, b):
 @numba.njit(cache=True, nogil=True)
 def _hash_values(strings, hashes):
     """:func:`_hash` of every valid value ``i`` of ``strings`` into ``hashes[i - offset]``
-    (uint64 ``[n, 3]``: tag, word0, word1; a null's row is left as it is)."""
+    (uint64 ``[n, 3]``: tag, word0, word1; a null's row is left as it is: only prefetches,
+    which may be of any slot, read it)."""
     data, value_offsets, validity, _, offset = strings
     has_nulls = validity.size > 0
     n_bytes = np.uint64(data.size)
@@ -389,7 +390,7 @@ class ValueCounts:
         strings = _strings(values, weights)
         hashes = _NO_HASHES
         if len(self.slots) >= _PREFETCH_SLOTS:
-            hashes = np.zeros((n, 3), dtype=np.uint64)
+            hashes = np.empty((n, 3), dtype=np.uint64)  # a null's row: unused
             _hash_values(strings, hashes)
         i, stop = values.offset, values.offset + n
         while True:
