@@ -218,18 +218,21 @@ def _assemble(
     elif len(order) != n or (n and (order.min() < 0 or order.max() >= n)):
         raise ValueError(f"order must hold {n} row positions in [0, {n})")
     kinds, columns, capacity, keep = _kernel_columns(table, schema)
+    bounds = np.array(ranges, dtype=np.int64).reshape(-1, 2)
+    cuts = np.unique(bounds)  # the rows where blocks begin or end
     data, starts = block_encode.gather_columns(
-        kinds, columns, kernel_input(order, np.int64), capacity
+        kinds, columns, kernel_input(order, np.int64), capacity, cuts
     )
     del keep  # the arrays the kernel read
     keys = [_field(1, column.name.encode()) for column in schema.written]
+    at = np.searchsorted(cuts, bounds).tolist()  # the ranges as positions in cuts
     return block_encode.assemble_blocks(
         kinds,
         np.frombuffer(b"".join(keys), dtype=np.uint8),
         _starts(np.array([len(k) for k in keys], dtype=np.int64)),
         data,
         starts,
-        ranges,
+        [(a, b) for a, b in at],
     )
 
 

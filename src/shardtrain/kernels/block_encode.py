@@ -27,6 +27,7 @@ import numba
 import numpy as np
 
 from shardtrain.kernels import native
+from shardtrain.kernels.native import kernel_input
 
 __all__ = [
     "FLOAT_MISSING_BITS",
@@ -136,9 +137,10 @@ def assemble_blocks(
         keys: every column's key field (``0x0A len name``) back to back, as uint8;
             ``key_starts`` (int64, one more than the columns) where each begins.
         data: every column's serialized values back to back (uint8).
-        starts: int64 ``[columns, rows + 1]``: row ``i`` of column ``c`` is
-            ``data[starts[c, i]:starts[c, i + 1]]``.
-        ranges: ``(start, end)`` row ranges, one block each.
+        starts: int64 ``[columns, points]``: the rows of column ``c`` from point ``a`` to
+            point ``b`` are ``data[starts[c, a]:starts[c, b]]`` (points: every row and the
+            end, or only those the ranges need, see :func:`gather_columns`).
+        ranges: ``(a, b)`` ranges of points, one block each.
     """
     firsts = np.array([r[0] for r in ranges], dtype=np.int64)
     ends = np.array([r[1] for r in ranges], dtype=np.int64)
@@ -247,71 +249,83 @@ def _store_varint(dst, pos, value):
 
 
 @numba.njit(cache=True, nogil=True)
-def _gather_columns(kinds, columns, order, out, starts):
-    """Serialize every column in ``order`` into ``out``; returns the bytes written."""
+def _gather_columns(kinds, columns, order, cuts, out, starts):
+    """Serialize every column in ``order`` into ``out``, noting where row ``cuts[k]`` of
+    column ``c`` starts in ``starts[c, k]``; returns the bytes written."""
     dst = out.ctypes.data
     n = order.shape[0]
+    ncuts = cuts.shape[0]
     at = 0
     for c in range(kinds.shape[0]):
         values = columns[c, VALUES]
         validity = columns[c, VALIDITY]
         offset = columns[c, OFFSET]
         kind = kinds[c]
+        k = 0
+        cut = cuts[0] if ncuts else -1
         if kind == KIND_FLOAT:
             at = (at + 3) & ~3  # keeps the packed floats aligned
+            for k in range(ncuts):
+                starts[c, k] = at + 4 * cuts[k]
             for i in range(n):
                 j = offset + order[i]
                 bits = FLOAT_MISSING_BITS
                 if _present(validity, j):
                     bits = native.load_u32(values, 4 * j)
                 native.store_u32(dst, at, bits)
-                starts[c, i] = at
                 at += 4
-        elif kind == KIND_INT:
-            for i in range(n):
-                starts[c, i] = at
-                j = offset + order[i]
+            continue
+        data = columns[c, DATA]
+        size = columns[c, DATA_SIZE]
+        wide = columns[c, OFFSET_WIDTH] == 8
+        for i in range(n):
+            if i == cut:
+                starts[c, k] = at
+                k += 1
+                cut = cuts[k] if k < ncuts else -1
+            j = offset + order[i]
+            if kind == KIND_INT:
                 value = INT_MISSING_BITS
                 if _present(validity, j):
                     value = native.load_u64(values, 8 * j)
                 at = _store_varint(dst, at, value)
-        else:
-            data = columns[c, DATA]
-            size = columns[c, DATA_SIZE]
-            wide = columns[c, OFFSET_WIDTH] == 8
-            for i in range(n):
-                starts[c, i] = at
-                j = offset + order[i]
-                if wide:
-                    a = native.load_i64(values, j)
-                    length = native.load_i64(values, j + 1) - a
-                else:
-                    a = np.int64(native.load_u32(values, 4 * j))
-                    length = np.int64(native.load_u32(values, 4 * j + 4)) - a
-                if not _present(validity, j):
-                    length = 0
-                native.store_u8(dst, at, 0x0A)
-                at = _store_varint(dst, at + 1, np.uint64(length))
-                if a + length + 8 <= size:
-                    native.copy_over(dst, at, data, a, length)
-                else:
-                    native.copy_exact(dst, at, data, a, length)
-                at += length
-        starts[c, n] = at
+                continue
+            if wide:
+                a = native.load_i64(values, j)
+                length = native.load_i64(values, j + 1) - a
+            else:
+                a = np.int64(native.load_u32(values, 4 * j))
+                length = np.int64(native.load_u32(values, 4 * j + 4)) - a
+            if not _present(validity, j):
+                length = 0
+            native.store_u8(dst, at, 0x0A)
+            at = _store_varint(dst, at + 1, np.uint64(length))
+            if a + length + 8 <= size:
+                native.copy_over(dst, at, data, a, length)
+            else:
+                native.copy_exact(dst, at, data, a, length)
+            at += length
+        if cut == n:
+            starts[c, k] = at
     return at
 
 
 def gather_columns(
-    kinds: np.ndarray, columns: np.ndarray, order: np.ndarray, capacity: int
+    kinds: np.ndarray,
+    columns: np.ndarray,
+    order: np.ndarray,
+    capacity: int,
+    cuts: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every column's values in ``order``, serialized for :func:`assemble_blocks`: ``(data,
-    starts)``, row ``i`` of column ``c`` (the ``i``-th of ``order``) being
-    ``data[starts[c, i]:starts[c, i + 1]]``.
+    starts)``, rows ``cuts[a]`` to ``cuts[b]`` (of ``order``) of column ``c`` being
+    ``data[starts[c, a]:starts[c, b]]``.
 
     A permuted copy of the table, and a copy of each column with its nulls filled in, cost
     more than the serialization itself; here each value is read from the column's Arrow
     buffers in place and written once. A null is the column's missing value: NaN, ``-2**63``,
-    or an empty ``BytesList`` item.
+    or an empty ``BytesList`` item. Where each row starts is noted only at the ``cuts``
+    (where blocks begin and end), not for every value.
 
     Args:
         kinds: int64 per column, :data:`KIND_BYTES`, :data:`KIND_FLOAT` or :data:`KIND_INT`
@@ -321,9 +335,14 @@ def gather_columns(
         order: int64 row positions (from each column's offset).
         capacity: at least the bytes the columns take (floats 4 per row plus 3 to align
             each column, ints up to 10, strings up to 6 plus their bytes).
+        cuts: increasing int64 positions in ``[0, len(order)]``; default every one.
     """
     n = len(order)
+    if cuts is None:
+        cuts = np.arange(n + 1, dtype=np.int64)
+    elif len(cuts) and (cuts[0] < 0 or cuts[-1] > n or bool(np.any(cuts[1:] <= cuts[:-1]))):
+        raise ValueError(f"cuts must increase within [0, {n}]")
     data = np.empty(capacity + SLACK, dtype=np.uint8)
-    starts = np.empty((len(kinds), n + 1), dtype=np.int64)
-    _gather_columns(kinds, columns, order, data, starts)
+    starts = np.empty((len(kinds), len(cuts)), dtype=np.int64)
+    _gather_columns(kinds, columns, order, kernel_input(cuts, np.int64), data, starts)
     return data, starts
