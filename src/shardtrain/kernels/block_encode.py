@@ -77,6 +77,8 @@ def _feature_size(kind, payload):
 def _assemble(kinds, keys, key_starts, data, starts, firsts, ends, out, offsets):
     """Pass 1 (``out`` empty): each block's size into ``offsets``; pass 2: the bytes."""
     ncols = kinds.shape[0]
+    dst = out.ctypes.data
+    src = data.ctypes.data
     at = 0
     for b in range(firsts.shape[0]):
         s = firsts[b]
@@ -118,7 +120,7 @@ def _assemble(kinds, keys, key_starts, data, starts, firsts, ends, out, offsets)
                 at = _put_varint(out, at + 1, 1 + _vlen(payload) + payload)
                 out[at] = 0x0A
                 at = _put_varint(out, at + 1, payload)
-            out[at : at + payload] = data[a : a + payload]
+            native.copy_exact(dst, at, src, a, payload)
             at += payload
 
 
