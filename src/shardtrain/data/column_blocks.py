@@ -86,39 +86,30 @@ def _starts(sizes: np.ndarray) -> np.ndarray:
     return starts
 
 
-def _bytes_items(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Every value of a string/binary array (nulls: empty) as a ``BytesList`` item (field 1:
-    tag, length varint, bytes), back to back, with where each row's item starts."""
-    values = pc.fill_null(values, arrow.scalar("", values.type))
-    large = values.type in (pa.large_string(), pa.large_binary())
-    values = pc.cast(values, pa.large_binary() if large else pa.binary())
-    offset_type = np.int64 if large else np.int32
-    n = len(values)
-    buffers = values.buffers()
-    offsets = np.frombuffer(buffers[1], dtype=offset_type)[values.offset : values.offset + n + 1]
-    offsets = offsets.astype(np.int64)
-    data = (
-        np.frombuffer(buffers[2], dtype=np.uint8)
-        if buffers[2] is not None
-        else np.empty(0, dtype=np.uint8)
-    )
-    return block_encode.bytes_items(offsets, data)
+def _serialized(items: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """``items`` back to back as uint8, and where each begins (one more entry than items)."""
+    sizes = np.array([len(item) for item in items], dtype=np.int64)
+    return np.frombuffer(b"".join(items), dtype=np.uint8), _starts(sizes)
 
 
 def _column_bytes(kind: str, values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """One column of the whole table serialized once, as ``(data, starts)``: row ``i``'s value
-    is ``data[starts[i]:starts[i + 1]]`` in its list's encoding (packed float32, packed
-    varints, or ``BytesList`` items), so a block's list is one slice. Nulls → missing values."""
+    """One column of the whole table serialized once, in plain Python, as ``(data,
+    starts)``: row ``i``'s value is ``data[starts[i]:starts[i + 1]]`` in its list's encoding
+    (packed float32, packed varints, or ``BytesList`` items), so a block's list is one
+    slice. Nulls → missing values. The reference encoder's (:func:`_encode`): slow, and
+    independent of the compiled kernels it checks."""
     if kind == "float":
         floats = pc.fill_null(pc.cast(values, pa.float32()), _FLOAT_MISSING)
         packed = np.asarray(arrow.to_numpy(floats), dtype="<f4")
         return packed.view(np.uint8), np.arange(len(packed) + 1, dtype=np.int64) * 4
     if kind == "int":
         ints = pc.fill_null(pc.cast(values, pa.int64()), _INT_MISSING)
-        return block_encode.varints(arrow.to_numpy(ints))
-    if values.type not in (pa.string(), pa.binary(), pa.large_string(), pa.large_binary()):
+        return _serialized([_varint(v % (1 << 64)) for v in ints.to_pylist()])
+    if values.type not in _BYTES_TYPES:
         values = pc.cast(values, pa.string())
-    return _bytes_items(values)
+    large = values.type in (pa.large_string(), pa.large_binary())
+    values = pc.cast(values, pa.large_binary() if large else pa.binary())
+    return _serialized([b"\x0a" + _varint(len(v or b"")) + (v or b"") for v in values.to_pylist()])
 
 
 #: Where each kind's list sits in a ``tf.train.Feature``: bytes_list 1, float_list 2,

@@ -1,8 +1,6 @@
 """Columnar block Examples encoded in compiled code (:mod:`shardtrain.data.column_blocks`):
 a batch's columns serialized in the order its rows are written, read in place from their
 Arrow buffers (:func:`gather_columns`), then its blocks laid out (:func:`assemble_blocks`).
-:func:`varints` and :func:`bytes_items` serialize one column as it is, for the Python
-reference encoder the compiled path is tested against.
 
 A block's ``tf.train.Example`` is, per column, a map entry ``(key, Feature)`` whose Feature
 holds one slice of the column's values, serialized once for the whole batch (packed float32,
@@ -36,9 +34,7 @@ __all__ = [
     "KIND_FLOAT",
     "KIND_INT",
     "assemble_blocks",
-    "bytes_items",
     "gather_columns",
-    "varints",
 ]
 
 #: A column's list kind (the Feature field it is in).
@@ -152,65 +148,6 @@ def assemble_blocks(
     out = np.empty(int(offsets[-1]), dtype=np.uint8)
     _assemble(*args, out, offsets)
     return out, offsets
-
-
-@numba.njit(cache=True, nogil=True)
-def _varints(values, starts, out):
-    """Pass 1 (``out`` empty): each value's varint size into ``starts``; pass 2: the bytes."""
-    at = 0
-    for i in range(values.shape[0]):
-        v = values[i]
-        if out.shape[0] == 0:
-            size = 1
-            while v >= 128:
-                v >>= 7
-                size += 1
-            starts[i + 1] = starts[i] + size
-            continue
-        while v >= 128:
-            out[at] = (v & 0x7F) | 0x80
-            v >>= 7
-            at += 1
-        out[at] = v
-        at += 1
-
-
-def varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Protobuf varints of int64 ``values`` (two's complement: negatives take 10 bytes), back
-    to back, and where each begins (one more entry than values)."""
-    u = np.ascontiguousarray(values, dtype=np.int64).view(np.uint64)
-    starts = np.zeros(len(u) + 1, dtype=np.int64)
-    _varints(u, starts, np.empty(0, dtype=np.uint8))
-    out = np.empty(int(starts[-1]), dtype=np.uint8)
-    _varints(u, starts, out)
-    return out, starts
-
-
-@numba.njit(cache=True, nogil=True)
-def _items(offsets, data, starts, out):
-    """Pass 1 (``out`` empty): each item's size into ``starts``; pass 2: the bytes."""
-    at = 0
-    for i in range(offsets.shape[0] - 1):
-        a = offsets[i]
-        n = offsets[i + 1] - a
-        if out.shape[0] == 0:
-            starts[i + 1] = starts[i] + 1 + _vlen(n) + n
-            continue
-        out[at] = 0x0A
-        at = _put_varint(out, at + 1, n)
-        out[at : at + n] = data[a : a + n]
-        at += n
-
-
-def bytes_items(offsets: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each value ``data[offsets[i]:offsets[i + 1]]`` as a ``BytesList`` item (field 1: tag,
-    length varint, bytes), back to back, and where each begins."""
-    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    starts = np.zeros(len(offsets), dtype=np.int64)
-    _items(offsets, data, starts, np.empty(0, dtype=np.uint8))
-    out = np.empty(int(starts[-1]), dtype=np.uint8)
-    _items(offsets, data, starts, out)
-    return out, starts
 
 
 # --------------------------------------------------------------------------------------------
