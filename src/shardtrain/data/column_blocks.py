@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 
 from shardtrain.data.schema import Schema
 from shardtrain.kernels import arrow, block_encode
+from shardtrain.kernels.native import kernel_input
 from shardtrain.kernels.tfrecord import frame_records
 
 #: ``record_format`` values (``metadata.json`` ``options.record_format``; absent = example).
@@ -85,39 +86,30 @@ def _starts(sizes: np.ndarray) -> np.ndarray:
     return starts
 
 
-def _bytes_items(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Every value of a string/binary array (nulls: empty) as a ``BytesList`` item (field 1:
-    tag, length varint, bytes), back to back, with where each row's item starts."""
-    values = pc.fill_null(values, arrow.scalar("", values.type))
-    large = values.type in (pa.large_string(), pa.large_binary())
-    values = pc.cast(values, pa.large_binary() if large else pa.binary())
-    offset_type = np.int64 if large else np.int32
-    n = len(values)
-    buffers = values.buffers()
-    offsets = np.frombuffer(buffers[1], dtype=offset_type)[values.offset : values.offset + n + 1]
-    offsets = offsets.astype(np.int64)
-    data = (
-        np.frombuffer(buffers[2], dtype=np.uint8)
-        if buffers[2] is not None
-        else np.empty(0, dtype=np.uint8)
-    )
-    return block_encode.bytes_items(offsets, data)
+def _serialized(items: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """``items`` back to back as uint8, and where each begins (one more entry than items)."""
+    sizes = np.array([len(item) for item in items], dtype=np.int64)
+    return np.frombuffer(b"".join(items), dtype=np.uint8), _starts(sizes)
 
 
 def _column_bytes(kind: str, values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """One column of the whole table serialized once, as ``(data, starts)``: row ``i``'s value
-    is ``data[starts[i]:starts[i + 1]]`` in its list's encoding (packed float32, packed
-    varints, or ``BytesList`` items), so a block's list is one slice. Nulls → missing values."""
+    """One column of the whole table serialized once, in plain Python, as ``(data,
+    starts)``: row ``i``'s value is ``data[starts[i]:starts[i + 1]]`` in its list's encoding
+    (packed float32, packed varints, or ``BytesList`` items), so a block's list is one
+    slice. Nulls → missing values. The reference encoder's (:func:`_encode`): slow, and
+    independent of the compiled kernels it checks."""
     if kind == "float":
         floats = pc.fill_null(pc.cast(values, pa.float32()), _FLOAT_MISSING)
         packed = np.asarray(arrow.to_numpy(floats), dtype="<f4")
         return packed.view(np.uint8), np.arange(len(packed) + 1, dtype=np.int64) * 4
     if kind == "int":
         ints = pc.fill_null(pc.cast(values, pa.int64()), _INT_MISSING)
-        return block_encode.varints(arrow.to_numpy(ints))
-    if values.type not in (pa.string(), pa.binary(), pa.large_string(), pa.large_binary()):
+        return _serialized([_varint(v % (1 << 64)) for v in ints.to_pylist()])
+    if values.type not in _BYTES_TYPES:
         values = pc.cast(values, pa.string())
-    return _bytes_items(values)
+    large = values.type in (pa.large_string(), pa.large_binary())
+    values = pc.cast(values, pa.large_binary() if large else pa.binary())
+    return _serialized([b"\x0a" + _varint(len(v or b"")) + (v or b"") for v in values.to_pylist()])
 
 
 #: Where each kind's list sits in a ``tf.train.Feature``: bytes_list 1, float_list 2,
@@ -141,30 +133,97 @@ _KERNEL_KIND = {
 }
 
 
+def _kernel_columns(
+    table: pa.Table, schema: Schema
+) -> tuple[np.ndarray, np.ndarray, int, list[pa.Array]]:
+    """Where :func:`~shardtrain.kernels.block_encode.gather_columns` reads each written column
+    of ``table``: ``(kinds, columns, capacity, keep)``, ``keep`` holding the arrays the
+    addresses point into. Columns of other types are cast first, as :func:`_column_bytes`
+    casts them."""
+    n = table.num_rows
+    kinds = np.empty(len(schema.written), dtype=np.int64)
+    columns = np.zeros((len(schema.written), 6), dtype=np.int64)
+    capacity = 0
+    keep = []
+    for c, column in enumerate(schema.written):
+        kind = column.example_kind
+        values = arrow.contiguous(table.column(column.name))
+        if kind == "float" and values.type != pa.float32():
+            values = pc.cast(values, pa.float32())
+        elif kind == "int" and values.type != pa.int64():
+            values = pc.cast(values, pa.int64())
+        elif kind == "bytes" and values.type not in _BYTES_TYPES:
+            values = pc.cast(values, pa.string())
+        keep.append(values)
+        kinds[c] = _KERNEL_KIND[kind]
+        row = columns[c]
+        row[block_encode.OFFSET] = values.offset
+        if n == 0:
+            continue
+        buffers = values.buffers()
+        if values.null_count:
+            row[block_encode.VALIDITY] = _address(buffers[0])
+        row[block_encode.VALUES] = _address(buffers[1])
+        if kind == "float":
+            capacity += 4 * n + 3
+        elif kind == "int":
+            capacity += 10 * n
+        else:
+            wide = values.type in (pa.large_string(), pa.large_binary())
+            offsets = np.frombuffer(buffers[1], dtype=np.int64 if wide else np.int32)
+            span = int(offsets[values.offset + n]) - int(offsets[values.offset])
+            row[block_encode.OFFSET_WIDTH] = 8 if wide else 4
+            if buffers[2] is not None:
+                row[block_encode.DATA] = _address(buffers[2])
+                row[block_encode.DATA_SIZE] = buffers[2].size
+            capacity += 6 * n + span
+    return kinds, columns, capacity, keep
+
+
+_BYTES_TYPES = (pa.string(), pa.binary(), pa.large_string(), pa.large_binary())
+
+
+def _address(buffer: pa.Buffer | None) -> int:
+    """Where an Arrow buffer's bytes are (0 for none: an all-null column may have none)."""
+    return 0 if buffer is None else buffer.address
+
+
 def _assemble(
-    table: pa.Table, schema: Schema, ranges: list[tuple[int, int]]
+    table: pa.Table,
+    schema: Schema,
+    ranges: list[tuple[int, int]],
+    order: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The serialized block ``Example`` of each ``(start, end)`` row range of ``table``, back
-    to back, and their offsets: every column serialized once (:func:`_column_bytes`), the
-    blocks laid out in compiled code (:func:`~shardtrain.kernels.block_encode.assemble_blocks`;
-    the same bytes as :func:`_encode`)."""
-    kinds, keys, datas, starts = [], [], [], []
-    base = 0
-    for column in schema.written:
-        data, at = _column_bytes(column.example_kind, table.column(column.name).combine_chunks())
-        kinds.append(_KERNEL_KIND[column.example_kind])
-        keys.append(_field(1, column.name.encode()))
-        datas.append(data)
-        starts.append(at + base)
-        base += len(data)
-    key_starts = _starts(np.array([len(k) for k in keys], dtype=np.int64))
+    """The serialized block ``Example`` of each ``(start, end)`` row range of ``table`` (of
+    ``table.take(order)`` when ``order`` is given), back to back, and their offsets.
+
+    Every column is serialized once, in ``order``, by one compiled pass over the table's
+    Arrow buffers (:func:`~shardtrain.kernels.block_encode.gather_columns`: no permuted copy
+    of the table, no filled-in copy of each column), then the blocks are laid out in
+    compiled code (:func:`~shardtrain.kernels.block_encode.assemble_blocks`). The same bytes
+    as :func:`_encode`.
+    """
+    n = table.num_rows
+    if order is None:
+        order = np.arange(n, dtype=np.int64)
+    elif len(order) != n or (n and (order.min() < 0 or order.max() >= n)):
+        raise ValueError(f"order must hold {n} row positions in [0, {n})")
+    kinds, columns, capacity, keep = _kernel_columns(table, schema)
+    bounds = np.array(ranges, dtype=np.int64).reshape(-1, 2)
+    cuts = np.unique(bounds)  # the rows where blocks begin or end
+    data, starts = block_encode.gather_columns(
+        kinds, columns, kernel_input(order, np.int64), capacity, cuts
+    )
+    del keep  # the arrays the kernel read
+    keys = [_field(1, column.name.encode()) for column in schema.written]
+    at = np.searchsorted(cuts, bounds).tolist()  # the ranges as positions in cuts
     return block_encode.assemble_blocks(
-        np.array(kinds, dtype=np.int64),
+        kinds,
         np.frombuffer(b"".join(keys), dtype=np.uint8),
-        key_starts,
-        np.concatenate(datas) if datas else np.empty(0, dtype=np.uint8),
-        np.stack(starts) if starts else np.zeros((0, table.num_rows + 1), dtype=np.int64),
-        ranges,
+        _starts(np.array([len(k) for k in keys], dtype=np.int64)),
+        data,
+        starts,
+        [(a, b) for a, b in at],
     )
 
 
@@ -194,11 +253,17 @@ def encode_block(table: pa.Table, schema: Schema) -> bytes:
 
 
 def encode_blocks(
-    table: pa.Table, schema: Schema, groups: list[tuple[int, int]], block_rows: int = BLOCK_ROWS
+    table: pa.Table,
+    schema: Schema,
+    groups: list[tuple[int, int]],
+    block_rows: int = BLOCK_ROWS,
+    order: np.ndarray | None = None,
 ) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
     """TFRecord-framed blocks of ``table``'s row ranges ``groups`` (one per shard).
 
-    Each ``(start, end)`` range is cut into blocks of at most ``block_rows`` rows.
+    Each ``(start, end)`` range is cut into blocks of at most ``block_rows`` rows. With
+    ``order`` (a permutation of the rows), the ranges are of ``table.take(order)``: the rows
+    are gathered while they are serialized, the table is not permuted.
 
     Returns:
         ``(framed, spans)``: the frames back to back, and per group ``(start, end, rows)``:
@@ -209,7 +274,7 @@ def encode_blocks(
     for start, end in groups:
         per_group.append((len(ranges), end - start))
         ranges += [(first, min(first + block_rows, end)) for first in range(start, end, block_rows)]
-    data, offsets = _assemble(table, schema, ranges)
+    data, offsets = _assemble(table, schema, ranges, order)
     framed, framed_offsets = frame_records(data, offsets)
     spans = []
     for (first, rows), (start, end) in zip(per_group, groups, strict=True):

@@ -23,9 +23,8 @@ allocate nothing per block:
 
 * :class:`NumericStats` summarises each block's values with
   :func:`shardtrain.kernels.moments.moments` (count, extremes, mean, squared deviations)
-  and folds the summaries together here, and counts them into its histogram with
-  :func:`shardtrain.kernels.histogram.add_counts` (one more pass over values the first
-  pass just brought into the cache).
+  and folds the summaries together here; the same call counts them into its histogram
+  (as :func:`shardtrain.kernels.histogram.add_counts` would).
 * :class:`CategoricalStats` counts values in a :class:`shardtrain.kernels.value_counts.ValueCounts`
   hash table sized by the number of *distinct* values (bounded by ``MAX_TRACKED``), not by
   the number of rows.
@@ -149,10 +148,17 @@ class NumericStats:
                 continue
             if chunk.type not in arrow.NUMPY_TYPES:
                 chunk = pc.cast(chunk, pa.float64())
-            summary = moments(chunk)
+            histogram = self.histogram
+            if histogram is not None and histogram.bins is not None:
+                bins = histogram.bins  # counted in the same pass as the moments
+                summary = moments(
+                    chunk, histogram.counts, first=bins.first, inverse_step=bins.inverse_step
+                )
+            else:
+                summary = moments(chunk)
+                if histogram is not None:
+                    histogram.update(chunk)  # one read back from JSON: refuses to count
             self.nan += summary.nonfinite  # NaN and ±inf: kept in the data, not in the statistics
-            if self.histogram is not None:
-                self.histogram.update(chunk)
             self._fold(summary.finite, summary.min, summary.max, summary.mean, summary.m2)
 
     def merge(self, other: NumericStats, missing: bool = True) -> None:

@@ -23,7 +23,9 @@ every signature a job meets is compiled and saved:
 * the CRC-32C check the trainer runs over a downloaded shard;
 * the pruning of the categorical statistics' value counts
   (:mod:`shardtrain.kernels.value_counts`), which only a column with more distinct values
-  than the statistics track reaches: called directly, with tiny limits.
+  than the statistics track reaches: called directly, with tiny limits; and their counting
+  of a table too large for the CPU caches (hashed ahead, prefetched), which only a
+  high-cardinality column reaches: called directly too.
 
 Every compiled kernel of :mod:`shardtrain.kernels` is thereby compiled, except the software
 CRC-32C, which runs only on CPUs without SSE4.2 (below the x86-64-v2 baseline).
@@ -111,6 +113,15 @@ def warm_up() -> WarmUpReport:
         crc32c(b"warm-up", 0)
         # The statistics of a column with more distinct values than they track: pruning.
         ValueCounts(max_values=2, max_bytes=1 << 10).add(arrow.strings(["a", "b", "c"]))
+        # A table that outgrows the CPU caches is hashed ahead and prefetched: as a task
+        # counts strings, and as finalize merges large strings with their counts.
+        ids = arrow.strings([str(i) for i in range(20_000)])
+        tasks, merged = ValueCounts(1 << 20, 1 << 24), ValueCounts(1 << 20, 1 << 24)
+        for _ in range(2):
+            tasks.add(ids)
+        top = tasks.table()
+        for _ in range(2):
+            merged.add(top.column("value").chunk(0), arrow.to_numpy(top.column("count")))
     return WarmUpReport(target=cache.target(), stats=cache.compile_stats())
 
 

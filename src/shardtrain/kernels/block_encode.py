@@ -1,6 +1,6 @@
 """Columnar block Examples encoded in compiled code (:mod:`shardtrain.data.column_blocks`):
-a batch's columns serialized (:func:`varints`, :func:`bytes_items`), then its blocks laid out
-(:func:`assemble_blocks`).
+a batch's columns serialized in the order its rows are written, read in place from their
+Arrow buffers (:func:`gather_columns`), then its blocks laid out (:func:`assemble_blocks`).
 
 A block's ``tf.train.Example`` is, per column, a map entry ``(key, Feature)`` whose Feature
 holds one slice of the column's values, serialized once for the whole batch (packed float32,
@@ -24,11 +24,18 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from shardtrain.kernels.cache import install_locator
+from shardtrain.kernels import native
+from shardtrain.kernels.native import kernel_input
 
-install_locator()  # before any kernel is defined: numba picks a kernel's cache folder then
-
-__all__ = ["KIND_BYTES", "KIND_FLOAT", "KIND_INT", "assemble_blocks", "bytes_items", "varints"]
+__all__ = [
+    "FLOAT_MISSING_BITS",
+    "INT_MISSING_BITS",
+    "KIND_BYTES",
+    "KIND_FLOAT",
+    "KIND_INT",
+    "assemble_blocks",
+    "gather_columns",
+]
 
 #: A column's list kind (the Feature field it is in).
 KIND_BYTES, KIND_FLOAT, KIND_INT = 0, 1, 2
@@ -66,6 +73,8 @@ def _feature_size(kind, payload):
 def _assemble(kinds, keys, key_starts, data, starts, firsts, ends, out, offsets):
     """Pass 1 (``out`` empty): each block's size into ``offsets``; pass 2: the bytes."""
     ncols = kinds.shape[0]
+    dst = out.ctypes.data
+    src = data.ctypes.data
     at = 0
     for b in range(firsts.shape[0]):
         s = firsts[b]
@@ -107,7 +116,7 @@ def _assemble(kinds, keys, key_starts, data, starts, firsts, ends, out, offsets)
                 at = _put_varint(out, at + 1, 1 + _vlen(payload) + payload)
                 out[at] = 0x0A
                 at = _put_varint(out, at + 1, payload)
-            out[at : at + payload] = data[a : a + payload]
+            native.copy_exact(dst, at, src, a, payload)
             at += payload
 
 
@@ -126,9 +135,10 @@ def assemble_blocks(
         keys: every column's key field (``0x0A len name``) back to back, as uint8;
             ``key_starts`` (int64, one more than the columns) where each begins.
         data: every column's serialized values back to back (uint8).
-        starts: int64 ``[columns, rows + 1]``: row ``i`` of column ``c`` is
-            ``data[starts[c, i]:starts[c, i + 1]]``.
-        ranges: ``(start, end)`` row ranges, one block each.
+        starts: int64 ``[columns, points]``: the rows of column ``c`` from point ``a`` to
+            point ``b`` are ``data[starts[c, a]:starts[c, b]]`` (points: every row and the
+            end, or only those the ranges need, see :func:`gather_columns`).
+        ranges: ``(a, b)`` ranges of points, one block each.
     """
     firsts = np.array([r[0] for r in ranges], dtype=np.int64)
     ends = np.array([r[1] for r in ranges], dtype=np.int64)
@@ -140,60 +150,138 @@ def assemble_blocks(
     return out, offsets
 
 
+# --------------------------------------------------------------------------------------------
+# Columns serialized in a given row order, straight from their Arrow buffers
+# --------------------------------------------------------------------------------------------
+
+#: The bits of the float32 a missing float is stored as (NumPy's ``float32(nan)``).
+FLOAT_MISSING_BITS = np.uint64(0x7FC00000)
+
+#: A missing int as the uint64 its varint encodes (two's complement of ``-2**63``).
+INT_MISSING_BITS = np.uint64(1 << 63)
+
+#: Columns of :func:`gather_columns`' ``columns`` table: the addresses of the values (float32
+#: or int64; a string column's offsets) and of the validity bitmap (0: no nulls), the
+#: array's offset in them, and for strings the address and size of the data and the width
+#: of the offsets (4 or 8 bytes).
+VALUES, VALIDITY, OFFSET, DATA, DATA_SIZE, OFFSET_WIDTH = range(6)
+
+#: Bytes :func:`gather_columns` may write past the end of the last column.
+SLACK = 8
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _present(validity, j):
+    """Whether bit ``j`` of the bitmap at address ``validity`` is set (0: every bit is)."""
+    return validity == 0 or (native.load_u8(validity, j >> 3) >> (j & 7)) & 1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _store_varint(dst, pos, value):
+    """Write ``value`` (uint64) as a varint at address ``dst + pos``; return where it ends."""
+    while value >= np.uint64(128):
+        native.store_u8(dst, pos, (value & np.uint64(0x7F)) | np.uint64(0x80))
+        value >>= np.uint64(7)
+        pos += 1
+    native.store_u8(dst, pos, value)
+    return pos + 1
+
+
 @numba.njit(cache=True, nogil=True)
-def _varints(values, starts, out):
-    """Pass 1 (``out`` empty): each value's varint size into ``starts``; pass 2: the bytes."""
+def _gather_columns(kinds, columns, order, cuts, out, starts):
+    """Serialize every column in ``order`` into ``out``, noting where row ``cuts[k]`` of
+    column ``c`` starts in ``starts[c, k]``; returns the bytes written."""
+    dst = out.ctypes.data
+    n = order.shape[0]
+    ncuts = cuts.shape[0]
     at = 0
-    for i in range(values.shape[0]):
-        v = values[i]
-        if out.shape[0] == 0:
-            size = 1
-            while v >= 128:
-                v >>= 7
-                size += 1
-            starts[i + 1] = starts[i] + size
+    for c in range(kinds.shape[0]):
+        values = columns[c, VALUES]
+        validity = columns[c, VALIDITY]
+        offset = columns[c, OFFSET]
+        kind = kinds[c]
+        k = 0
+        cut = cuts[0] if ncuts else -1
+        if kind == KIND_FLOAT:
+            at = (at + 3) & ~3  # keeps the packed floats aligned
+            for k in range(ncuts):
+                starts[c, k] = at + 4 * cuts[k]
+            for i in range(n):
+                j = offset + order[i]
+                bits = FLOAT_MISSING_BITS
+                if _present(validity, j):
+                    bits = native.load_u32(values, 4 * j)
+                native.store_u32(dst, at, bits)
+                at += 4
             continue
-        while v >= 128:
-            out[at] = (v & 0x7F) | 0x80
-            v >>= 7
-            at += 1
-        out[at] = v
-        at += 1
+        data = columns[c, DATA]
+        size = columns[c, DATA_SIZE]
+        wide = columns[c, OFFSET_WIDTH] == 8
+        for i in range(n):
+            if i == cut:
+                starts[c, k] = at
+                k += 1
+                cut = cuts[k] if k < ncuts else -1
+            j = offset + order[i]
+            if kind == KIND_INT:
+                value = INT_MISSING_BITS
+                if _present(validity, j):
+                    value = native.load_u64(values, 8 * j)
+                at = _store_varint(dst, at, value)
+                continue
+            if wide:
+                a = native.load_i64(values, j)
+                length = native.load_i64(values, j + 1) - a
+            else:
+                a = np.int64(native.load_u32(values, 4 * j))
+                length = np.int64(native.load_u32(values, 4 * j + 4)) - a
+            if not _present(validity, j):
+                length = 0
+            native.store_u8(dst, at, 0x0A)
+            at = _store_varint(dst, at + 1, np.uint64(length))
+            if a + length + 8 <= size:
+                native.copy_over(dst, at, data, a, length)
+            else:
+                native.copy_exact(dst, at, data, a, length)
+            at += length
+        if cut == n:
+            starts[c, k] = at
+    return at
 
 
-def varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Protobuf varints of int64 ``values`` (two's complement: negatives take 10 bytes), back
-    to back, and where each begins (one more entry than values)."""
-    u = np.ascontiguousarray(values, dtype=np.int64).view(np.uint64)
-    starts = np.zeros(len(u) + 1, dtype=np.int64)
-    _varints(u, starts, np.empty(0, dtype=np.uint8))
-    out = np.empty(int(starts[-1]), dtype=np.uint8)
-    _varints(u, starts, out)
-    return out, starts
+def gather_columns(
+    kinds: np.ndarray,
+    columns: np.ndarray,
+    order: np.ndarray,
+    capacity: int,
+    cuts: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every column's values in ``order``, serialized for :func:`assemble_blocks`: ``(data,
+    starts)``, rows ``cuts[a]`` to ``cuts[b]`` (of ``order``) of column ``c`` being
+    ``data[starts[c, a]:starts[c, b]]``.
 
+    A permuted copy of the table, and a copy of each column with its nulls filled in, cost
+    more than the serialization itself; here each value is read from the column's Arrow
+    buffers in place and written once. A null is the column's missing value: NaN, ``-2**63``,
+    or an empty ``BytesList`` item. Where each row starts is noted only at the ``cuts``
+    (where blocks begin and end), not for every value.
 
-@numba.njit(cache=True, nogil=True)
-def _items(offsets, data, starts, out):
-    """Pass 1 (``out`` empty): each item's size into ``starts``; pass 2: the bytes."""
-    at = 0
-    for i in range(offsets.shape[0] - 1):
-        a = offsets[i]
-        n = offsets[i + 1] - a
-        if out.shape[0] == 0:
-            starts[i + 1] = starts[i] + 1 + _vlen(n) + n
-            continue
-        out[at] = 0x0A
-        at = _put_varint(out, at + 1, n)
-        out[at : at + n] = data[a : a + n]
-        at += n
-
-
-def bytes_items(offsets: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each value ``data[offsets[i]:offsets[i + 1]]`` as a ``BytesList`` item (field 1: tag,
-    length varint, bytes), back to back, and where each begins."""
-    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    starts = np.zeros(len(offsets), dtype=np.int64)
-    _items(offsets, data, starts, np.empty(0, dtype=np.uint8))
-    out = np.empty(int(starts[-1]), dtype=np.uint8)
-    _items(offsets, data, starts, out)
-    return out, starts
+    Args:
+        kinds: int64 per column, :data:`KIND_BYTES`, :data:`KIND_FLOAT` or :data:`KIND_INT`
+            (float32 values; int64 values; int32 or int64 offsets into UTF-8 or binary data).
+        columns: int64 ``[columns, 6]``, indexed by :data:`VALUES` ... :data:`OFFSET_WIDTH`:
+            addresses into arrays the caller keeps alive, valid for every row in ``order``.
+        order: int64 row positions (from each column's offset).
+        capacity: at least the bytes the columns take (floats 4 per row plus 3 to align
+            each column, ints up to 10, strings up to 6 plus their bytes).
+        cuts: increasing int64 positions in ``[0, len(order)]``; default every one.
+    """
+    n = len(order)
+    if cuts is None:
+        cuts = np.arange(n + 1, dtype=np.int64)
+    elif len(cuts) and (cuts[0] < 0 or cuts[-1] > n or bool(np.any(cuts[1:] <= cuts[:-1]))):
+        raise ValueError(f"cuts must increase within [0, {n}]")
+    data = np.empty(capacity + SLACK, dtype=np.uint8)
+    starts = np.empty((len(kinds), len(cuts)), dtype=np.int64)
+    _gather_columns(kinds, columns, order, kernel_input(cuts, np.int64), data, starts)
+    return data, starts

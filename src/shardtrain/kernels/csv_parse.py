@@ -414,19 +414,20 @@ def _parse_lines(
                         if col == label:
                             labelled = False
                     elif plain:  # a numeral that parsed: int or float, maybe a leading zero
-                        lead = s
-                        c0 = load_u8(buf, s)
-                        if c0 == _MINUS_SIGN:
-                            lead = s + 1
-                            c0 = load_u8(buf, lead)
-                        if (
-                            c0 == _ZERO_DIGIT
-                            and lead + 1 < p
-                            and 48 <= load_u8(buf, lead + 1) <= 57
-                        ):
-                            found = (_FLOAT_CODE if point else _INT_CODE) | _LEADING_ZERO_FLAG
-                        elif point != (kind == KIND_FLOAT):  # an integer in a float column
-                            found = _FLOAT_CODE if point else _INT_CODE
+                        # Branch-free: a sign or a leading 0 is a coin toss in many columns
+                        lead = s + np.int64(load_u8(buf, s) == _MINUS_SIGN)
+                        second = lead + 1  # after its first digit (lead < p: it has one)
+                        after = load_u8(buf, min(second, p - 1))
+                        zero = (
+                            np.int64(load_u8(buf, lead) == _ZERO_DIGIT)
+                            & np.int64(second < p)
+                            & np.int64(np.uint64(after - 48) <= np.uint64(9))
+                        )
+                        numeral = _INT_CODE + (_FLOAT_CODE - _INT_CODE) * np.int64(point)
+                        other = np.int64(point != (kind == KIND_FLOAT))  # an int in a float column
+                        found = zero * (numeral | _LEADING_ZERO_FLAG) + (1 - zero) * (
+                            other * (numeral + 1) - 1
+                        )
                     elif kind == KIND_BOOL and ok:
                         pass
                     elif (

@@ -26,6 +26,7 @@ from shardtrain.kernels.native import kernel_input
 __all__ = ["Moments", "count_true", "moments"]
 
 _EIGHT_VALID = 0xFF  # a validity bitmap byte whose eight values are all valid
+_NO_COUNTS = np.zeros(0, dtype=np.int64)  # no histogram to count into
 
 
 class Moments(NamedTuple):
@@ -45,8 +46,19 @@ class Moments(NamedTuple):
     """Their sum of squared deviations from the mean."""
 
 
-def moments(values: pa.Array) -> Moments:
+def moments(
+    values: pa.Array,
+    counts: np.ndarray | None = None,
+    *,
+    first: int = 0,
+    inverse_step: float = 1.0,
+) -> Moments:
     """The :class:`Moments` of a numeric array (nulls are skipped).
+
+    With ``counts`` (int64, bins + 2), also adds the valid, finite values to the histogram
+    counts, in the same pass and exactly as
+    :func:`shardtrain.kernels.histogram.add_counts` (``first``, ``inverse_step``) does:
+    one call and one read of the values instead of two.
 
     Raises:
         TypeError: ``values`` is not of a type in :data:`shardtrain.kernels.arrow.NUMPY_TYPES`
@@ -60,7 +72,13 @@ def moments(values: pa.Array) -> Moments:
         return Moments(0, 0, math.inf, -math.inf, 0.0, 0.0)
     data = np.frombuffer(values.buffers()[1], dtype=dtype, count=values.offset + n)
     nonfinite, count, lo, hi, mean, m2 = _moments(
-        kernel_input(data, dtype), arrow.validity_bits(values), values.offset, n
+        kernel_input(data, dtype),
+        arrow.validity_bits(values),
+        values.offset,
+        n,
+        _NO_COUNTS if counts is None else counts,
+        float(first),
+        float(inverse_step),
     )
     return Moments(int(nonfinite), int(count), float(lo), float(hi), float(mean), float(m2))
 
@@ -79,9 +97,22 @@ def count_true(values: pa.Array) -> int:
     return int(_count_true(bits, arrow.validity_bits(values), values.offset, len(values)))
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _bin(x, first, inverse_step, top):
+    """The histogram slot of a finite ``x`` (``counts`` index): 0 below the first bin,
+    ``bins + 1`` at or past the last, as ``histogram._add_counts`` puts it."""
+    t = x * inverse_step - first
+    if t >= 0.0 and t < top:
+        return np.int64(t) + 1
+    if t < 0.0:
+        return 0
+    return np.int64(top) + 1
+
+
 @numba.njit(cache=True, nogil=True)
-def _moments(values, validity, offset, n):
-    """Statistics of the valid, finite ``values[offset:offset + n]``, in float64.
+def _moments(values, validity, offset, n, counts, first, inverse_step):
+    """Statistics of the valid, finite ``values[offset:offset + n]``, in float64; with
+    ``counts`` not empty, each of those values also counted into its histogram bin.
 
     ``validity`` is the Arrow validity bitmap (bit ``offset + i``, least significant bit
     first), or empty when every value is valid. Returns ``(nonfinite, count, min, max, mean,
@@ -106,6 +137,8 @@ def _moments(values, validity, offset, n):
     own). That path handles nulls, non-finite values and the ragged ends.
     """
     has_nulls = validity.size > 0
+    counting = counts.size > 0
+    top = np.float64(counts.size - 2)
     end = offset + n
     nonfinite = 0
     count = 0
@@ -129,6 +162,9 @@ def _moments(values, validity, offset, n):
             a = (x0 + x1) + (x2 + x3)
             b = (x4 + x5) + (x6 + x7)
             if (a + b) - (a + b) == 0.0:  # all eight finite
+                if counting:
+                    for x in (x0, x1, x2, x3, x4, x5, x6, x7):
+                        counts[_bin(x, first, inverse_step, top)] += 1
                 s0 += a
                 s1 += b
                 lo0 = min(lo0, min(min(x0, x1), min(x2, x3)))
@@ -143,6 +179,8 @@ def _moments(values, validity, offset, n):
             if not has_nulls or (validity[i >> 3] >> (i & 7)) & 1:
                 x = np.float64(values[i])
                 if math.isfinite(x):
+                    if counting:
+                        counts[_bin(x, first, inverse_step, top)] += 1
                     count += 1
                     s0 += x
                     lo0 = min(lo0, x)

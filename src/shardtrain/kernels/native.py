@@ -57,6 +57,7 @@ __all__ = [
     "load_u8",
     "load_u32",
     "load_u64",
+    "prefetch",
     "sse42_crc32_u8",
     "sse42_crc32_u64",
     "store_u8",
@@ -271,6 +272,28 @@ def store_u64(typingctx, address, index, value):
     def codegen(context, builder, signature, args):
         ptr = _byte_pointer(context, builder, signature, args, 64)
         builder.store(args[2], ptr, align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def prefetch(typingctx, address, index):
+    """Ask the CPU to bring the cache line of ``address + index`` in (for reading), without
+    waiting for it: a kernel that will look up a random place of a large table a few
+    iterations later hides the memory latency behind the work in between. Any address is
+    allowed (a prefetch never faults)."""
+    if not _integers(address, index):
+        return None
+    sig = types.void(address, index)
+
+    def codegen(context, builder, signature, args):
+        ptr = _address_and_index(context, builder, signature, args, ir.IntType(8))
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        # read, high temporal locality, data cache
+        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
         return context.get_dummy_value()
 
     return sig, codegen

@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shardtrain.kernels import arrow
-from shardtrain.kernels.native import kernel_input, load_u64
+from shardtrain.kernels.native import kernel_input, load_u8, load_u64, prefetch
 
 __all__ = ["ValueCounts"]
 
@@ -68,6 +68,7 @@ _NO_ROOM = 2  # a new value's bytes do not fit the arena: grow it, or prune at t
 
 _NO_BYTES = kernel_input(np.zeros(0, dtype=np.uint8), np.uint8)
 _NO_WEIGHTS = kernel_input(np.zeros(0, dtype=np.int64), np.int64)
+_NO_HASHES = np.zeros((0, 3), dtype=np.uint64)
 
 
 class _Strings(NamedTuple):
@@ -89,20 +90,103 @@ class _Table(NamedTuple):
     arena: np.ndarray  # uint8: the values' bytes
 
 
-@numba.njit(cache=True, nogil=True)
-def _count_values(strings, start, stop, table, size, max_size):
-    """Count the values ``start <= i < stop`` of ``strings`` (a :class:`_Strings`) into
-    ``table`` (a :class:`_Table` of ``size`` entries, at most ``max_size``).
+#: Values ahead of the one counted whose slot is prefetched, and (closer) whose record is.
+_SLOT_AHEAD = 16
+_RECORD_AHEAD = 8
 
-    Bytes are read eight at a time (one unaligned 8-byte load through the address of
-    ``data``, see :mod:`shardtrain.kernels.native`), masked to the value's length. Values of
-    up to 16 bytes (at least 16 bytes before the buffer's end) take a path without loops or
+#: Slots from which a table is hashed ahead and prefetched (:func:`_count_values`): below,
+#: slots and records stay in the CPU caches, and hashing inline costs less.
+_PREFETCH_SLOTS = 1 << 15
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _hash(src, n_bytes, a, b):
+    """``(tag, word0, word1)`` of the value ``[a, b)`` of the ``n_bytes`` bytes at address
+    ``src`` (integers only: no array, so no reference counting per call).
+
+    Bytes are read eight at a time (one unaligned 8-byte load, see
+    :mod:`shardtrain.kernels.native`), masked to the value's length. Values of up to 16
+    bytes (at least 16 bytes before the buffer's end) take a path without loops or
     unpredictable branches; longer ones and the last few of the buffer take a loop that
     reads whole words where it can and single bytes at the end. Both hash the same words:
     the value's bytes zero-padded to at least two words, ``h = (h ^ word) * K`` from
-    ``h = length``. Everything is inline in this one function, and the arrays are unpacked
-    from their tuples once: helpers taking the arrays would cost atomic reference-count
-    updates per call (per value), more than the lookup.
+    ``h = length``.
+    """
+    u0 = np.uint64(0)
+    u8 = np.uint64(8)
+    ones = ~u0
+    length = b - a
+    if length <= _INLINE and a + np.uint64(_INLINE) <= n_bytes:
+        w0 = load_u64(src, a)
+        w1 = load_u64(src, a + u8)
+        r0 = min(length, u8)  # bytes of the value in each word
+        r1 = length - r0
+        w0 = w0 & (ones >> (np.uint64(64) - u8 * r0)) if r0 else u0
+        w1 = w1 & (ones >> (np.uint64(64) - u8 * r1)) if r1 else u0
+        h = ((length ^ w0) * _K ^ w1) * _K
+    else:
+        h = length
+        w0 = u0
+        w1 = u0
+        p = a
+        k = 0
+        while p < b or k < 2:
+            w = u0
+            if p + u8 <= b or (p < b and b + u8 <= n_bytes):
+                w = load_u64(src, p)
+                if b - p < u8:
+                    w &= ones >> (np.uint64(64) - u8 * (b - p))
+            else:
+                bits = u0
+                for r in range(p, min(p + u8, b)):
+                    w |= np.uint64(load_u8(src, r)) << bits
+                    bits += u8
+            if k == 0:
+                w0 = w
+            elif k == 1:
+                w1 = w
+            h = (h ^ w) * _K
+            p += u8
+            k += 1
+    h ^= h >> np.uint64(29)
+    return (h & ~np.uint64(_TAG_LENGTH)) | min(length, np.uint64(_TAG_LENGTH)), w0, w1
+
+
+@numba.njit(cache=True, nogil=True)
+def _hash_values(strings, hashes):
+    """:func:`_hash` of every valid value ``i`` of ``strings`` into ``hashes[i - offset]``
+    (uint64 ``[n, 3]``: tag, word0, word1; a null's row is left as it is: only prefetches,
+    which may be of any slot, read it)."""
+    data, value_offsets, validity, _, offset = strings
+    has_nulls = validity.size > 0
+    n_bytes = np.uint64(data.size)
+    src = data.ctypes.data
+    for i in range(offset, offset + hashes.shape[0]):
+        if has_nulls and not (validity[i >> 3] >> (i & 7)) & 1:
+            continue
+        a = np.uint64(value_offsets[i])
+        b = np.uint64(value_offsets[i + 1])
+        tag, w0, w1 = _hash(src, n_bytes, a, b)
+        hashes[i - offset, 0] = tag
+        hashes[i - offset, 1] = w0
+        hashes[i - offset, 2] = w1
+
+
+@numba.njit(cache=True, nogil=True)
+def _count_values(strings, hashes, start, stop, table, size, max_size):
+    """Count the values ``start <= i < stop`` of ``strings`` (a :class:`_Strings`, hashed
+    by :func:`_hash_values` into ``hashes``) into ``table`` (a :class:`_Table` of ``size``
+    entries, at most ``max_size``).
+
+    ``hashes`` empty: each value is hashed here (:func:`_hash`). Otherwise they were hashed
+    beforehand, because the table of a high-cardinality column is out of the CPU caches,
+    and a lookup's slot and record are each a cache miss whose latency the data-dependent
+    probe cannot overlap with the next lookup's: the slot of the value :data:`_SLOT_AHEAD`
+    places ahead is prefetched, and the record its first slot names :data:`_RECORD_AHEAD`
+    places ahead, so that by the time a value is probed its lines are (mostly) in the
+    cache. Prefetching changes no result. Everything is inline in this one function, and
+    the arrays are unpacked from their tuples once: helpers taking the arrays would cost
+    atomic reference-count updates per call (per value), more than the lookup.
 
     Returns ``(i, size, status)``: with ``_DONE``, every value was counted (``i == stop``);
     otherwise value ``i`` is new and needs an entry (``_FULL``) or arena space
@@ -112,57 +196,36 @@ def _count_values(strings, start, stop, table, size, max_size):
     slots, entries, offsets, arena = table
     has_nulls = validity.size > 0
     has_weights = weights.size > 0
+    hashed = hashes.shape[0] > 0
     n_bytes = np.uint64(data.size)
     src = data.ctypes.data
+    slot_lines = slots.ctypes.data
+    record_lines = entries.ctypes.data
     mask = np.uint64(slots.size - 1)
     shift = np.uint64(64)
     while np.uint64(1) << (np.uint64(64) - shift) < np.uint64(slots.size):
         shift -= np.uint64(1)
     u0 = np.uint64(0)
     u1 = np.uint64(1)
-    u8 = np.uint64(8)
-    ones = ~u0
     low32 = np.uint64(0xFFFFFFFF)
     for i in range(start, stop):
+        if hashed and i + _SLOT_AHEAD < stop:
+            prefetch(slot_lines, 8 * (hashes[i + _SLOT_AHEAD - offset, 0] >> shift))
+        if hashed and i + _RECORD_AHEAD < stop:
+            ahead = slots[hashes[i + _RECORD_AHEAD - offset, 0] >> shift]
+            if ahead != u0:
+                prefetch(record_lines, 32 * (np.int64(ahead & low32) - 1))
         if has_nulls and not (validity[i >> 3] >> (i & 7)) & 1:
             continue
         a = np.uint64(value_offsets[i])
         b = np.uint64(value_offsets[i + 1])
         length = b - a
-        if length <= _INLINE and a + np.uint64(_INLINE) <= n_bytes:
-            w0 = load_u64(src, a)
-            w1 = load_u64(src, a + u8)
-            r0 = min(length, u8)  # bytes of the value in each word
-            r1 = length - r0
-            w0 = w0 & (ones >> (np.uint64(64) - u8 * r0)) if r0 else u0
-            w1 = w1 & (ones >> (np.uint64(64) - u8 * r1)) if r1 else u0
-            h = ((length ^ w0) * _K ^ w1) * _K
+        if hashed:
+            tag = hashes[i - offset, 0]
+            w0 = hashes[i - offset, 1]
+            w1 = hashes[i - offset, 2]
         else:
-            h = length
-            w0 = u0
-            w1 = u0
-            p = a
-            k = 0
-            while p < b or k < 2:
-                w = u0
-                if p + u8 <= b or (p < b and b + u8 <= n_bytes):
-                    w = load_u64(src, p)
-                    if b - p < u8:
-                        w &= ones >> (np.uint64(64) - u8 * (b - p))
-                else:
-                    bits = u0
-                    for r in range(p, min(p + u8, b)):
-                        w |= np.uint64(data[r]) << bits
-                        bits += u8
-                if k == 0:
-                    w0 = w
-                elif k == 1:
-                    w1 = w
-                h = (h ^ w) * _K
-                p += u8
-                k += 1
-        h ^= h >> np.uint64(29)
-        tag = (h & ~np.uint64(_TAG_LENGTH)) | min(length, np.uint64(_TAG_LENGTH))
+            tag, w0, w1 = _hash(src, n_bytes, a, b)
         # Probe.
         s = tag >> shift
         e = -1
@@ -325,11 +388,15 @@ class ValueCounts:
         if len(weights) not in (0, n):
             raise ValueError(f"{len(weights)} weights for {n} values")
         strings = _strings(values, weights)
+        hashes = _NO_HASHES
+        if len(self.slots) >= _PREFETCH_SLOTS:
+            hashes = np.empty((n, 3), dtype=np.uint64)  # a null's row: unused
+            _hash_values(strings, hashes)
         i, stop = values.offset, values.offset + n
         while True:
             table = _Table(self.slots, self.entries, self.offsets, self.arena)
             i, self.size, status = _count_values(
-                strings, i, stop, table, self.size, self.max_values
+                strings, hashes, i, stop, table, self.size, self.max_values
             )
             if status == _DONE:
                 return

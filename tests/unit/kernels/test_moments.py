@@ -58,3 +58,32 @@ def test_count_true_counts_valid_trues_only():
         assert count_true(values) == sum(v is True for v in values.to_pylist())
     with pytest.raises(TypeError):
         count_true(pa.array([1, 0]))
+
+
+@pytest.mark.parametrize("type", [pa.float32(), pa.float64(), pa.int64(), pa.int32()])
+@pytest.mark.parametrize("inverse_step", [1.0, 0.5, 10.0, 1e300])
+def test_moments_count_the_histogram_as_add_counts_does(type, inverse_step):
+    """``moments(values, counts)`` adds to ``counts`` exactly what ``add_counts`` adds, and
+    its moments are those without counts: nulls, slices, NaN/±inf, values beyond the bins
+    and products that overflow to ±inf, in groups of eight and one by one."""
+    from shardtrain.kernels.histogram import add_counts
+
+    rng = np.random.default_rng(11)
+    dtype = type.to_pandas_dtype()
+    floating = pa.types.is_floating(type)
+    special = [np.inf, -np.inf, 1e30, -1e30, np.nan] if floating else [2**31 - 1, -(2**31)]
+    parts = [
+        np.array(special, dtype=dtype),
+        np.full(40, 3, dtype=dtype),  # whole groups of eight, all finite and in one bin
+        np.round(rng.normal(10, 30, 3001)).astype(dtype) if not floating else
+        np.where(rng.random(3001) < 0.01, np.nan, rng.normal(10, 30, 3001)).astype(dtype),
+    ]  # fmt: skip
+    raw = np.concatenate(parts)
+    array = pa.array(raw, type=type, mask=rng.random(raw.size) < 0.05)
+    for values in (array, array.slice(13, 2000), pa.array(raw, type=type), array.slice(5, 0)):
+        want = np.zeros(12, dtype=np.int64)
+        add_counts(values, want, first=-3, inverse_step=inverse_step)
+        got = np.zeros(12, dtype=np.int64)
+        summary = moments(values, got, first=-3, inverse_step=inverse_step)
+        assert got.tolist() == want.tolist()
+        assert summary == moments(values)

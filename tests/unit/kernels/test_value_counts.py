@@ -112,3 +112,32 @@ def test_empty_and_all_null_arrays_add_nothing():
     table.add(pa.array([], pa.string()))
     table.add(pa.array([None, None], pa.string()))
     assert table.size == 0 and table.table().num_rows == 0
+
+
+@pytest.mark.parametrize("type", [pa.string(), pa.large_string()])
+def test_prefetching_large_tables_counts_as_hashing_inline(monkeypatch, type):
+    """A table of many slots hashes each batch ahead and prefetches; a small one hashes
+    inline. Both give the same table, entry for entry, through growth, pruning (ties kept
+    by first sight), nulls, long values, weights and sliced arrays."""
+    from shardtrain.kernels import value_counts
+
+    rng = np.random.default_rng(7)
+    ids = [
+        f"id{v:07d}" + ("-long-suffix-past-16-bytes" if v % 7 == 0 else "") for v in range(60000)
+    ]
+    picks = rng.integers(0, len(ids), 150_000)
+    values = pa.array([None if k % 29 == 0 else ids[k] for k in picks], type)
+
+    def run() -> tuple[list, list, bool]:
+        table = ValueCounts(max_values=40_000, max_bytes=1 << 30)
+        for start in range(0, len(values), 9999):
+            part = values.slice(start, 9999)
+            weights = np.arange(len(part), dtype=np.int64) % 3 + 1 if start % 2 else None
+            table.add(part, weights)
+        t = table.table()
+        return t.column("value").to_pylist(), t.column("count").to_pylist(), table.pruned
+
+    prefetched = run()
+    monkeypatch.setattr(value_counts, "_PREFETCH_SLOTS", 1 << 62)
+    inline = run()
+    assert prefetched[2] and prefetched == inline

@@ -23,7 +23,7 @@ from shardtrain import storage
 from shardtrain.data import column_blocks, examples
 from shardtrain.data.schema import Schema
 from shardtrain.data.shard_config import MIB
-from shardtrain.kernels import arrow, crc32c, example_encode
+from shardtrain.kernels import crc32c, example_encode, row_order
 
 
 def _gzip_compressor(level: int) -> Any:
@@ -160,11 +160,10 @@ def write_batch(
         # order (a mix of each row's hash and its place in the batch: rows of one repeated
         # key are spread too), so a block is a random sample of them, not a run of
         # consecutive source rows. Deterministic: a re-run writes the same bytes.
-        order = np.lexsort((_scramble(row_hash), slot))
+        order = row_order.shard_order(slot, _scramble(row_hash), len(writers))
         slots = np.flatnonzero(per_slot).tolist()
-        grouped = table.take(arrow.from_numpy(order))
         framed, spans = column_blocks.encode_blocks(
-            grouped, schema, [(int(bounds[s]), int(bounds[s + 1])) for s in slots]
+            table, schema, [(int(bounds[s]), int(bounds[s + 1])) for s in slots], order=order
         )
         jobs = []
         for s, (start, end, rows) in zip(slots, spans, strict=True):

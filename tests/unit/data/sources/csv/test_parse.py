@@ -1006,3 +1006,40 @@ def test_a_float_key_beyond_float32_is_reported_on_both_paths(caplog):
         messages.append([r.getMessage() for r in caplog.records if "float32" in r.getMessage()])
     assert messages[0] == messages[1] and len(messages[0]) == 1
     assert "1 value(s) of column 'score'" in messages[0][0]
+
+
+def test_type_counts_of_plain_numerals_are_the_type_pass_counts():
+    """The counts the fast path keeps as it parses (``count_types``) are those of
+    ``csv_types.classify_block`` on numerals it parses itself: signs, leading zeros (``07``,
+    ``-00.5``, but not ``0``, ``0.5`` or ``-0``), ints in a float column and floats in an int
+    column's place, fields at the line's and the block's end."""
+    from shardtrain.kernels import csv_types
+
+    rng = np.random.default_rng(5)
+    words = b"0 -0 00 07 -07 0.5 -0.5 00.5 -00.5 05. 5 -5 50 5.0 -5.25 10 100.001 0. -0.0 9".split()
+    kinds = [KIND_FLOAT, KIND_INT, KIND_FLOAT, KIND_STRING, KIND_FLOAT]
+    expect = {KIND_FLOAT: csv_types.FLOAT, KIND_INT: csv_types.INT, KIND_STRING: csv_types.TEXT}
+    lines = []
+    for _ in range(3000):
+        fields = [bytes(rng.choice(words)) for _ in kinds]
+        if fields[1].count(b".") or fields[1] == b"-0":  # the int column: an int or a bad value
+            fields[1] = b"1"
+        lines.append(b",".join(fields))
+    data = b"".join(line + b"\n" for line in lines)
+    lengths = np.array([len(line) for line in lines], dtype=np.int64)
+    starts = np.concatenate(([0], np.cumsum(lengths + 1)[:-1])).astype(np.int64)
+    fast = csv_parse.parse_block_fast(
+        np.frombuffer(data, dtype=np.uint8)[:-1],  # the last field ends the buffer
+        starts,
+        starts + lengths,
+        np.array(kinds),
+        NULLS,
+        count_types=(np.array([expect[k] for k in kinds], dtype=np.int64), 4),
+    )
+    assert fast is not None and fast.type_counts is not None
+    tally = csv_types.new_tally(len(kinds))
+    csv_types.classify_block(
+        data, tally, label=4, delim=ord(","), quote=ord('"'), escape=-1, nulls=NULLS
+    )
+    assert (tally[:, csv_types.INT | csv_types.LEADING_ZERO] > 0).all()
+    assert fast.type_counts.tolist() == tally.tolist()
