@@ -98,7 +98,7 @@ import numpy as np
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from shard_bench import REPO, _clear, _minio_env, generate, run_measured
+from shard_bench import REPO, _clear, _minio_env, compile_bytecode, generate, run_measured
 
 MIB = 1 << 20
 #: The sharder's defaults that the plan's rule for the number of tasks uses (see
@@ -841,6 +841,7 @@ def main() -> None:
         [sys.executable, "-m", "shardtrain.cli", "warm-up"], check=True, capture_output=True
     )
     code = measured_code()
+    compile_bytecode()
     print(
         f"input: {src} {size / 1e6:,.0f} MB, {rows:,} rows (and its first eighth, "
         f"{small_size / 1e6:,.0f} MB); code: {code}; "
