@@ -93,16 +93,16 @@ class Committed:
         task: what merging each task's in task order gives (the same sums; means and
         deviations folded task by task in the same order, so the same floats), with the
         top values of a column too many to count exactly as lower bounds either way."""
-        stats = new_stats(column_type)
-        if isinstance(stats, CategoricalStats):
-            stats = CategoricalStats.for_merging()  # no compiled kernel to start for a merge
+        if column_type == "string":
+            vocabulary = CategoricalStats.for_merging()  # no compiled kernel to start
             for m in self.manifests:
                 if name in m["stats"]:
-                    stats.merge_dict(m["stats"][name])
+                    vocabulary.merge_dict(m["stats"][name])
             for part in self.categorical:
                 if name in part:
-                    stats.merge_dict(part[name])
-            return stats
+                    vocabulary.merge_dict(part[name])
+            return vocabulary
+        stats = new_stats(column_type)
         if not isinstance(stats, NumericStats):  # images: every task's, in task order
             for m in self.manifests:
                 stats.merge(stats_from_dict(m["stats"][name]))  # type: ignore[arg-type]
