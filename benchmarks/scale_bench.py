@@ -624,12 +624,12 @@ def print_costs(storage: str, costs: Costs, settle: str | None) -> None:
     else:
         fixed, per_task, per_worker = costs.settle
         print(
-            f"  settle     {fixed:7.2f} s + {per_task:6.3f} CPU-s per task + {per_worker:6.3f} "
+            f"  settle     {fixed:7.2f} s + {per_task:7.4f} CPU-s per task + {per_worker:7.4f} "
             f"per worker ({settle})"
         )
     fixed, per_task, per_worker = costs.finalize
     print(
-        f"  finalize   {fixed:7.2f} s + {per_task:6.3f} CPU-s per task + {per_worker:6.3f} "
+        f"  finalize   {fixed:7.2f} s + {per_task:7.4f} CPU-s per task + {per_worker:7.4f} "
         "per worker"
     )
     print(f"  output/input bytes {costs.output_ratio:.3f}")
