@@ -340,28 +340,23 @@ def measure_run(
         else:
             said = str(r["stdout"])
             run.settle_result = said.splitlines()[-1] if said else ""
-            run.phases.append(
-                Phase(
-                    "settle",
-                    r["cpu_seconds"],
-                    r["seconds"],
-                    tasks=n_tasks,
-                    workers=min(num_workers, n_tasks),
-                )
-            )
+            run.phases.append(_step_phase("settle", r, n_tasks, num_workers))
     # What the finalize_shards pod does: commit the dataset, or load metadata.json when the
     # settle step committed it already.
     r = run_measured([py, "-c", _FINALIZE_CODE, output], env)
-    run.phases.append(
-        Phase(
-            "finalize",
-            r["cpu_seconds"],
-            r["seconds"],
-            tasks=n_tasks,
-            workers=min(num_workers, n_tasks),
-        )
-    )
+    run.phases.append(_step_phase("finalize", r, n_tasks, num_workers))
     return run
+
+
+def _step_phase(phase: str, measured: dict[str, Any], tasks: int, num_workers: int) -> Phase:
+    """A settle or finalize step's measurement, with the tasks and worker summaries it read."""
+    return Phase(
+        phase,
+        measured["cpu_seconds"],
+        measured["seconds"],
+        tasks=tasks,
+        workers=min(num_workers, tasks),
+    )
 
 
 def measure_wide(
@@ -390,20 +385,15 @@ def measure_wide(
     run.phases.append(
         Phase("plan", plan["cpu_seconds"], plan["seconds"], gb=size / 1e9, tasks=run.tasks)
     )
-    workers = min(num_workers, info["tasks"])
     if settle is not None:
         r = run_measured(
             [py, "-c", _SETTLE_CODE, settle, json.dumps(params), str(num_workers)], env
         )
         said = str(r["stdout"])
         run.settle_result = said.splitlines()[-1] if said else ""
-        run.phases.append(
-            Phase("settle", r["cpu_seconds"], r["seconds"], tasks=run.tasks, workers=workers)
-        )
+        run.phases.append(_step_phase("settle", r, run.tasks, num_workers))
     r = run_measured([py, "-c", _FINALIZE_CODE, output], env)
-    run.phases.append(
-        Phase("finalize", r["cpu_seconds"], r["seconds"], tasks=run.tasks, workers=workers)
-    )
+    run.phases.append(_step_phase("finalize", r, run.tasks, num_workers))
     return run
 
 

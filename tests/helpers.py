@@ -294,3 +294,15 @@ def dataset_files(root) -> dict[str, bytes | dict]:
             else:
                 files[rel] = data
     return files
+
+
+def late_code_csv(path, rows: int = 400_000):
+    """A zip column of numbers whose one code comes after the first 4 MB (the sample that
+    types the plan): the sample's type (int) is wrong for the whole file."""
+    lines = ["id,zip,label"]
+    for i in range(rows):
+        zip_code = "98115-4820" if i == rows - 10 else str(10_000 + (i * 7919) % 80_000)
+        lines.append(f"{i},{zip_code},{i % 2}")
+    path.write_text("\n".join(lines) + "\n")
+    assert path.stat().st_size > 5 * 1024 * 1024  # the code lies beyond the 4 MB sample
+    return path

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from helpers import run_cli
+from helpers import late_code_csv, run_cli
 from shardtrain.data import datagen, sharding
 from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.errors import DataError
@@ -125,19 +125,8 @@ def test_too_many_rejects_fail_the_run_without_committing(tmp_path):
     assert len(rejects) == 3000
 
 
-def _late_code_csv(path, rows: int = 400_000):
-    """A zip column of numbers whose one code comes after the first 4 MB (the sample that
-    types the plan): the sample's type (int) is wrong for the whole file."""
-    lines = ["id,zip,label"]
-    for i in range(rows):
-        zip_code = "98115-4820" if i == rows - 10 else str(10_000 + (i * 7919) % 80_000)
-        lines.append(f"{i},{zip_code},{i % 2}")
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 def test_workers_whose_guessed_types_fail_are_settled_by_the_settle_command(tmp_path):
-    csv_path = _late_code_csv(tmp_path / "zips.csv")
+    csv_path = late_code_csv(tmp_path / "zips.csv")
     assert csv_path.stat().st_size > 5 * 1024 * 1024
     out = tmp_path / "ds"
     args = (str(csv_path), "-o", str(out), "--label", "label", "--task-mb", "1")

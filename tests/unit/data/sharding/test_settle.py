@@ -6,6 +6,7 @@ import importlib
 
 import pytest
 
+from helpers import late_code_csv
 from shardtrain import storage
 from shardtrain.data import datagen, sharding
 from shardtrain.data.metadata import DatasetMetadata
@@ -21,17 +22,6 @@ def _config(path, out, **kw) -> sharding.ShardConfig:
     return sharding.ShardConfig(
         sources=(str(path),), output=str(out), **{"label": "label", "task_bytes": 1 << 20, **kw}
     )
-
-
-def _late_code_csv(path, rows: int = 400_000):
-    """A zip column of numbers whose one code lies beyond the 4 MB sample."""
-    lines = ["id,zip,label"]
-    for i in range(rows):
-        zip_code = "98115-4820" if i == rows - 10 else str(10_000 + (i * 7919) % 80_000)
-        lines.append(f"{i},{zip_code},{i % 2}")
-    path.write_text("\n".join(lines) + "\n")
-    assert path.stat().st_size > 5 * 1024 * 1024
-    return path
 
 
 def test_a_guess_that_holds_is_recorded_and_nothing_runs_again(tmp_path):
@@ -59,7 +49,7 @@ def test_a_crash_while_settling_a_wrong_guess_resumes(tmp_path, monkeypatch):
     """Killed after the old tasks were uncommitted but before the new plan was stored: the
     same command runs the tasks again (with the guess, which settles the same way) and ends
     with the types by all rows; nothing is half-written."""
-    path = _late_code_csv(tmp_path / "zips.csv")
+    path = late_code_csv(tmp_path / "zips.csv")
     out = tmp_path / "ds"
     uncommit = settle_module._uncommit
 
@@ -84,7 +74,7 @@ def test_a_crash_while_settling_a_wrong_guess_resumes(tmp_path, monkeypatch):
 
 
 def test_settling_a_wrong_guess_takes_the_runs_own_options(tmp_path):
-    path = _late_code_csv(tmp_path / "zips.csv")
+    path = late_code_csv(tmp_path / "zips.csv")
     out = tmp_path / "ds"
     for w in range(2):
         sharding.shard(_config(path, out, num_workers=2, worker_index=w))
@@ -119,7 +109,7 @@ def test_settling_again_before_the_reset_tasks_ran_hands_them_out(tmp_path):
     """A settle step retried (or `shardtrain settle` re-run) after an earlier one stored the
     types by all rows but before the reset tasks ran: they are handed out again, not an
     error; settling then goes on."""
-    path = _late_code_csv(tmp_path / "zips.csv")
+    path = late_code_csv(tmp_path / "zips.csv")
     out = tmp_path / "ds"
     for w in range(2):
         sharding.shard(_config(path, out, num_workers=2, worker_index=w))

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from helpers import dataset_files
+from helpers import dataset_files, late_code_csv
 from shardtrain import storage
 from shardtrain.data import sharding
 from shardtrain.data.sharding import summary as summary_module
@@ -150,19 +150,8 @@ def test_summaries_of_runs_with_other_numbers_of_workers_do_not_overlap(tmp_path
     assert counts == {24_000}  # every task counted once
 
 
-def _late_code_csv(path, rows: int = 400_000):
-    """A zip column of numbers whose one code comes after the first 4 MB (the sample that
-    types the plan): the sample's type (int) is wrong for the whole file."""
-    lines = ["id,zip,label"]
-    for i in range(rows):
-        zip_code = "98115-4820" if i == rows - 10 else str(10_000 + (i * 7919) % 80_000)
-        lines.append(f"{i},{zip_code},{i % 2}")
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 def test_settling_a_wrong_type_deletes_the_summaries_before_the_manifests(tmp_path, monkeypatch):
-    src = _late_code_csv(tmp_path / "zips.csv")
+    src = late_code_csv(tmp_path / "zips.csv")
     out = tmp_path / "ds"
     _run_workers(src, out, 2, task_bytes=1 << 20)
     assert len(list((out / "_tasks").glob("summary-*"))) == 2
@@ -194,7 +183,7 @@ def test_settling_a_wrong_type_deletes_the_summaries_before_the_manifests(tmp_pa
 def test_a_crash_while_settling_leaves_no_summary_of_a_deleted_manifest(
     tmp_path, monkeypatch, crash_after
 ):
-    src = _late_code_csv(tmp_path / "zips.csv")
+    src = late_code_csv(tmp_path / "zips.csv")
     out = tmp_path / "ds"
     config = _config(src, out, num_workers=2, task_bytes=1 << 20)
     _run_workers(src, out, 2, task_bytes=1 << 20)
