@@ -97,9 +97,9 @@ from shardtrain.train.evaluation import headline_keys
 if TYPE_CHECKING:
     from shardtrain.data import sharding
 
-# The sharder is imported by the steps that shard (and with it numba and the compiled
-# kernels): a finalize step that finds the dataset committed by the settle step only reads
-# its metadata, and starts in half the time.
+# The sharder (and with it numba and the compiled kernels) and the trainer's modules are
+# imported by the steps that use them: a finalize step that finds the dataset committed by
+# the settle step only reads its metadata, and imports neither.
 
 log = logging.getLogger(__name__)
 
