@@ -125,14 +125,14 @@ class NumericStats:
         exactly), which :func:`~shardtrain.kernels.moments.count_true` counts without
         unpacking them.
         """
+        from shardtrain.kernels.moments import count_true, moments
+
         for chunk in _chunks(values):
             n = len(chunk)
             nulls = chunk.null_count
             self.missing += nulls
             if nulls == n:
                 continue
-            from shardtrain.kernels.moments import count_true, moments
-
             if pa.types.is_boolean(chunk.type):
                 valid = n - nulls
                 trues = count_true(chunk)
@@ -305,14 +305,8 @@ class CategoricalStats:
         """Fold ``other`` into this one (exact and order-independent unless pruning)."""
         self.count += other.count
         self.missing += other.missing
-        if not other._values.size:
-            pass
-        elif isinstance(self._values, ValueMerge):
-            table = other._values.table()
-            self._values.add_lists(
-                table.column("value").to_pylist(), table.column("count").to_pylist()
-            )
-        else:
+        assert not isinstance(self._values, ValueMerge), "statistics for merging take dicts"
+        if other._values.size:
             table = other._values.table()  # views of other's arrays
             values, counts = table.column("value").chunk(0), arrow.to_numpy(table.column("count"))
             if other is self:  # counting into the arrays the views read: copy them first

@@ -114,7 +114,7 @@ def warm_up() -> WarmUpReport:
         # The statistics of a column with more distinct values than they track: pruning.
         ValueCounts(max_values=2, max_bytes=1 << 10).add(arrow.strings(["a", "b", "c"]))
         # A table that outgrows the CPU caches is hashed ahead and prefetched: as a task
-        # counts strings, and as finalize merges large strings with their counts.
+        # counts strings, and as a worker's summary merges its tasks' values with counts.
         ids = arrow.strings([str(i) for i in range(20_000)])
         tasks, merged = ValueCounts(1 << 20, 1 << 24), ValueCounts(1 << 20, 1 << 24)
         for _ in range(2):

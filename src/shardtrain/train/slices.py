@@ -62,6 +62,11 @@ def slice_values(
         if column not in names:
             shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
             raise ConfigError(f"--slice-by: {where} has no column '{column}' (columns: {shown})")
+        if column == meta.label:
+            raise ConfigError(
+                f"--slice-by: '{column}' is the label of {where}: slices split the rows by a "
+                "feature; slice by a string feature column"
+            )
         stats = meta.stats.columns.get(column) or {}
         if meta.schema.column(column).type != "string" or stats.get("kind") != "categorical":
             kind = meta.schema.column(column).type

@@ -90,3 +90,10 @@ def test_an_unknown_dropped_or_numeric_column_is_one_line():
         slice_values(meta, ["level"], where="ds")
     with pytest.raises(ConfigError, match="--max-slices must be at least 1"):
         slice_values(meta, ["difficulty"], where="ds", max_values=0)
+
+
+def test_slicing_by_the_label_is_one_line_naming_it():
+    """Found by hand: the label (a string one, here an int) is no feature; the line said it
+    was 'string, not categorical (slice by a string column)'."""
+    with pytest.raises(ConfigError, match=r"^--slice-by: 'label' is the label of ds: "):
+        slice_values(_meta(), ["label"], where="ds")

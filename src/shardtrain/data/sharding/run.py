@@ -262,7 +262,8 @@ def _shard(
         return ShardOutcome("already-complete", config.output, metadata=meta)
 
     mine = [t for t in plan.tasks if t.index % config.num_workers == config.worker_index]
-    done = {t.index for t in mine if _task_committed(plan, t.index)}
+    # The manifests an earlier run committed: skipped now, and summarized with the rest.
+    done = {t.index: m for t in mine if (m := _committed_manifest(plan, t.index)) is not None}
     todo = [t for t in mine if t.index not in done]
     log.info(
         "plan %s: %d source file(s), %d task(s), shards per split: %s; worker %d/%d runs %d "
@@ -284,7 +285,7 @@ def _shard(
         with bar as reporter:
             advance = reporter.advance if reporter is not None else None
             results = run_tasks(plan, todo, config, advance, pool)
-    _summarize_worker(plan, config, mine, results)
+    _summarize_worker(plan, config, mine, results, done)
     settled = None
     if config.num_workers == 1:
         again, settled = settle_and_redo(config)
@@ -331,22 +332,25 @@ MAX_SETTLE_ROUNDS = 64
 
 
 def _summarize_worker(
-    plan: Plan, config: ShardConfig, mine: list[Task], results: list[TaskResult]
+    plan: Plan,
+    config: ShardConfig,
+    mine: list[Task],
+    results: list[TaskResult],
+    done: dict[int, dict[str, Any]],
 ) -> None:
     """Write this worker's summary of its tasks (:mod:`.summary`): from the results of the
-    tasks it ran, and the manifests of those an earlier run committed."""
+    tasks it ran, and the manifests of those an earlier run committed (``done``)."""
     if not mine:
         return
     ran = {r.task: task_manifest(plan, config, r) for r in results}
-    manifests = [
-        ran[t.index] if t.index in ran else storage.read_json(task_uri(plan.output, t.index))
-        for t in mine
-    ]
+    manifests = [ran[t.index] if t.index in ran else done[t.index] for t in mine]
     write_summary(plan, config.worker_index, config.num_workers, manifests)
 
 
-def _task_committed(plan: Plan, index: int) -> bool:
+def _committed_manifest(plan: Plan, index: int) -> dict[str, Any] | None:
+    """Task ``index``'s manifest when it is committed under ``plan``, else None."""
     uri = task_uri(plan.output, index)
     if not storage.exists(uri):
-        return False
-    return storage.read_json(uri).get("plan") == plan.fingerprint
+        return None
+    manifest = storage.read_json(uri)
+    return manifest if manifest.get("plan") == plan.fingerprint else None

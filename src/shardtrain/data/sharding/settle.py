@@ -101,7 +101,7 @@ def settle(config: ShardConfig) -> Settlement:
         DataError: ``config`` is not the options of the run stored at its output.
     """
     plan = stored_plan(config.output)
-    config = keep_stored_layout(config, stored_plan=plan.options)  # as the workers planned
+    config = keep_stored_layout(config, stored_options=plan.options)  # as the workers planned
     committed, missing = read_committed(plan)
     manifests = committed.manifests
     if missing:

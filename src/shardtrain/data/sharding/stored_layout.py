@@ -24,14 +24,14 @@ from shardtrain.errors import ShardtrainError
 log = logging.getLogger(__name__)
 
 
-def keep_stored_layout(config: ShardConfig, stored_plan: dict | None = None) -> ShardConfig:
+def keep_stored_layout(config: ShardConfig, stored_options: dict | None = None) -> ShardConfig:
     """``config``, or ``config`` with per-row Examples when its record format was defaulted
     and the output holds a per-row dataset whose plan options are this run's but for the
     record format (and the compression, when that was defaulted too).
 
     Anything else is left to the run's own comparison: a stored plan that differs by other
     options still fails as one sharded from other options, and ``--overwrite`` re-shards in
-    the default layout. ``stored_plan``: the stored plan's options when the caller has read
+    the default layout. ``stored_options``: the stored plan's options when the caller has read
     them already (not read again).
     """
     if (
@@ -40,7 +40,7 @@ def keep_stored_layout(config: ShardConfig, stored_plan: dict | None = None) -> 
         or config.overwrite
     ):
         return config
-    stored = stored_plan if stored_plan is not None else _stored_options(config.output)
+    stored = stored_options if stored_options is not None else _stored_options(config.output)
     if stored is None or stored.get("record_format", column_blocks.EXAMPLE) != (
         column_blocks.EXAMPLE
     ):
