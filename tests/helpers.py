@@ -306,3 +306,14 @@ def late_code_csv(path, rows: int = 400_000):
     path.write_text("\n".join(lines) + "\n")
     assert path.stat().st_size > 5 * 1024 * 1024  # the code lies beyond the 4 MB sample
     return path
+
+
+def wide_csv(path, rows: int = 20_000) -> None:
+    """Thirty one-digit columns under long names: a per-row Example repeats every name, so
+    its output is ~20x its input."""
+    names = [f"a_rather_long_column_name_{i:02d}" for i in range(30)]
+    lines = [",".join([*names, "label"])]
+    lines += [
+        ",".join([*(str((r * 7 + i) % 10) for i in range(30)), str(r % 2)]) for r in range(rows)
+    ]
+    path.write_text("\n".join(lines) + "\n")

@@ -200,8 +200,13 @@ class Option:
         if spec.min is None and spec.max is None:
             return
         user = value / spec.unit
-        low_ok = spec.min is None or user > spec.min or (user == spec.min and not spec.min_open)
-        high_ok = spec.max is None or user < spec.max or (user == spec.max and not spec.max_open)
+        # The bounds in the field's unit, truncated as a user value is when parsed (--task-mb
+        # 0.01 is 10,485 bytes, which is 0.0099993 MB: still the minimum).
+        lo, hi = spec.min, spec.max
+        if spec.unit != 1:
+            lo, hi = (None if b is None else float(int(b * spec.unit)) for b in (lo, hi))
+        low_ok = lo is None or value > lo or (value == lo and not spec.min_open)
+        high_ok = hi is None or value < hi or (value == hi and not spec.max_open)
         if not (low_ok and high_ok):
             raise ConfigError(f"{self.flag} must be {self.range_text()}, not {user:g}")
 

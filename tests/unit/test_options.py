@@ -31,7 +31,7 @@ from shardtrain.data.sharding import MIB, ShardConfig
 from shardtrain.errors import ConfigError
 from shardtrain.kubeflow import client, steps
 from shardtrain.kubeflow.jobs import tfjob
-from shardtrain.options import METADATA_KEY, check, options, pipeline_help
+from shardtrain.options import METADATA_KEY, check, from_params, options, pipeline_help
 from shardtrain.train.config import TrainConfig
 
 #: The flags `shard` had before they were generated: none may disappear.
@@ -154,6 +154,12 @@ def test_ranges_and_choices_are_checked_for_library_callers_too():
     ):
         with pytest.raises(ConfigError, match=re.escape(message)):
             ShardConfig(**base, **changes)
+    # The minimum itself, given in its unit, is accepted: 0.01 MB is 10,485 bytes, which is
+    # 0.0099993 MB (it was refused as below 0.01).
+    assert ShardConfig(**base, **from_params(ShardConfig, {"task_mb": 0.01})).task_bytes == 10485
+    assert ShardConfig(**base, **from_params(ShardConfig, {"block_mb": 0.01})).block_bytes == 10485
+    with pytest.raises(ConfigError, match=re.escape("--task-mb must be at least 0.01, not 0.0098")):
+        ShardConfig(**base, **from_params(ShardConfig, {"task_mb": 0.0099}))
     check(TrainConfig())  # the training defaults are in range
     bad = TrainConfig()
     bad.model.dropout = 1.0

@@ -7,7 +7,7 @@ components (:mod:`shardtrain.kubeflow.components`), and each component body is o
 =================  ======================  =================================================
 component          library function        does
 =================  ======================  =================================================
-plan_shards        :func:`plan_step`       check the inputs once, choose the shard workers
+plan_shards        :func:`plan_step`       choose the shard workers from the listing
 shard (x N)        :func:`shard_step`      one shard worker (``dsl.ParallelFor``)
 settle_shards      :func:`settle_step`     decide what the workers checked; name the
                                            workers to run again (a second ``ParallelFor``,
@@ -20,9 +20,10 @@ export             :func:`export_step`     publish the SavedModel (when blessed)
 deploy             :func:`deploy_step`     a KServe InferenceService of it (``deploy``)
 =================  ======================  =================================================
 
-* :func:`plan_step` lists the sources and infers the schema from a sample once (a missing
-  file or label fails here, in one pod, not in N; it reads no more than the listing and the
-  sample, whatever the size of the data) and returns the shard workers that have work to do.
+* :func:`plan_step` lists the sources and returns the shard workers that have work to do,
+  one per task the file sizes promise (a missing file fails here, in one pod, not in N); it
+  reads no data: each worker plans the run itself from a sample, in parallel, rather than
+  waiting on one pod to do it first.
 * :func:`settle_step` decides, once they are done, what the workers checked as they read
   (CSV types by all rows) and returns the workers to run again: none when the sample's types
   held, all of them when a column's type changed.
@@ -154,23 +155,44 @@ def _shard_config(options: Mapping[str, Any], **run: Any) -> sharding.ShardConfi
     Raises:
         ConfigError: an unknown parameter or an invalid value.
     """
-    from shardtrain.data import sharding
+    from shardtrain.data.shard_config import ShardConfig  # not the sharder: no numba
 
-    return sharding.ShardConfig(**from_params(sharding.ShardConfig, options), **run)
+    return ShardConfig(**from_params(ShardConfig, options), **run)
+
+
+def _spread(options: Mapping[str, Any], num_workers: int) -> int:
+    """The run's shard worker count: at most one per task the listing promises.
+
+    :func:`~shardtrain.data.task_rule.listed_tasks` counts the tasks from the file sizes
+    alone; :func:`plan_step`, every :func:`shard_step` and :func:`settle_step` compute it
+    alike from the same listing, and the workers pick their tasks by it (task ``t`` runs on
+    worker ``t % n``), so every task has a worker whatever the plan's own count turns out to
+    be. For sources the listing cannot count (Parquet, images) it is ``num_workers``.
+
+    Raises:
+        ConfigError: ``num_workers`` is below 1, or an option is invalid.
+        DataError, StorageError: listing the sources failed (no file matches...).
+    """
+    from shardtrain.data import task_rule
+
+    if num_workers < 1:
+        raise ConfigError(f"shard_workers must be at least 1, not {num_workers}")
+    listed = task_rule.listed_tasks(_shard_config(options))
+    return num_workers if listed is None else min(num_workers, listed)
 
 
 def plan_step(*, num_workers: int, **options: Any) -> list[int]:
-    """Check the inputs once and choose the shard workers that have work.
+    """Choose the shard workers of the run from the listing of its sources.
 
-    Lists the sources and infers the schema exactly as every worker will (the plan is
-    deterministic), so a missing file, an unknown label or a bad split fails here, and
-    publishes the plan at the dataset URI (``_plan.json``, as each worker would: an output
-    holding another dataset fails here). It reads the listing and a sample, no more: what
-    only all the data can tell (CSV types by all rows) the workers check as they read, and
-    :func:`settle_step` decides. Workers
-    beyond the number of tasks would get nothing (worker ``i`` of ``n`` runs the tasks
-    ``t % n == i``), so only ``min(num_workers, tasks)`` indices are returned; the workers
-    still use ``num_workers`` to pick their tasks.
+    Reads no data: the sources' sizes give the tasks (:func:`_spread`), and the workers get
+    one each, up to ``num_workers``. Each worker plans the run itself (the plan is
+    deterministic: every worker builds the same one and stores it as ``_plan.json``), so the
+    sample's schema, the label and the output are checked by the workers, in parallel,
+    instead of by one pod before them all: this step only keeps the fan-out from starting
+    workers that would have nothing to do, and fails once on what the listing shows (an
+    invalid option, a pattern that matches no file, a missing file). For Parquet and images,
+    whose tasks the listing cannot count, it plans the run (as the workers will, without
+    storing it) and returns one worker per task.
 
     Args:
         num_workers: shard workers asked for (the pipeline's ``shard_workers``).
@@ -184,21 +206,20 @@ def plan_step(*, num_workers: int, **options: Any) -> list[int]:
     Raises:
         ConfigError, DataError, StorageError: the inputs cannot be sharded as asked.
     """
-    _setup_logging()
-    if num_workers < 1:
-        raise ConfigError(f"shard_workers must be at least 1, not {num_workers}")
-    from shardtrain.data import sharding
+    from shardtrain.data import task_rule
 
-    plan, _ = sharding.publish_plan(sharding.keep_stored_layout(_shard_config(options)))
-    workers = min(num_workers, len(plan.tasks))
+    _setup_logging()
+    workers = _spread(options, int(num_workers))
+    config = _shard_config(options)
+    if not task_rule.counts_by_listing(config):
+        from shardtrain.data import sharding
+
+        plan = sharding.build_plan(sharding.keep_stored_layout(config))
+        workers = min(workers, len(plan.tasks))
     log.info(
-        "%d source file(s), %.1f MB; schema of %d columns; %d task(s) → %d shard worker(s)%s",
-        len(plan.sources),
-        sum(s.size for s in plan.sources) / 1e6,
-        len(plan.schema.columns),
-        len(plan.tasks),
+        "%d shard worker(s)%s",
         workers,
-        f" (of {num_workers} asked for)" if workers < num_workers else "",
+        f" (of {num_workers} asked for: one per task)" if workers < num_workers else "",
     )
     return list(range(workers))
 
@@ -210,7 +231,8 @@ def shard_step(*, worker_index: int, num_workers: int, cpu: str, **options: Any)
 
     Args:
         worker_index: this worker.
-        num_workers: the workers sharing the job (all of them use the same number).
+        num_workers: the shard workers asked for (the pipeline's ``shard_workers``); the
+            run's count is at most one per task (:func:`_spread`, the same in every step).
         cpu: the CPU the step requests (a Kubernetes quantity): its process count.
         **options: the pipeline's sharding parameters, as :func:`plan_step`.
 
@@ -220,10 +242,14 @@ def shard_step(*, worker_index: int, num_workers: int, cpu: str, **options: Any)
     from shardtrain.data import sharding
 
     _setup_logging()
+    spread = _spread(options, int(num_workers))
+    if int(worker_index) >= spread:  # the fan-out does not start it: a task-less worker
+        log.info("shard worker %d: the run has %d worker(s); nothing to do", worker_index, spread)
+        return json.dumps({"worker": int(worker_index), "status": "no-tasks", "tasks_run": 0})
     config = _shard_config(
         options,
         worker_index=int(worker_index),
-        num_workers=int(num_workers),
+        num_workers=spread,
         processes=cpu_count(cpu),
     )
     sharding.tune_process_memory()  # this step's process only shards
@@ -251,7 +277,8 @@ def settle_step(*, num_workers: int, worker_reports: list[str], **options: Any) 
     first time), those whose pieces began at a wrongly guessed record start.
 
     Args:
-        num_workers: the shard workers of the run (the pipeline's ``shard_workers``).
+        num_workers: the shard workers asked for (the pipeline's ``shard_workers``; the
+            run's count is :func:`_spread`'s, as the workers').
         worker_reports: their JSON reports (:func:`shard_step`'s outputs).
         **options: the pipeline's sharding parameters, as :func:`plan_step`.
 
@@ -264,7 +291,7 @@ def settle_step(*, num_workers: int, worker_reports: list[str], **options: Any) 
     _setup_logging()
     for r in sorted((json.loads(r) for r in worker_reports), key=lambda r: r.get("worker", 0)):
         log.info("shard worker %s: %s", r.get("worker"), r)
-    config = _shard_config(options, num_workers=int(num_workers))
+    config = _shard_config(options, num_workers=_spread(options, int(num_workers)))
     if storage.exists(storage.join(config.output, "metadata.json")):
         return []  # complete already (a re-run of a finished pipeline)
     with take_lease(config.output, 0, 1) as lease:  # every task's: no worker still writes

@@ -18,6 +18,7 @@ from unittest import mock
 import pytest
 from kfp import dsl
 
+from helpers import wide_csv
 from shardtrain import storage
 from shardtrain.data import datagen, sharding
 from shardtrain.data.metadata import DatasetMetadata
@@ -526,6 +527,80 @@ def test_plan_and_shard_steps_use_only_workers_with_tasks(tmp_path):
         steps.plan_step(**{**common, "sources": [str(tmp_path / "missing.csv")]}, num_workers=2)
     with pytest.raises(ConfigError, match="shard_workers"):
         steps.plan_step(**common, num_workers=0)
+
+
+def test_workers_pick_their_tasks_by_the_fan_outs_count_when_the_plan_has_more(tmp_path):
+    """The fan-out counts tasks from the file sizes; a per-row, uncompressed, small-shard run
+    of a wide CSV gets more tasks from its plan (see tests/unit/data/test_task_rule.py). The
+    one worker started runs them all (it picks tasks by the fan-out's count, 1, not by the
+    shard_workers asked for): no task is left to a worker that never starts."""
+    wide_csv(tmp_path / "wide.csv", rows=20_000)
+    common = dict(
+        sources=[str(tmp_path / "wide.csv")],
+        dataset_uri=str(tmp_path / "ds"),
+        label="label",
+        splits="train=0.9,eval=0.1",
+        target_shard_mb=1,
+        task_mb=1024,
+        record_format="example",
+        compression="none",
+    )
+    assert steps.plan_step(**common, num_workers=4) == [0]
+    report = json.loads(steps.shard_step(**common, worker_index=0, num_workers=4, cpu="1"))
+    assert report["tasks_run"] == 2  # both tasks of the plan
+    # A worker the fan-out did not start (index >= its count) has nothing to do.
+    idle = json.loads(steps.shard_step(**common, worker_index=1, num_workers=4, cpu="1"))
+    assert idle["status"] == "no-tasks" and idle["tasks_run"] == 0
+    assert steps.settle_step(**common, num_workers=4, worker_reports=[json.dumps(report)]) == []
+    meta = DatasetMetadata.load(common["dataset_uri"])
+    assert meta.rows_accepted == 20_000
+
+
+def test_the_plan_step_plans_sources_whose_tasks_the_listing_cannot_count(tmp_path):
+    """Parquet is cut by row groups: the fan-out plans the run (storing nothing) and starts
+    one worker per task; the workers then pick tasks by the shard_workers asked for."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 60_000
+    table = pa.table({"x": [float(i) for i in range(n)], "label": [i % 2 for i in range(n)]})
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=20_000)
+    common = dict(
+        sources=[str(tmp_path / "t.parquet")],
+        dataset_uri=str(tmp_path / "ds"),
+        label="label",
+        task_mb=0.01,
+    )
+    tasks = len(sharding.build_plan(steps._shard_config(common)).tasks)
+    assert 1 < tasks < 8
+    assert steps.plan_step(**common, num_workers=8) == list(range(tasks))
+    assert not (tmp_path / "ds").exists()
+    reports = [
+        steps.shard_step(**common, worker_index=i, num_workers=8, cpu="1") for i in range(tasks)
+    ]
+    assert sum(json.loads(r)["tasks_run"] for r in reports) == tasks
+    assert steps.settle_step(**common, num_workers=8, worker_reports=reports) == []
+    assert DatasetMetadata.load(common["dataset_uri"]).rows_accepted == n
+
+
+def test_the_plan_step_reads_no_data_and_loads_no_parser(tmp_path):
+    """It lists the sources and stops: a file whose content no parser would accept fans out
+    like any other (the workers report it), and the step's process never imports the
+    compiled kernels or writes a plan."""
+    path = tmp_path / "q.csv"
+    path.write_bytes((b"\x00\x01 not a csv \xff" * 80_000)[:1_000_000])  # 3.8 tasks of 0.25 MiB
+    code = (
+        "import json, sys\n"
+        "from shardtrain.kubeflow import steps\n"
+        f"w = steps.plan_step(num_workers=8, sources=[{str(path)!r}], "
+        f"dataset_uri={str(tmp_path / 'ds')!r}, label='cleared', task_mb=0.25)\n"
+        "print(json.dumps([w, 'numba' in sys.modules]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert json.loads(out.splitlines()[-1]) == [[0, 1, 2, 3], False]
+    assert not (tmp_path / "ds").exists()
 
 
 # --------------------------------------------------------------------------------------------

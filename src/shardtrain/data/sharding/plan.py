@@ -15,17 +15,16 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-import math
 import zlib
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from shardtrain import storage
-from shardtrain.data import column_blocks, examples
+from shardtrain.data import column_blocks, examples, task_rule
 from shardtrain.data.histogram import HistogramBins, plan_bins
 from shardtrain.data.metadata import FORMAT
 from shardtrain.data.schema import Schema
-from shardtrain.data.shard_config import MIB, ShardConfig
+from shardtrain.data.shard_config import ShardConfig
 from shardtrain.data.sources.base import Piece, PlanInputs, SourceFile, SourceLayout, plan_pieces
 from shardtrain.data.sources.csv.plan_options import VERIFY_TYPES_OPTION
 from shardtrain.data.sources.jsonl import VERIFY_TYPES_OPTION as VERIFY_JSONL_TYPES_OPTION
@@ -34,7 +33,7 @@ from shardtrain.errors import ShardtrainError
 PLAN_NAME = "_plan.json"
 
 #: At most this many shards of one split are written by one task (bounds open uploads).
-MAX_SHARDS_PER_TASK = 16
+MAX_SHARDS_PER_TASK = task_rule.MAX_SHARDS_PER_TASK
 
 
 @dataclass(frozen=True)
@@ -264,26 +263,9 @@ def build_plan(config: ShardConfig, stored: dict[str, Any] | None = None) -> Pla
     )
     estimated_rows = inputs.estimated_rows
 
-    num_shards = []
-    for _, fraction in config.splits:
-        if config.num_shards:
-            num_shards.append(config.num_shards)
-        else:
-            est = input_bytes * ratio * fraction
-            num_shards.append(max(config.min_shards, math.ceil(est / config.target_shard_bytes)))
-
-    # Tasks: about task_bytes of input each, and enough to keep each task's open shards
-    # bounded. Every task owns at least one shard of every split, so a split sized by
-    # target_shard_bytes alone (a 10% eval split) would cap the tasks -- and the workers that
-    # can share the run -- at its shard count: such a split gets a shard per task instead
-    # (smaller shards; not when --num-shards sets the counts).
-    wanted = math.ceil(input_bytes / config.task_bytes)
-    wanted = max(wanted, max(math.ceil(m / MAX_SHARDS_PER_TASK) for m in num_shards))
-    if not config.num_shards:
-        num_shards = [max(m, wanted) for m in num_shards]
-    n_tasks = max(1, min(wanted, min(num_shards)))
+    num_shards, n_tasks = task_rule.counts(config, input_bytes, ratio)
     plain_bytes = sum(s.size for s in sources if not s.gzip)
-    piece_bytes = max(64 * 1024, math.ceil(plain_bytes / n_tasks)) if plain_bytes else MIB
+    piece_bytes = task_rule.piece_bytes(plain_bytes, n_tasks)
     aligned = source.align_pieces(plan_pieces(sources, piece_bytes), inputs)
     pieces = aligned.pieces
     final = source.final_schema(pieces, dataclasses.replace(inputs, options=aligned.options))

@@ -40,8 +40,8 @@ sharder: one JSON object per line, typed by all the data, malformed lines reject
   (:func:`scan_types`) finds. That pass still runs when the sample lacks the label, the key
   or a column a ``--schema`` file names, and plans stored before the tasks checked types keep
   its result. The plan's sizes come from the listing (a gzip file counts
-  :data:`GZIP_EXPANSION` times its size) and its rows from the sample's line length. Floats
-  are stored as float32, as CSV floats are.
+  :data:`~shardtrain.data.task_rule.GZIP_EXPANSION` times its size) and its rows from the
+  sample's line length. Floats are stored as float32, as CSV floats are.
 * **Split hash.** The key's text, else the raw bytes of the whole line (as for CSV).
 
 Blocks are parsed by Arrow's JSON reader with the planned types; a block it refuses (a
@@ -94,6 +94,7 @@ from shardtrain.data.sources.jsonl_types import (
     sample_types,
     scan_block,
 )
+from shardtrain.data.task_rule import GZIP_EXPANSION
 from shardtrain.errors import DataError
 from shardtrain.kernels import arrow, xxh64
 
@@ -115,9 +116,6 @@ ALL_ROW_TYPES_OPTION = "jsonl_all_row_types"
 #: tasks checked the types, and runs whose sample cannot stand for the data.
 TYPE_PASS_OPTION = "jsonl_types"
 
-#: Gzip files count this many times their size in the plan's estimate of the input bytes
-#: (their uncompressed size is unknown without reading them), as for CSV.
-GZIP_EXPANSION = 4
 
 _BOM = b"\xef\xbb\xbf"
 

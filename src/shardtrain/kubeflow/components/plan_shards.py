@@ -1,4 +1,4 @@
-"""The ``plan_shards`` component: check the inputs once, choose the shard workers."""
+"""The ``plan_shards`` component: choose the shard workers from the listing of the sources."""
 
 from shardtrain.kubeflow.components import step_component
 from shardtrain.kubeflow.parameters import PLAN_SHARDS, Param
@@ -8,9 +8,9 @@ plan_shards = step_component(
     PLAN_SHARDS,
     step="plan_step",
     summary="""
-    Lists the sources and settles the schema as every shard worker will, so a missing file
-    or label fails once, here; returns the indices of the shard workers that have work (at
-    most num_workers) for dsl.ParallelFor. See shardtrain.kubeflow.steps.plan_step.
+    Lists the sources (reads no data) and returns the indices of the shard workers that have
+    work, one per task the file sizes promise and at most num_workers, for dsl.ParallelFor;
+    each worker plans the run itself. See shardtrain.kubeflow.steps.plan_step.
     """,
     returns=Param(
         "Output", "list[int]", "The indices of the shard workers that have work: [0, 1, ...]."

@@ -23,9 +23,10 @@ graph adds, and why:
   parameters by the component's list there. The sharding parameters (``label`` … ``resize``)
   are the fields of :class:`~shardtrain.data.sharding.ShardConfig` under the names their
   options give (``task_mb`` for ``task_bytes``…; ``''`` or ``0`` for "not set"), passed alike
-  to ``plan_shards`` and to every ``shard`` worker, so both build the same configuration (the
-  workers check the plan's fingerprint); ``shard_workers`` and ``shard_cpu`` set how the run
-  is spread (``num_workers``, ``processes``).
+  to ``plan_shards``, every ``shard`` worker and ``settle_shards``, so all build the same
+  configuration (each worker plans the run and checks the stored plan's fingerprint);
+  ``shard_workers`` and ``shard_cpu`` set how the run is spread (``num_workers``, at most
+  one per task the listing promises, the same count in every step; ``processes``).
 * **Export only when blessed.** ``evaluate`` returns ``blessed`` (the trained model meets
   every threshold, against the served model too) and ``export`` runs under ``dsl.If`` on it:
   a model that is not blessed ends the run green, the export skipped and the reason in the
@@ -113,10 +114,10 @@ def _graph(p: Mapping[str, Any]) -> Outputs:
     """The graph, from the pipeline's parameters by name (each component receives its own
     by the lists of :mod:`shardtrain.kubeflow.parameters`)."""
     image, secret = p["image"], p["secret_name"]
-    # The sharding options go alike to the plan and to every worker: both must build the
+    # The sharding options go alike to the fan-out and to every worker: all must build the
     # same configuration.
     plan = plan_shards(**arguments(PLAN_SHARDS, p))
-    # Planning reads the listing and a sample only: a small step, whatever the data's size.
+    # It lists the sources and reads no data (each worker plans the run): a small step.
     _small(_step(plan, image, secret, "plan shards"))
 
     with dsl.ParallelFor(plan.output, name="shard-workers") as worker_index:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from shardtrain import storage
+from shardtrain.data import listing
 from shardtrain.data.csv_dialect import CsvDialect, Utf8Transcoder
 from shardtrain.data.sources.base import SourceFile, open_source
 from shardtrain.errors import DataError, StorageError
@@ -24,24 +25,13 @@ def list_sources(patterns: list[str]) -> list[SourceFile]:
         DataError: a pattern matches nothing, or no source is given.
         StorageError: a named file is missing or unreadable.
     """
-    if not patterns:
-        raise DataError("no source given")
-    seen: dict[str, SourceFile] = {}
-    for pattern in patterns:
-        uris = storage.glob(pattern) if storage.has_magic(pattern) else [pattern]
-        if not uris:
-            raise DataError(f"{pattern}: no file matches this pattern")
-        for uri in uris:
-            if storage.is_local(uri):  # one file named two ways (relative, glob) is one source
-                uri = os.path.abspath(storage.local_path(uri))
-            if uri in seen:
-                continue
-            meta = storage.info(uri)
-            version = meta.version
-            if storage.is_local(uri):  # mtime alone misses an edit that restores it
-                version = f"{version}-{content_tag(uri, meta.size)}"
-            seen[uri] = SourceFile(uri=uri, size=meta.size, version=version)
-    return list(seen.values())
+    sources = []
+    for meta in listing.expand(patterns):
+        version = meta.version
+        if storage.is_local(meta.uri):  # mtime alone misses an edit that restores it
+            version = f"{version}-{content_tag(meta.uri, meta.size)}"
+        sources.append(SourceFile(uri=meta.uri, size=meta.size, version=version))
+    return sources
 
 
 #: Bytes of one block sampled by :func:`content_tag`.

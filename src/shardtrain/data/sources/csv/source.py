@@ -42,6 +42,7 @@ from shardtrain.data.sources.csv.types import (
     decide_types,
     type_pass,
 )
+from shardtrain.data.task_rule import GZIP_EXPANSION
 from shardtrain.kernels import csv_types
 
 log = logging.getLogger(__name__)
@@ -146,7 +147,7 @@ class CsvSource(TabularSource):
             overrides=overrides,
             dialect=dialect,
         )
-        input_bytes = sum(s.size * (4 if s.gzip else 1) for s in sources)
+        input_bytes = sum(s.size * (GZIP_EXPANSION if s.gzip else 1) for s in sources)
         sample_lines = max(sample.count(b"\n") - 1, 1)
         body = sample[sample.find(b"\n") + 1 :] if dialect.header else sample
         parsed = (

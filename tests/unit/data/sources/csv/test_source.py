@@ -161,7 +161,9 @@ def _plan(source):
     return source.final_schema(aligned.pieces, dataclasses.replace(inputs, options=aligned.options))
 
 
-def test_the_plan_step_publishes_the_plan_for_its_workers(tmp_path, counted):
+def test_the_workers_plan_alike_and_settle_decides_the_types(tmp_path, counted):
+    """The plan step reads no data and stores nothing; each worker plans the run itself and
+    they store the same plan (the second finds the first's and keeps it)."""
     src = tmp_path / "big.csv"
     _write_csv(src, rows=6000)
     common = dict(
@@ -176,10 +178,13 @@ def test_the_plan_step_publishes_the_plan_for_its_workers(tmp_path, counted):
     )
     workers = steps.plan_step(**common, num_workers=2)
     assert workers == [0, 1]
-    stored = storage.read_json(str(tmp_path / "ds" / plan_module.PLAN_NAME))
-    reports = [steps.shard_step(**common, worker_index=i, num_workers=2, cpu="1") for i in workers]
+    plan_uri = str(tmp_path / "ds" / plan_module.PLAN_NAME)
+    assert not storage.exists(plan_uri)
+    reports = [steps.shard_step(**common, worker_index=0, num_workers=2, cpu="1")]
+    stored = storage.read_json(plan_uri)
+    reports.append(steps.shard_step(**common, worker_index=1, num_workers=2, cpu="1"))
     assert [json.loads(r)["status"] for r in reports] == ["worker-done", "worker-done"]
-    assert storage.read_json(str(tmp_path / "ds" / plan_module.PLAN_NAME)) == stored
+    assert storage.read_json(plan_uri) == stored
     # The zip column's code near the end: the sample's int was wrong, both workers run again
     # (the pipeline's second fan-out) with the types by all rows, then finalize commits.
     again = steps.settle_step(**common, num_workers=2, worker_reports=reports)
