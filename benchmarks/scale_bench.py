@@ -20,10 +20,12 @@ disk and for MinIO (``--no-minio``: local only; on MinIO the CSV is uploaded and
 there, and the dataset written there), with ``--measure-tasks`` tasks of the full file:
 
 * **plan**: a fresh process calling :func:`shardtrain.kubeflow.steps.plan_step` (what the
-  pipeline's ``plan_shards`` pod runs: it publishes ``_plan.json``);
+  pipeline's ``plan_shards`` pod runs: it lists the sources and chooses the fan-out; each
+  worker plans the run itself and stores ``_plan.json``);
 * **worker** i of N: a fresh ``shardtrain shard ... --num-workers N --worker-index i
-  --processes P`` after the plan is published (so it recalls the stored plan), one after the
-  other, for the small file with N = 2 and the full file with each N of ``--measure-workers``;
+  --processes P`` after the plan step (the first stores the plan, the others find it), one
+  after the other, for the small file with N = 2 and the full file with each N of
+  ``--measure-workers``;
 * **settle**, only where the sharder has one: the pipeline's ``settle_step`` (which commits
   the dataset when nothing runs again), else a callable ``settle`` in
   ``shardtrain.data.sharding.settle`` or ``shardtrain.data.sharding``, called with the run's
@@ -39,8 +41,9 @@ there, and the dataset written there), with ``--measure-tasks`` tasks of the ful
 Each phase's CPU seconds are user + system of its whole process tree (the
 ``RUSAGE_CHILDREN`` delta, which includes a worker's pool processes) and its wall seconds.
 From them, least-squares fits, no term negative: plan CPU = fixed + per task planned, on
-the full file's runs (planning reads a sample and a content tag of at most 4 MiB per file:
-nothing that grows with a file's size past a GB; a plan that reads every byte, as before, is
+the full file's runs (the plan step lists the sources, and planning -- in each worker now --
+reads a sample and a content tag of at most 4 MiB per file: nothing that grows with a file's
+size past a GB; a plan that reads every byte, as before, is
 fitted per GB of input instead); worker CPU = fixed + per GB of the worker's tasks (the
 small run and all but the last ``--measure-workers`` run; the last is held out as the
 model's check); settle and finalize CPU = fixed + per task + per worker (task manifests and
@@ -118,13 +121,20 @@ from shardtrain.kubeflow.steps import plan_step
 print(json.dumps(plan_step(num_workers=int(sys.argv[2]), **json.loads(sys.argv[1]))))
 """
 
-#: Not a phase: the task sizes of the published plan (after the plan step was measured).
+#: Not a phase: the task sizes of the run's plan -- the one stored at the output, else (a plan
+#: step that only lists the sources, the workers planning the run themselves) the plan built
+#: here from the run's parameters, not stored.
 _PLAN_INFO_CODE = """
 import json, sys
 from shardtrain import storage
-from shardtrain.data.sharding import PLAN_NAME, Plan
-out = sys.argv[1]
-d = storage.read_json(storage.join(out, PLAN_NAME))
+from shardtrain.data.sharding import PLAN_NAME, Plan, ShardConfig, build_plan
+from shardtrain.options import from_params
+out, params = sys.argv[1], json.loads(sys.argv[2])
+uri = storage.join(out, PLAN_NAME)
+if storage.exists(uri):
+    d = storage.read_json(uri)
+else:
+    d = build_plan(ShardConfig(**from_params(ShardConfig, params))).to_dict()
 try:
     sizes = [t.input_bytes for t in Plan.from_dict(out, d).tasks]
 except Exception:  # a plan format this script does not know: equal tasks
@@ -268,6 +278,12 @@ def shard_params(src: str, output: str, task_mb: float, min_shards: int) -> dict
     }
 
 
+def plan_info(output: str, params: dict[str, Any], env: dict[str, str] | None) -> dict[str, Any]:
+    """The tasks of the run's plan and their input bytes (not measured)."""
+    code = [sys.executable, "-c", _PLAN_INFO_CODE, output, json.dumps(params)]
+    return json.loads(str(run_measured(code, env)["stdout"]))
+
+
 def measure_run(
     *,
     storage: str,
@@ -288,7 +304,7 @@ def measure_run(
     params = shard_params(src, output, task_mb, min_shards)
     py = sys.executable
     plan = run_measured([py, "-c", _PLAN_CODE, json.dumps(params), str(num_workers)], env)
-    info = json.loads(str(run_measured([py, "-c", _PLAN_INFO_CODE, output], env)["stdout"]))
+    info = plan_info(output, params, env)
     n_tasks = info["tasks"] or expected_tasks  # a plan that does not list its tasks (yet)
     task_bytes = info["task_bytes"] or [size / n_tasks] * n_tasks
     said = str(plan["stdout"])  # the step's return value, printed last
@@ -379,7 +395,7 @@ def measure_wide(
     py = sys.executable
     plan = run_measured([py, "-c", _PLAN_CODE, json.dumps(params), str(num_workers)], env)
     run_measured([py, "-c", _WIDE_CODE, json.dumps(params), str(num_workers), str(processes)], env)
-    info = json.loads(str(run_measured([py, "-c", _PLAN_INFO_CODE, output], env)["stdout"]))
+    info = plan_info(output, params, env)
     size = sum(info["task_bytes"] or ())
     run = Run(storage, f"wide N={num_workers}", num_workers, processes, size / 1e9, info["tasks"])
     run.phases.append(
