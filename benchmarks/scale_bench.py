@@ -117,7 +117,10 @@ LABEL, KEY = "cleared", "attempt_id"
 
 _PLAN_CODE = """
 import json, sys
-from shardtrain.kubeflow.steps import plan_step
+try:  # what the plan_shards pod imports
+    from shardtrain.kubeflow.shard_steps import plan_step
+except ImportError:
+    from shardtrain.kubeflow.steps import plan_step
 print(json.dumps(plan_step(num_workers=int(sys.argv[2]), **json.loads(sys.argv[1]))))
 """
 
@@ -147,7 +150,10 @@ import importlib, inspect, json, sys
 from shardtrain.data.sharding import ShardConfig
 from shardtrain.options import from_params
 module, params, n = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
-from shardtrain.kubeflow import steps
+try:  # what the settle_shards pod imports
+    from shardtrain.kubeflow import shard_steps as steps
+except ImportError:
+    from shardtrain.kubeflow import steps
 if hasattr(steps, "settle_step"):  # what the pipeline's settle_shards pod runs
     print(steps.settle_step(**params, num_workers=n, worker_reports=[]))
     raise SystemExit(0)

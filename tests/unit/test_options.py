@@ -4,7 +4,7 @@ The ``shard`` and ``train`` flags are generated from the configuration dataclass
 (:mod:`shardtrain.options`, :mod:`shardtrain.cli.options`), and so are the signatures of the
 pipeline and its components (:mod:`shardtrain.kubeflow.parameters`). Checked here on what KFP
 reads: every sharding option reaches the pipeline under the name, type and default its spec
-gives, through ``plan_shards`` and every ``shard`` worker alike, and ``_shard_config`` turns
+gives, through ``plan_shards`` and every ``shard`` worker alike, and ``shard_config`` turns
 each one into the field; the pipeline's training parameters are fields of TrainConfig whose
 flags the TFJob's replicas receive. (Their descriptions: ``kubeflow/test_parameters.py``.)
 """
@@ -380,7 +380,7 @@ TREE_ARGS = dict(sources=["s3://b/tree"], dataset_uri="s3://b/tree-ds", images=T
 
 def test_shard_config_maps_every_pipeline_parameter():
     assert set(CSV_ARGS) | set(IMAGE_ARGS) | set(TREE_ARGS) == set(SHARDING_PARAMS)
-    assert steps._shard_config(CSV_ARGS) == ShardConfig(
+    assert steps.shard_config(CSV_ARGS) == ShardConfig(
         sources=("a.csv", "b.csv"),
         output="s3://b/ds",
         label="y",
@@ -409,7 +409,7 @@ def test_shard_config_maps_every_pipeline_parameter():
         max_bad_fraction=0.5,
         top_k=7,
     )
-    assert steps._shard_config(IMAGE_ARGS, worker_index=1, num_workers=2) == ShardConfig(
+    assert steps.shard_config(IMAGE_ARGS, worker_index=1, num_workers=2) == ShardConfig(
         sources=("s3://b/m.csv",),
         output="s3://b/img",
         label="label",
@@ -418,10 +418,10 @@ def test_shard_config_maps_every_pipeline_parameter():
         worker_index=1,
         num_workers=2,
     )
-    tree = steps._shard_config(TREE_ARGS, processes=3)
+    tree = steps.shard_config(TREE_ARGS, processes=3)
     assert (tree.images, tree.label, tree.processes) == (True, "label", 3)
     with pytest.raises(ConfigError, match=r"no option for parameter\(s\) shard_workers"):
-        steps._shard_config({**CSV_ARGS, "shard_workers": 2})
+        steps.shard_config({**CSV_ARGS, "shard_workers": 2})
 
 
 def test_the_pipelines_defaults_make_shard_configs_defaults(pipeline):
@@ -429,7 +429,7 @@ def test_the_pipelines_defaults_make_shard_configs_defaults(pipeline):
     defaults = {
         n: params[n].default for n in SHARDING_PARAMS if n not in ("sources", "dataset_uri")
     }
-    config = steps._shard_config({**defaults, "sources": ["a.csv"], "dataset_uri": "ds"})
+    config = steps.shard_config({**defaults, "sources": ["a.csv"], "dataset_uri": "ds"})
     assert config == ShardConfig(sources=("a.csv",), output="ds", label="cleared")
 
 

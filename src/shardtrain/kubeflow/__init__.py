@@ -7,7 +7,8 @@
   as local processes (``run-local``) and a node agent for a local control plane.
 * :mod:`.components` and :mod:`.pipelines`: the KFP definitions themselves (signatures and
   the graph), each component body one call into :mod:`.steps`.
-* :mod:`.steps`: what each pipeline step does; the steps hand data to each other as
+* :mod:`.steps`: what each pipeline step does (the sharding steps before finalize in
+  :mod:`.shard_steps`, light to import); the steps hand data to each other as
   :mod:`.pointers` and the evaluate step writes :mod:`.report`, the run's Markdown card.
 * :mod:`.client`: the pipeline from the outside: its parameters, compile, submit to a
   Kubeflow Pipelines server, or run it here with ``kfp.local``.

@@ -20,6 +20,9 @@ export             :func:`export_step`     publish the SavedModel (when blessed)
 deploy             :func:`deploy_step`     a KServe InferenceService of it (``deploy``)
 =================  ======================  =================================================
 
+* The sharding steps before finalize (:func:`plan_step`, :func:`shard_step`,
+  :func:`settle_step`) are in :mod:`shardtrain.kubeflow.shard_steps`, light to import, and
+  re-exported here.
 * :func:`plan_step` lists the sources and returns the shard workers that have work to do,
   one per task the file sizes promise (a missing file fails here, in one pod, not in N); it
   reads no data: each worker plans the run itself from a sample, in parallel, rather than
@@ -83,20 +86,24 @@ from typing import TYPE_CHECKING, Any
 from shardtrain import storage
 from shardtrain.data.metadata import METADATA_NAME, DatasetMetadata
 from shardtrain.errors import ConfigError, NotCommittedError, ShardtrainError
-from shardtrain.kubeflow import pods
 from shardtrain.kubeflow.data_checks import data_checks_step
 from shardtrain.kubeflow.jobs import tfjob, trainjob
 from shardtrain.kubeflow.local import processes
 from shardtrain.kubeflow.pointers import read_pointer, write_pointer
 from shardtrain.kubeflow.publish import check_still_served, publish_export
 from shardtrain.kubeflow.report import fmt, render_report
+from shardtrain.kubeflow.shard_steps import _setup_logging
+from shardtrain.kubeflow.shard_steps import cpu_count as cpu_count  # re-exported: every step
+from shardtrain.kubeflow.shard_steps import plan_step as plan_step
+from shardtrain.kubeflow.shard_steps import settle_step as settle_step
+from shardtrain.kubeflow.shard_steps import shard_config as shard_config
+from shardtrain.kubeflow.shard_steps import shard_step as shard_step
 from shardtrain.options import from_params
-from shardtrain.progress import setup_logging
 from shardtrain.train.blessing import EvaluateConfig, evaluate_model
 from shardtrain.train.evaluation import headline_keys
 
 if TYPE_CHECKING:
-    from shardtrain.data import sharding
+    pass
 
 # The sharder (and with it numba and the compiled kernels) and the trainer's modules are
 # imported by the steps that use them: a finalize step that finds the dataset committed by
@@ -108,209 +115,10 @@ log = logging.getLogger(__name__)
 _POD_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
-def _setup_logging() -> None:
-    """INFO logs on stderr in a step's process (a component body starts with no handler)."""
-    setup_logging()
-
-
 # --------------------------------------------------------------------------------------------
-# Sharding steps
+# Sharding steps: the fan-out, the workers and settle are in .shard_steps (light to import);
+# finalize ends the sharding here (it checks the data against the served model's).
 # --------------------------------------------------------------------------------------------
-
-
-def cpu_count(quantity: str) -> int:
-    """Whole CPUs in a Kubernetes CPU quantity (``"4"``, ``"3500m"``, ``"0.5"``), at least 1.
-
-    A pod's ``os.cpu_count()`` is the node's, not its share; the shard step sizes its process
-    pool from the CPU it requests instead.
-
-    Raises:
-        ConfigError: not a CPU quantity.
-    """
-    try:
-        value = pods.quantity(quantity)
-    except ConfigError:
-        raise ConfigError(f"'{quantity}' is not a CPU quantity (e.g. 4, 3500m, 0.5)") from None
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"CPU quantity '{quantity}' must be positive")
-    return max(1, int(value))
-
-
-def _shard_config(options: Mapping[str, Any], **run: Any) -> sharding.ShardConfig:
-    """The sharder's configuration from the pipeline's sharding parameters, the same in every
-    step (the plan and each worker must agree on the sources, schema and tasks).
-
-    Args:
-        options: pipeline parameters carrying :class:`~shardtrain.data.sharding.ShardConfig`
-            fields, by the names and in the user form of the fields' specs
-            (:func:`shardtrain.options.from_params`: ``task_mb`` → ``task_bytes``, ``''`` or
-            ``0`` → not set); a field left out keeps its default.
-        **run: how the run is spread, which the graph sets: ``worker_index``,
-            ``num_workers``, ``processes``.
-
-    A defaulted record format keeps a per-row dataset already at the dataset URI per row:
-    :func:`~shardtrain.data.sharding.keep_stored_layout`, which the sharder's entry points
-    (``shard``, ``settle``) apply themselves and :func:`plan_step` applies before it plans.
-
-    Raises:
-        ConfigError: an unknown parameter or an invalid value.
-    """
-    from shardtrain.data.shard_config import ShardConfig  # not the sharder: no numba
-
-    return ShardConfig(**from_params(ShardConfig, options), **run)
-
-
-def _spread(options: Mapping[str, Any], num_workers: int) -> int:
-    """The run's shard worker count: at most one per task the listing promises.
-
-    :func:`~shardtrain.data.task_rule.listed_tasks` counts the tasks from the file sizes
-    alone; :func:`plan_step`, every :func:`shard_step` and :func:`settle_step` compute it
-    alike from the same listing, and the workers pick their tasks by it (task ``t`` runs on
-    worker ``t % n``), so every task has a worker whatever the plan's own count turns out to
-    be. For sources the listing cannot count (Parquet, images) it is ``num_workers``.
-
-    Raises:
-        ConfigError: ``num_workers`` is below 1, or an option is invalid.
-        DataError, StorageError: listing the sources failed (no file matches...).
-    """
-    from shardtrain.data import task_rule
-
-    if num_workers < 1:
-        raise ConfigError(f"shard_workers must be at least 1, not {num_workers}")
-    listed = task_rule.listed_tasks(_shard_config(options))
-    return num_workers if listed is None else min(num_workers, listed)
-
-
-def plan_step(*, num_workers: int, **options: Any) -> list[int]:
-    """Choose the shard workers of the run from the listing of its sources.
-
-    Reads no data: the sources' sizes give the tasks (:func:`_spread`), and the workers get
-    one each, up to ``num_workers``. Each worker plans the run itself (the plan is
-    deterministic: every worker builds the same one and stores it as ``_plan.json``), so the
-    sample's schema, the label and the output are checked by the workers, in parallel,
-    instead of by one pod before them all: this step only keeps the fan-out from starting
-    workers that would have nothing to do, and fails once on what the listing shows (an
-    invalid option, a pattern that matches no file, a missing file). For Parquet and images,
-    whose tasks the listing cannot count, it plans the run (as the workers will, without
-    storing it) and returns one worker per task.
-
-    Args:
-        num_workers: shard workers asked for (the pipeline's ``shard_workers``).
-        **options: the pipeline's sharding parameters (``sources``, ``dataset_uri``,
-            ``label``, ``splits``, ``task_mb``...: see :func:`_shard_config`), the same as
-            every :func:`shard_step` gets.
-
-    Returns:
-        The worker indices to fan out over, ``[0, 1, …]``.
-
-    Raises:
-        ConfigError, DataError, StorageError: the inputs cannot be sharded as asked.
-    """
-    from shardtrain.data import task_rule
-
-    _setup_logging()
-    workers = _spread(options, int(num_workers))
-    config = _shard_config(options)
-    if not task_rule.counts_by_listing(config):
-        from shardtrain.data import sharding
-
-        plan = sharding.build_plan(sharding.keep_stored_layout(config))
-        workers = min(workers, len(plan.tasks))
-    log.info(
-        "%d shard worker(s)%s",
-        workers,
-        f" (of {num_workers} asked for: one per task)" if workers < num_workers else "",
-    )
-    return list(range(workers))
-
-
-def shard_step(*, worker_index: int, num_workers: int, cpu: str, **options: Any) -> str:
-    """Run shard worker ``worker_index`` of ``num_workers`` (its tasks, in ``cpu`` processes).
-
-    Re-running resumes: committed tasks are skipped, and a complete dataset is left alone.
-
-    Args:
-        worker_index: this worker.
-        num_workers: the shard workers asked for (the pipeline's ``shard_workers``); the
-            run's count is at most one per task (:func:`_spread`, the same in every step).
-        cpu: the CPU the step requests (a Kubernetes quantity): its process count.
-        **options: the pipeline's sharding parameters, as :func:`plan_step`.
-
-    Returns:
-        A JSON report of what this worker did (collected by :func:`finalize_step`).
-    """
-    from shardtrain.data import sharding
-
-    _setup_logging()
-    spread = _spread(options, int(num_workers))
-    if int(worker_index) >= spread:  # the fan-out does not start it: a task-less worker
-        log.info("shard worker %d: the run has %d worker(s); nothing to do", worker_index, spread)
-        return json.dumps({"worker": int(worker_index), "status": "no-tasks", "tasks_run": 0})
-    config = _shard_config(
-        options,
-        worker_index=int(worker_index),
-        num_workers=spread,
-        processes=cpu_count(cpu),
-    )
-    sharding.tune_process_memory()  # this step's process only shards
-    outcome = sharding.shard(config)
-    report = {
-        "worker": config.worker_index,
-        "status": outcome.status,
-        "tasks_run": outcome.tasks_run,
-        "tasks_skipped": outcome.tasks_skipped,
-        "rows_read": outcome.rows_read,
-        "bytes_read": outcome.bytes_read,
-        "seconds": round(outcome.seconds, 3),
-    }
-    log.info("shard worker %d/%d: %s", config.worker_index, config.num_workers, report)
-    return json.dumps(report)
-
-
-def settle_step(*, num_workers: int, worker_reports: list[str], **options: Any) -> list[int]:
-    """Once every shard worker is done: decide what planning guessed and the workers checked
-    as they read (CSV column types from the first 4 MB, see :mod:`shardtrain.data.sharding.settle`)
-    and return the shard workers that must run again -- none when every guess held (the
-    dataset is then committed here, from the tasks settling read: the finalize step finds
-    it complete), every worker when a column's type changed (the plan with the types by all
-    rows is then stored, and the workers run their tasks again with it, in parallel, as the
-    first time), those whose pieces began at a wrongly guessed record start.
-
-    Args:
-        num_workers: the shard workers asked for (the pipeline's ``shard_workers``; the
-            run's count is :func:`_spread`'s, as the workers').
-        worker_reports: their JSON reports (:func:`shard_step`'s outputs).
-        **options: the pipeline's sharding parameters, as :func:`plan_step`.
-
-    Returns:
-        The indices of the workers to run again, ``[]`` when none.
-    """
-    from shardtrain.data import sharding
-    from shardtrain.data.sharding.lease import take_lease
-
-    _setup_logging()
-    for r in sorted((json.loads(r) for r in worker_reports), key=lambda r: r.get("worker", 0)):
-        log.info("shard worker %s: %s", r.get("worker"), r)
-    config = _shard_config(options, num_workers=_spread(options, int(num_workers)))
-    if storage.exists(storage.join(config.output, "metadata.json")):
-        return []  # complete already (a re-run of a finished pipeline)
-    with take_lease(config.output, 0, 1) as lease:  # every task's: no worker still writes
-        settled = sharding.settle(config)
-        if not settled.redo and settled.committed is not None:
-            # Nothing runs again: commit here, from the tasks just read (the finalize step
-            # then finds the dataset complete: one pass over the workers' summaries, not two).
-            sharding.finalize(
-                config.output, held_lease=lease.uri, settled=(settled.plan, settled.committed)
-            )
-    again = settled.workers(config.num_workers)
-    log.info(
-        "settled %s: %s",
-        config.output,
-        f"{len(settled.redo)} task(s) to run again on worker(s) {again}"
-        if again
-        else "nothing to run again",
-    )
-    return again
 
 
 def _dataset_facts(meta: DatasetMetadata) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from unittest import mock
 import pytest
 
 from helpers import REPO
-from shardtrain.kubeflow import client, steps
+from shardtrain.kubeflow import client, shard_steps, steps
 from shardtrain.kubeflow.components import IMAGE
 
 
@@ -46,19 +46,24 @@ def test_components_alone_pin_the_image_and_install_nothing_at_start():
         assert container.image == IMAGE, name
         command = " ".join(container.command)
         assert "pip install" not in command, name  # kfp and shardtrain are in the image
-        # The body is one call into shardtrain.kubeflow.steps.
-        assert "from shardtrain.kubeflow import steps" in command, name
+        # The body is one call into shardtrain.kubeflow.steps (the sharding steps before
+        # finalize: into shard_steps, whose import is light).
+        step_module = "shard_steps" if name in SHARD_STEPS else "steps"
+        assert f"from shardtrain.kubeflow import {step_module}\n" in command, name
 
 
 COMPONENT_STEPS = [
     ("plan_shards", "plan_step"),
     ("shard", "shard_step"),
+    ("settle_shards", "settle_step"),
     ("finalize_shards", "finalize_step"),
     ("train", "train_step"),
     ("evaluate", "evaluate_step"),
     ("export", "export_step"),
     ("deploy", "deploy_step"),
 ]
+#: The components whose step is in shard_steps (light to import), not steps.
+SHARD_STEPS = ("plan_shards", "shard", "settle_shards")
 
 
 @pytest.mark.parametrize(("module", "step"), COMPONENT_STEPS)
@@ -66,7 +71,7 @@ def test_component_bodies_pass_every_parameter_to_their_step(module, step):
     component = getattr(importlib.import_module(f"shardtrain.kubeflow.components.{module}"), module)
     names = list(inspect.signature(component.python_func).parameters)
     values = {name: f"<{name}>" for name in names}
-    with mock.patch.object(steps, step) as called:
+    with mock.patch.object(shard_steps if module in SHARD_STEPS else steps, step) as called:
         component.python_func(**values)
     called.assert_called_once_with(**values)
 
@@ -80,4 +85,5 @@ def test_the_yaml_embeds_the_generated_function_as_its_source(module, step):
     assert source.startswith(f"def {module}(\n")
     command = component.component_spec.implementation.container.command[-1]
     assert source in command
-    assert f"steps.{step}(\n" in source and "Args:\n" in source
+    step_module = "shard_steps" if module in SHARD_STEPS else "steps"
+    assert f" {step_module}.{step}(\n" in source and "Args:\n" in source

@@ -571,7 +571,7 @@ def test_the_plan_step_plans_sources_whose_tasks_the_listing_cannot_count(tmp_pa
         label="label",
         task_mb=0.01,
     )
-    tasks = len(sharding.build_plan(steps._shard_config(common)).tasks)
+    tasks = len(sharding.build_plan(steps.shard_config(common)).tasks)
     assert 1 < tasks < 8
     assert steps.plan_step(**common, num_workers=8) == list(range(tasks))
     assert not (tmp_path / "ds").exists()

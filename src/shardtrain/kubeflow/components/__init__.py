@@ -3,7 +3,8 @@
 Each module makes one lightweight Python component with :func:`step_component`: a function
 generated from the component's parameter list in :mod:`shardtrain.kubeflow.parameters` (its
 signature, and a docstring that describes every input and output, which KFP shows in its UI)
-whose body is one call into :mod:`shardtrain.kubeflow.steps`, where the logic lives and is
+whose body is one call into :mod:`shardtrain.kubeflow.steps` (the sharding steps before
+finalize: :mod:`shardtrain.kubeflow.shard_steps`, lighter to import), where the logic lives and is
 tested. KFP embeds each body's source in the compiled pipeline and runs it in :data:`IMAGE`
 (the project image, which has ``shardtrain`` and ``kfp`` installed, so
 ``install_kfp_package=False``: no ``pip install`` when a pod starts). The body therefore
@@ -38,28 +39,31 @@ def step_component(
     step: str,
     summary: str,
     returns: Param | None = None,
+    module: str = "steps",
 ) -> PythonComponent:
     """The component ``name`` (defined in module ``shardtrain.kubeflow.components.<name>``):
-    ``def name(<params>) -> <returns>`` whose body calls ``steps.<step>`` with every parameter
+    ``def name(<params>) -> <returns>`` whose body calls ``<module>.<step>`` with every parameter
     by name, documented by ``summary`` and each parameter's description.
 
     Args:
         name: the component's function name.
         params: its parameters, in signature order.
-        step: the function of :mod:`shardtrain.kubeflow.steps` the body calls.
+        step: the function of ``module`` the body calls.
         summary: what the component does.
         returns: the value it returns (KFP's output ``Output``), if any.
+        module: the module of :mod:`shardtrain.kubeflow` that defines ``step`` (the sharding
+            steps' own module is lighter to import: :mod:`~shardtrain.kubeflow.shard_steps`).
     """
     from kfp import dsl
 
     call = "".join(f"    {p.name}={p.name},\n" for p in params)
-    body = f"from shardtrain.kubeflow import steps\n\n{'return ' if returns else ''}"
+    body = f"from shardtrain.kubeflow import {module}\n\n{'return ' if returns else ''}"
     function = define(
         name,
         params,
         module=f"{__name__}.{name}",
         doc=docstring(summary, params, [returns] if returns else []),
-        body=f"{body}steps.{step}(\n{call})",
+        body=f"{body}{module}.{step}(\n{call})",
         returns=returns.annotation if returns else None,
     )
     return dsl.component(function, base_image=IMAGE, install_kfp_package=False)
