@@ -585,21 +585,21 @@ def test_the_plan_step_plans_sources_whose_tasks_the_listing_cannot_count(tmp_pa
 
 def test_the_plan_step_reads_no_data_and_loads_no_parser(tmp_path):
     """It lists the sources and stops: a file whose content no parser would accept fans out
-    like any other (the workers report it), and the step's process never imports the
-    compiled kernels or writes a plan."""
+    like any other (the workers report it), and the step's process -- importing what the
+    plan_shards pod imports -- never loads the compiled kernels or Arrow, nor writes a plan."""
     path = tmp_path / "q.csv"
     path.write_bytes((b"\x00\x01 not a csv \xff" * 80_000)[:1_000_000])  # 3.8 tasks of 0.25 MiB
     code = (
         "import json, sys\n"
-        "from shardtrain.kubeflow import steps\n"
-        f"w = steps.plan_step(num_workers=8, sources=[{str(path)!r}], "
+        "from shardtrain.kubeflow import shard_steps\n"
+        f"w = shard_steps.plan_step(num_workers=8, sources=[{str(path)!r}], "
         f"dataset_uri={str(tmp_path / 'ds')!r}, label='cleared', task_mb=0.25)\n"
-        "print(json.dumps([w, 'numba' in sys.modules]))\n"
+        "print(json.dumps([w, 'numba' in sys.modules, 'pyarrow' in sys.modules]))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
-    assert json.loads(out.splitlines()[-1]) == [[0, 1, 2, 3], False]
+    assert json.loads(out.splitlines()[-1]) == [[0, 1, 2, 3], False, False]
     assert not (tmp_path / "ds").exists()
 
 
