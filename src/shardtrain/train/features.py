@@ -57,6 +57,11 @@ NUMERIC_TYPES = ("int", "float", "bool")
 INT_MISSING = column_blocks.INT_MISSING
 
 
+#: What ``predict_csv`` reads as a number (``tf.strings.to_number``'s decimal forms): digits
+#: with a point and an exponent, signed, or inf/infinity/nan in any case.
+_NUMERAL = r"[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|(?i:inf|infinity|nan))"
+
+
 class _DefaultInputName:
     """A feature whose ``input_name`` defaults to the one derived from its ``name`` alone
     (:func:`FeatureSpec.from_metadata` gives names unique over the whole dataset)."""
@@ -719,7 +724,21 @@ class FeatureSpec:
                 if self.csv_decimal != ".":
                     number = tf.strings.regex_replace(number, re.escape(self.csv_decimal), ".")
                 safe = tf.where(missing, tf.fill(tf.shape(text), "0"), number)
-                value = tf.strings.to_number(safe, tf.float32)
+                # A value that is not a number (spreadsheet junk such as '#REF!', which the
+                # sharder rejects as bad_value): one message naming the column and the
+                # value, not to_number's bare "could not correctly convert string".
+                numeral = tf.strings.regex_full_match(safe, _NUMERAL)
+                check = tf.debugging.Assert(
+                    tf.reduce_all(numeral),
+                    [
+                        f"predict_csv: column {f.name!r} takes numbers (or a null value); a "
+                        "line holds:",
+                        tf.boolean_mask(text, tf.logical_not(numeral)),
+                    ],
+                    summarize=1,
+                )
+                with tf.control_dependencies([check]):
+                    value = tf.strings.to_number(safe, tf.float32)
             features[f.name] = tf.where(missing, float("nan"), value)
         for c in self.categorical:
             text = by_name[c.name]

@@ -172,3 +172,16 @@ def test_predict_csv_reads_lines_in_the_dialect_the_data_was_sharded_in(tmp_path
     assert [v.decode() for v in features["name"].numpy()] == [n for n, _, _, _ in rows]
     with pytest.raises(tf.errors.InvalidArgumentError, match="every line must have 4"):
         spec.parse_csv(tf.constant([lines[0] + spec.csv_delimiter + "9"]))
+    # Spreadsheet junk in a numeric column (the sharder rejects its row): one message naming
+    # the column and the value, not TensorFlow's "could not correctly convert string".
+    d = spec.csv_delimiter
+    fields = lines[1].split(d)
+    fields[1] = fields[1][: len(fields[1]) - len(fields[1].lstrip())] + "#REF!"
+    junk = d.join(fields)
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match=r"(?s)column 'x' takes numbers.*#REF!"
+    ):
+        spec.parse_csv(tf.constant([lines[0], junk]))
+    # What to_number reads stays a number: signs, exponents, inf and nan.
+    odd = d.join([fields[0], "-1e3", *fields[2:]]), d.join([fields[0], "inf", *fields[2:]])
+    assert list(spec.parse_csv(tf.constant(list(odd)))["x"].numpy()) == [-1000.0, float("inf")]
