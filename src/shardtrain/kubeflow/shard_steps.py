@@ -1,13 +1,7 @@
-"""The sharding steps of the pipeline ``csv_to_model``: the fan-out, one shard worker, settle.
-
-=================  ======================  =================================================
-component          library function        does
-=================  ======================  =================================================
-plan_shards        :func:`plan_step`       choose the shard workers from the listing
-shard (x N)        :func:`shard_step`      one shard worker (``dsl.ParallelFor``)
-settle_shards      :func:`settle_step`     decide what the workers checked; name the
-                                           workers to run again
-=================  ======================  =================================================
+"""The sharding steps of the pipeline ``csv_to_model`` before finalize: the fan-out
+(``plan_shards`` → :func:`plan_step`), one shard worker (``shard`` → :func:`shard_step`) and
+``settle_shards`` (→ :func:`settle_step`); the table of every step is in
+:mod:`shardtrain.kubeflow.steps`.
 
 A module of their own, light to import (the configuration, storage and the listing; the
 sharder only inside the steps that shard or settle), because the fan-out is on the critical
@@ -18,6 +12,7 @@ its body imports. The other steps, and the finalize step that ends the sharding,
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -83,7 +78,7 @@ def shard_config(options: Mapping[str, Any], **run: Any) -> sharding.ShardConfig
     return ShardConfig(**from_params(ShardConfig, options), **run)
 
 
-def _spread(options: Mapping[str, Any], num_workers: int) -> int:
+def _spread(config: sharding.ShardConfig, num_workers: int) -> int:
     """The run's shard worker count: at most one per task the listing promises.
 
     :func:`~shardtrain.data.task_rule.listed_tasks` counts the tasks from the file sizes
@@ -100,7 +95,7 @@ def _spread(options: Mapping[str, Any], num_workers: int) -> int:
 
     if num_workers < 1:
         raise ConfigError(f"shard_workers must be at least 1, not {num_workers}")
-    listed = task_rule.listed_tasks(shard_config(options))
+    listed = task_rule.listed_tasks(config)
     return num_workers if listed is None else min(num_workers, listed)
 
 
@@ -132,8 +127,8 @@ def plan_step(*, num_workers: int, **options: Any) -> list[int]:
     from shardtrain.data import task_rule
 
     _setup_logging()
-    workers = _spread(options, int(num_workers))
     config = shard_config(options)
+    workers = _spread(config, int(num_workers))
     if not task_rule.counts_by_listing(config):
         from shardtrain.data import sharding
 
@@ -165,15 +160,13 @@ def shard_step(*, worker_index: int, num_workers: int, cpu: str, **options: Any)
     from shardtrain.data import sharding
 
     _setup_logging()
-    spread = _spread(options, int(num_workers))
+    base = shard_config(options)
+    spread = _spread(base, int(num_workers))
     if int(worker_index) >= spread:  # the fan-out does not start it: a task-less worker
         log.info("shard worker %d: the run has %d worker(s); nothing to do", worker_index, spread)
         return json.dumps({"worker": int(worker_index), "status": "no-tasks", "tasks_run": 0})
-    config = shard_config(
-        options,
-        worker_index=int(worker_index),
-        num_workers=spread,
-        processes=cpu_count(cpu),
+    config = dataclasses.replace(
+        base, worker_index=int(worker_index), num_workers=spread, processes=cpu_count(cpu)
     )
     sharding.tune_process_memory()  # this step's process only shards
     outcome = sharding.shard(config)
@@ -214,7 +207,8 @@ def settle_step(*, num_workers: int, worker_reports: list[str], **options: Any) 
     _setup_logging()
     for r in sorted((json.loads(r) for r in worker_reports), key=lambda r: r.get("worker", 0)):
         log.info("shard worker %s: %s", r.get("worker"), r)
-    config = shard_config(options, num_workers=_spread(options, int(num_workers)))
+    config = shard_config(options)
+    config = dataclasses.replace(config, num_workers=_spread(config, int(num_workers)))
     if storage.exists(storage.join(config.output, "metadata.json")):
         return []  # complete already (a re-run of a finished pipeline)
     with take_lease(config.output, 0, 1) as lease:  # every task's: no worker still writes
