@@ -64,6 +64,20 @@ class StorageFullError(StorageError):
     exit_code = 3
 
 
+class ShardingStopped(BaseException):
+    """A sharding run stopped on SIGTERM (a pod evicted or preempted, ``kubectl delete``).
+
+    Raised in the main thread by :func:`shardtrain.data.sharding.signals.stop_on_sigterm`'s
+    handler. A ``BaseException``, as ``KeyboardInterrupt`` is, so that no ``except
+    Exception`` on the way (a storage retry, a warm-up) takes it for an error to retry or
+    ignore: it unwinds the run, which releases the worker's lease, so that the pod that
+    replaces this one starts at once instead of waiting for the lease to expire. Committed
+    tasks are kept; the same command resumes. Exit code 143 (128 + SIGTERM): retryable.
+    """
+
+    exit_code = 143
+
+
 class OutputBusyError(ShardtrainError):
     """Another live run holds the lease on the output (or on this worker's tasks of it).
 

@@ -34,7 +34,7 @@ import click
 
 from shardtrain import __version__
 from shardtrain.cli import data, jobs, node, pipeline, serve, train, trainjob
-from shardtrain.errors import ShardtrainError
+from shardtrain.errors import ShardingStopped, ShardtrainError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: user errors become one line on stderr and an exit code."""
     try:
         cli.main(args=argv, prog_name="shardtrain", standalone_mode=True)
-    except ShardtrainError as exc:
+    except (ShardtrainError, ShardingStopped) as exc:
         if os.environ.get("SHARDTRAIN_DEBUG"):
             raise
         click.secho(f"error: {exc}", err=True, fg="red")

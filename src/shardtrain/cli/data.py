@@ -134,12 +134,14 @@ def shard_cmd(options: dict[str, Any]) -> None:
     crash resumes; after success it does nothing.
     """
     from shardtrain.data import sharding
+    from shardtrain.data.sharding.signals import stop_on_sigterm
     from shardtrain.progress import RateProgress
 
     # A defaulted record format keeps a per-row dataset already at --output per row.
     config = sharding.ShardConfig(**options)  # shard() keeps a stored per-row layout
     sharding.tune_process_memory()
-    outcome = sharding.shard(config, lambda total: RateProgress("sharding", total))
+    with stop_on_sigterm():  # a stopped run releases its lease: a re-run starts at once
+        outcome = sharding.shard(config, lambda total: RateProgress("sharding", total))
     if outcome.status == "already-complete":
         click.echo(f"{config.output} is already complete (metadata.json present); nothing to do")
     elif outcome.status == "worker-done":
@@ -161,9 +163,11 @@ def settle_cmd(options: dict[str, Any]) -> None:
     changed). Give the run's own arguments. Then `shardtrain finalize OUTPUT`."""
     from shardtrain.data import sharding
     from shardtrain.data.sharding.lease import take_lease
+    from shardtrain.data.sharding.signals import stop_on_sigterm
 
     config = sharding.ShardConfig(**options)
-    with take_lease(config.output, 0, 1):  # every task's: no worker of the run still writes
+    # Every task's lease (no worker of the run still writes), released when stopped.
+    with stop_on_sigterm(), take_lease(config.output, 0, 1):
         ran, _ = sharding.settle_and_redo(config)
     again = f"; {len(ran)} task(s) ran again" if ran else "; nothing ran again"
     click.echo(f"{config.output}: settled{again}; now `shardtrain finalize {config.output}`")

@@ -12,6 +12,7 @@ its body imports. The other steps, and the finalize step that ends the sharding,
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -158,18 +159,25 @@ def shard_step(*, worker_index: int, num_workers: int, cpu: str, **options: Any)
         A JSON report of what this worker did (collected by :func:`finalize_step`).
     """
     from shardtrain.data import sharding
+    from shardtrain.data.sharding.pool import WorkerPool
+    from shardtrain.data.sharding.signals import stop_on_sigterm
 
     _setup_logging()
-    base = shard_config(options)
-    spread = _spread(base, int(num_workers))
-    if int(worker_index) >= spread:  # the fan-out does not start it: a task-less worker
-        log.info("shard worker %d: the run has %d worker(s); nothing to do", worker_index, spread)
-        return json.dumps({"worker": int(worker_index), "status": "no-tasks", "tasks_run": 0})
-    config = dataclasses.replace(
-        base, worker_index=int(worker_index), num_workers=spread, processes=cpu_count(cpu)
-    )
+    base = dataclasses.replace(shard_config(options), processes=cpu_count(cpu))
     sharding.tune_process_memory()  # this step's process only shards
-    outcome = sharding.shard(config)
+    # A pod stopped (SIGTERM) releases its lease: the pod replacing it starts at once.
+    # The pool before the listing: after an object store's first call it could only spawn.
+    with stop_on_sigterm(), contextlib.ExitStack() as stack:
+        if (pool := WorkerPool.before_storage(base)) is not None:
+            stack.enter_context(pool)
+        spread = _spread(base, int(num_workers))
+        if int(worker_index) >= spread:  # the fan-out does not start it: a task-less worker
+            log.info(
+                "shard worker %d: the run has %d worker(s); nothing to do", worker_index, spread
+            )
+            return json.dumps({"worker": int(worker_index), "status": "no-tasks", "tasks_run": 0})
+        config = dataclasses.replace(base, worker_index=int(worker_index), num_workers=spread)
+        outcome = sharding.shard(config, pool=pool)
     report = {
         "worker": config.worker_index,
         "status": outcome.status,
@@ -203,15 +211,16 @@ def settle_step(*, num_workers: int, worker_reports: list[str], **options: Any) 
     """
     from shardtrain.data import sharding
     from shardtrain.data.sharding.lease import take_lease
+    from shardtrain.data.sharding.signals import stop_on_sigterm
 
     _setup_logging()
     for r in sorted((json.loads(r) for r in worker_reports), key=lambda r: r.get("worker", 0)):
         log.info("shard worker %s: %s", r.get("worker"), r)
     config = shard_config(options)
-    config = dataclasses.replace(config, num_workers=_spread(config, int(num_workers)))
     if storage.exists(storage.join(config.output, "metadata.json")):
         return []  # complete already (a re-run of a finished pipeline)
-    with take_lease(config.output, 0, 1) as lease:  # every task's: no worker still writes
+    # Every task's lease (no worker still writes), released when the pod is stopped.
+    with stop_on_sigterm(), take_lease(config.output, 0, 1) as lease:
         settled = sharding.settle(config)
         if not settled.redo and settled.committed is not None:
             # Nothing runs again: commit here, from the tasks just read (the finalize step
@@ -219,7 +228,8 @@ def settle_step(*, num_workers: int, worker_reports: list[str], **options: Any) 
             sharding.finalize(
                 config.output, held_lease=lease.uri, settled=(settled.plan, settled.committed)
             )
-    again = settled.workers(config.num_workers)
+    # The workers' count (a listing) only to name the ones to run again.
+    again = settled.workers(_spread(config, int(num_workers))) if settled.redo else []
     log.info(
         "settled %s: %s",
         config.output,

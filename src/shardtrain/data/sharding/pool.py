@@ -14,8 +14,10 @@ from concurrent.futures import ProcessPoolExecutor
 
 from shardtrain.data.shard_config import MIB, ShardConfig
 from shardtrain.data.sharding.plan import Plan, Task
+from shardtrain.data.sharding.signals import default_sigterm
 from shardtrain.data.sharding.task import Progress, TaskResult, run_task
 from shardtrain.data.sources.base import available_cpus
+from shardtrain.errors import ShardingStopped
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,25 @@ class WorkerPool:
             # spawning one a process per submission: either way, every process starts now.
             for _ in range(self.workers):
                 self.executor.submit(int)
+
+    @classmethod
+    def before_storage(cls, config: ShardConfig) -> WorkerPool | None:
+        """A pool forked now, before the run's first storage call, or None.
+
+        Object storage clients start threads (s3fs' DNS resolver runs in an executor thread
+        that may hold a lock of the C library when the process forks), after which
+        :class:`WorkerPool` must spawn its processes: each then imports shardtrain and loads
+        the kernels again (about 1.2 CPU-s per process on a shard worker reading MinIO; see
+        benchmarks/RESULTS.md). Made before the listing, the plan and the lease, the pool can
+        still fork. It has a process per CPU asked for but one, whatever the tasks turn out
+        to be (an idle forked process costs next to nothing). None when forking is not safe
+        already (the run then makes its pool later, sized by its tasks, as before) or when
+        the run has one process.
+        """
+        processes = config.processes or available_cpus()
+        if processes <= 1 or not _fork_is_safe():
+            return None
+        return cls(config, processes)
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -137,7 +158,8 @@ def run_tasks(
         progress.put(None)
         pumper.join()
     if errors:
-        raise errors[0]
+        # A stop asked for (SIGTERM) first: the pool it stopped fails its tasks too.
+        raise next((e for e in errors if isinstance(e, ShardingStopped)), errors[0])
     return [results[t.index] for t in tasks]
 
 
@@ -196,6 +218,7 @@ def _init_pool_process(queue, warm_up: ShardConfig | None) -> None:
     """Set up a pool process; a spawned one (``warm_up`` given) also loads the source's
     kernels (a forked one has them from the parent)."""
     global _progress_queue
+    default_sigterm()
     _die_with_parent()
     _progress_queue = queue
     logging.basicConfig(level=logging.WARNING)

@@ -228,7 +228,9 @@ def publish_plan(config: ShardConfig) -> tuple[Plan, bool]:
 
 
 def shard(
-    config: ShardConfig, progress_factory: Callable[[int], Any] | None = None
+    config: ShardConfig,
+    progress_factory: Callable[[int], Any] | None = None,
+    pool: WorkerPool | None = None,
 ) -> ShardOutcome:
     """Run this worker's share of a sharding job; finalize when it is the only worker.
 
@@ -236,17 +238,28 @@ def shard(
         config: the run's configuration.
         progress_factory: called with the worker's input bytes; returns a context manager
             with an ``advance(rows, bytes)`` method (the CLI passes a rich progress bar).
+        pool: the processes to run the tasks in, made by the caller before its first storage
+            call (:meth:`WorkerPool.before_storage`); None: made here, first thing, where it
+            can still fork, else later for the tasks there are. The caller shuts its pool.
 
     Returns:
         What happened: ``complete`` (finalized), ``already-complete`` (nothing to do) or
         ``worker-done`` (this worker's tasks are committed; run finalize after all workers).
     """
     started = time.monotonic()
-    config = keep_stored_layout(config)  # a per-row dataset of a defaulted command stays so
-    # The lease of this worker's tasks first: nothing is deleted, planned or written while
-    # another live run writes any of them (see .lease).
-    with take_lease(config.output, config.worker_index, config.num_workers) as lease:
-        return _shard(config, progress_factory, started, lease.uri)
+    with contextlib.ExitStack() as stack:
+        if pool is None and (pool := WorkerPool.before_storage(config)) is not None:
+            stack.enter_context(pool)
+        config = keep_stored_layout(config)  # a per-row dataset of a defaulted command stays so
+        # The lease of this worker's tasks first: nothing is deleted, planned or written while
+        # another live run writes any of them (see .lease).
+        with take_lease(config.output, config.worker_index, config.num_workers) as lease:
+            return _shard(config, progress_factory, started, lease.uri, pool)
+
+
+def _tasks_pool(config: ShardConfig, tasks: int, pool: WorkerPool | None) -> Any:
+    """``pool`` to run ``tasks`` tasks in, left open; without one, a pool made for them."""
+    return contextlib.nullcontext(pool) if pool is not None else WorkerPool(config, tasks)
 
 
 def _shard(
@@ -254,6 +267,7 @@ def _shard(
     progress_factory: Callable[[int], Any] | None,
     started: float,
     lease: str,
+    pool: WorkerPool | None,
 ) -> ShardOutcome:
     plan, complete = publish_plan(config)
     if complete:
@@ -280,15 +294,15 @@ def _shard(
     outcome = ShardOutcome("worker-done", config.output, tasks_skipped=len(done))
     total_bytes = sum(t.input_bytes for t in todo)
     # The pool first: forking is only safe before the progress bar starts its thread.
-    with WorkerPool(config, len(todo)) as pool:
+    with _tasks_pool(config, len(todo), pool) as tasks_pool:
         bar = progress_factory(total_bytes) if progress_factory else contextlib.nullcontext()
         with bar as reporter:
             advance = reporter.advance if reporter is not None else None
-            results = run_tasks(plan, todo, config, advance, pool)
+            results = run_tasks(plan, todo, config, advance, tasks_pool)
     _summarize_worker(plan, config, mine, results, done)
     settled = None
     if config.num_workers == 1:
-        again, settled = settle_and_redo(config)
+        again, settled = settle_and_redo(config, pool)
         results += again
     latest = {r.task: r for r in results}.values()  # a task run again: its last run's rows
     outcome.tasks_run = len(results)  # every run of a task
@@ -307,19 +321,21 @@ def _shard(
     return outcome
 
 
-def settle_and_redo(config: ShardConfig) -> tuple[list[TaskResult], Settlement]:
+def settle_and_redo(
+    config: ShardConfig, pool: WorkerPool | None = None
+) -> tuple[list[TaskResult], Settlement]:
     """Settle the run at ``config.output`` (:func:`~.settle.settle`) and run here, in
-    ``config.processes`` processes, the tasks it says to run again, until nothing is left to
-    run; returns the results of the tasks run and the last settlement (with the tasks
-    finalize needs). Every task must have committed."""
+    ``config.processes`` processes (``pool``'s when given), the tasks it says to run again,
+    until nothing is left to run; returns the results of the tasks run and the last
+    settlement (with the tasks finalize needs). Every task must have committed."""
     results: list[TaskResult] = []
     for _ in range(MAX_SETTLE_ROUNDS):
         settled = settle(config)
         if not settled.redo:
             return results, settled
         todo = [t for t in settled.plan.tasks if t.index in set(settled.redo)]
-        with WorkerPool(config, len(todo)) as pool:
-            results += run_tasks(settled.plan, todo, config, None, pool)
+        with _tasks_pool(config, len(todo), pool) as tasks_pool:
+            results += run_tasks(settled.plan, todo, config, None, tasks_pool)
     raise DataError(
         f"{config.output}: still not settled after {MAX_SETTLE_ROUNDS} rounds of running tasks "
         "again; shard it again with --overwrite"

@@ -218,3 +218,37 @@ def test_two_runs_on_one_s3_output_one_waits_or_refuses_naming_the_other(quest_c
     meta = storage.read_json(storage.join(out, "metadata.json"))
     assert meta["rows_read"] == ROWS
     assert not storage.exists(lease)
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_a_sigterm_stopped_run_on_s3_releases_its_lease_so_the_same_command_resumes_at_once(
+    quest_csv, minio, processes
+):
+    """Regression (issue 29): an evicted shard pod (SIGTERM) kept its object-store lease
+    until it expired (~60 s), so the pod replacing it waited. It now exits 143 with one line
+    and releases the lease; the re-run, allowed no wait at all, resumes and every row lands
+    once."""
+    from helpers import committed_tasks
+    from shardtrain import storage
+
+    out = storage.join(minio.uri(), f"sigterm-{time.time_ns()}")
+    args = _shard_args(quest_csv, out, "--processes", processes)
+    first = _start(args)
+    deadline = time.monotonic() + 120
+    while committed_tasks(out) < 2:
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+        time.sleep(0.02)
+    first.terminate()  # SIGTERM, as the kubelet stops a pod
+    _, err = first.communicate(timeout=60)
+    assert first.returncode == 143, err
+    assert "Traceback" not in err
+    assert _last_line(err).startswith("error: sharding stopped by SIGTERM"), err
+    assert not storage.exists(storage.join(out, "metadata.json"))
+    assert not storage.exists(storage.join(out, "_leases", "worker-00000-of-00001.json"))
+    again = run_cli(*args, env={"SHARDTRAIN_LEASE_WAIT": "0"})
+    assert again.returncode == 0, again.stderr
+    assert "another run holds the lease" not in again.stderr
+    meta = storage.read_json(storage.join(out, "metadata.json"))
+    assert meta["rows_read"] == ROWS
+    assert meta["rows_accepted"] + meta["rows_rejected"] == ROWS
+    assert sum(s["num_records"] for s in meta["splits"].values()) == meta["rows_accepted"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pytest
 from helpers import REPO, committed_tasks, kill_then_resume, quoted_text_csv, read_examples, run_cli
 from shardtrain import storage
 from shardtrain.data import datagen, sharding
+from shardtrain.data.metadata import DatasetMetadata
 
 pytestmark = pytest.mark.minio
 ALL_TYPES = REPO / "tests" / "data" / "all_types.csv"
@@ -64,8 +66,6 @@ def test_same_shards_locally_and_on_minio_with_1_or_3_workers(minio, tmp_path):
     assert remote["rejects_by_reason"] == local.metadata.to_dict()["rejects_by_reason"]
     lines = csv_path.read_text().splitlines()
     with storage.open(storage.join(out, remote["rejects"]), "r") as f:
-        import json
-
         for r in map(json.loads, f):
             assert r["source"] == src
             assert lines[r["line"] - 1].startswith(r["text"])
@@ -223,3 +223,58 @@ def test_decimal_comma_csv_cut_into_pieces_on_minio_gives_pandas_values(minio, t
         got[example.pop("id")] = example
     expected = {e.pop("id"): e for e in pandas_examples(frame, types)}
     assert got == expected
+
+
+_FORKED_WORKER = """
+import json, logging, sys
+logging.basicConfig(level=logging.INFO)
+logging.getLogger("shardtrain.data.sharding.pool").setLevel(logging.DEBUG)
+from shardtrain.kubeflow.shard_steps import shard_step
+from shardtrain.data.sharding.pool import WorkerPool
+from shardtrain.data.shard_config import ShardConfig
+params = json.loads(sys.argv[1])
+print(shard_step(worker_index=0, num_workers=1, cpu="2", **params))
+# Once the object store has been called, the pool can only spawn: None here.
+config = ShardConfig(sources=("x.csv",), output="o", label="y", processes=2)
+print("after storage:", WorkerPool.before_storage(config))
+"""
+
+
+def test_a_shard_worker_on_minio_forks_its_pool_before_the_first_storage_call(minio, tmp_path):
+    """Regression (issue 29): a shard step's pool was made after the listing, when s3fs'
+    resolver thread made forking unsafe, so it spawned its processes: each imported
+    shardtrain and loaded the kernels again (~1.2 CPU-s of a MinIO worker's ~3 s)."""
+    csv_path = tmp_path / "quest.csv"
+    datagen.generate_quest_logs(str(csv_path), 6_000, seed=5)
+    src = minio.uri("inputs", "fork.csv")
+    storage.upload_file(str(csv_path), src)
+    out = minio.uri()
+    params = dict(sources=src, dataset_uri=out, label="cleared", key="attempt_id", task_mb=0.1)
+    run = subprocess.run(
+        [sys.executable, "-c", _FORKED_WORKER, json.dumps(params)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "1 pool process(es), fork" in run.stderr, run.stderr[-3000:]
+    assert "spawn" not in run.stderr
+    report = json.loads(run.stdout.splitlines()[0])
+    assert report["status"] == "complete" and report["tasks_run"] >= 3
+    assert run.stdout.splitlines()[1] == "after storage: None"
+    # The forked pool's dataset is the one-process dataset.
+    local = sharding.shard(
+        sharding.ShardConfig(
+            sources=(str(csv_path),),
+            output=str(tmp_path / "local"),
+            label="cleared",
+            key="attempt_id",
+            task_bytes=int(0.1 * 2**20),
+            processes=1,
+        )
+    ).metadata.to_dict()
+    remote = DatasetMetadata.load(out).to_dict()
+    for split in ("train", "eval"):
+        assert [s["crc32c"] for s in local["splits"][split]["shards"]] == [
+            s["crc32c"] for s in remote["splits"][split]["shards"]
+        ]
