@@ -9,6 +9,8 @@ transient errors, and a write is atomic like every write through
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -20,9 +22,26 @@ from shardtrain.storage.streams import open
 
 
 def read_bytes(uri: str) -> bytes:
-    """The whole content of a (small) object."""
+    """The whole content of a (small) object: one GET on S3."""
     fs, path = filesystem(uri)
-    return retrying("read", uri, lambda: fs.cat_file(path))
+    kwargs = _one_request(type(fs))
+    return retrying("read", uri, lambda: fs.cat_file(path, **kwargs))
+
+
+@functools.cache
+def _one_request(fs_class: type) -> dict[str, Any]:
+    """``cat_file`` arguments that read an object whole in one request.
+
+    Recent s3fs (2026.9; not 2025.9), with its default ``max_concurrency`` (10), first asks
+    an object's size (a HEAD) to read a large one in parallel ranges; a small document
+    needs neither, and ``max_concurrency=1`` keeps it to the GET (half the requests of the
+    settle step, which reads a summary per worker). Older s3fs and other file systems take
+    no such argument.
+    """
+    cat_file = getattr(fs_class, "_cat_file", None)
+    if cat_file is not None and "max_concurrency" in inspect.signature(cat_file).parameters:
+        return {"max_concurrency": 1}
+    return {}
 
 
 def write_bytes(uri: str, data: bytes) -> None:

@@ -220,3 +220,26 @@ def test_streaming_upload_retries_each_part_through_an_outage(minio, monkeypatch
         logging.getLogger("shardtrain.storage").removeHandler(watcher)
     assert "error" not in outcome, outcome
     assert hashlib.md5(storage.read_bytes(uri)).hexdigest() == digest.hexdigest()
+
+
+def test_a_small_document_is_read_in_one_request(minio, monkeypatch):
+    """Regression (issue 29): s3fs' cat_file asked every object's size (a HEAD) before
+    reading it, which doubled the requests of the settle step (a summary per worker)."""
+    import aiobotocore.client
+
+    uri = minio.uri("one-request.json")
+    storage.write_json(uri, {"a": 1})
+    calls: list[str] = []
+    make_call = aiobotocore.client.AioBaseClient._make_api_call
+
+    async def counted(self, name, params):
+        calls.append(name)
+        return await make_call(self, name, params)
+
+    monkeypatch.setattr(aiobotocore.client.AioBaseClient, "_make_api_call", counted)
+    assert storage.read_json(uri) == {"a": 1}
+    assert calls == ["GetObject"]
+    calls.clear()
+    with pytest.raises(StorageError, match="no such"):
+        storage.read_json(minio.uri("not-there.json"))
+    assert calls == ["GetObject"]
