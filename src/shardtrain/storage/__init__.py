@@ -84,7 +84,8 @@ Where things are
 * :mod:`~shardtrain.storage.streams` — :func:`open`: streaming reads, atomic writes;
   :func:`remove_temporaries` of writers killed mid-write.
 * :mod:`~shardtrain.storage.direct` — ``O_DIRECT`` local writes around the page cache.
-* :mod:`~shardtrain.storage.objects` — whole-object read/write (bytes, text, JSON),
+* :mod:`~shardtrain.storage.objects` — whole-object read/write (bytes, text, JSON; a read of
+  an object that may be absent in one request: :func:`read_json_if_exists`),
   :func:`exists`, :func:`info`, :func:`size`, :func:`delete`.
 * :mod:`~shardtrain.storage.listing` — :func:`ls`, :func:`walk_files`, :func:`walk_infos`,
   :func:`glob`.
@@ -113,7 +114,9 @@ from shardtrain.storage.objects import (
     exists,
     info,
     read_bytes,
+    read_bytes_if_exists,
     read_json,
+    read_json_if_exists,
     read_text,
     size,
     write_bytes,
@@ -166,8 +169,10 @@ __all__ = [
     "open",
     "publish",
     "read_bytes",
+    "read_bytes_if_exists",
     "read_committed",
     "read_json",
+    "read_json_if_exists",
     "read_text",
     "remove_temporaries",
     "retrying",

@@ -28,6 +28,28 @@ def read_bytes(uri: str) -> bytes:
     return retrying("read", uri, lambda: fs.cat_file(path, **kwargs))
 
 
+def read_bytes_if_exists(uri: str) -> bytes | None:
+    """The whole content of a (small) object, or None when there is none: one request
+    either way (``exists`` then ``read_bytes`` take two or three on S3, where a missing key
+    is also listed as a prefix)."""
+    fs, path = filesystem(uri)
+    kwargs = _one_request(type(fs))
+
+    def read() -> bytes | None:
+        try:
+            return fs.cat_file(path, **kwargs)
+        except FileNotFoundError:
+            return None
+
+    return retrying("read", uri, read)
+
+
+def read_json_if_exists(uri: str) -> Any:
+    """:func:`read_json`, or None when there is no object at ``uri``."""
+    raw = read_bytes_if_exists(uri)
+    return None if raw is None else _parse_json(uri, raw)
+
+
 @functools.cache
 def _one_request(fs_class: type) -> dict[str, Any]:
     """``cat_file`` arguments that read an object whole in one request.
@@ -66,7 +88,10 @@ def write_text(uri: str, text: str, encoding: str = "utf-8") -> None:
 
 def read_json(uri: str) -> Any:
     """Parse a JSON object; a malformed document is a StorageError naming the URI."""
-    raw = read_bytes(uri)
+    return _parse_json(uri, read_bytes(uri))
+
+
+def _parse_json(uri: str, raw: bytes) -> Any:
     try:
         return json.loads(raw)
     except ValueError as exc:

@@ -243,3 +243,7 @@ def test_a_small_document_is_read_in_one_request(minio, monkeypatch):
     with pytest.raises(StorageError, match="no such"):
         storage.read_json(minio.uri("not-there.json"))
     assert calls == ["GetObject"]
+    calls.clear()  # a document that may be absent (a task manifest): one request too
+    assert storage.read_json_if_exists(minio.uri("not-there.json")) is None
+    assert storage.read_json_if_exists(uri) == {"a": 1}
+    assert calls == ["GetObject", "GetObject"]

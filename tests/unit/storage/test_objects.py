@@ -41,3 +41,15 @@ def test_malformed_json_is_a_clear_error(tmp_path):
     storage.write_text(str(tmp_path / "m.json"), "{not json")
     with pytest.raises(StorageError, match=r"m.json: not valid JSON"):
         storage.read_json(str(tmp_path / "m.json"))
+
+
+def test_read_json_if_exists_is_none_only_when_absent(tmp_path):
+    assert storage.read_json_if_exists(str(tmp_path / "nope.json")) is None
+    storage.write_json(str(tmp_path / "d.json"), {"k": [1]})
+    assert storage.read_json_if_exists(str(tmp_path / "d.json")) == {"k": [1]}
+    storage.write_text(str(tmp_path / "m.json"), "{not json")
+    with pytest.raises(StorageError, match=r"m.json: not valid JSON"):
+        storage.read_json_if_exists(str(tmp_path / "m.json"))
+    (tmp_path / "dir.json").mkdir()
+    with pytest.raises(StorageError, match="dir.json"):
+        storage.read_json_if_exists(str(tmp_path / "dir.json"))

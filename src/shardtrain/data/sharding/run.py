@@ -46,14 +46,14 @@ class _Damaged(Exception):
 
 def _read_document(uri: str) -> dict | None:
     """A dataset document, None when absent; :class:`_Damaged` when unreadable."""
-    if not storage.exists(uri):
-        return None
     try:
-        doc = storage.read_json(uri)
+        doc = storage.read_json_if_exists(uri)
     except StorageError as exc:
         if "not valid JSON" not in str(exc):
             raise
         raise _Damaged(str(exc)) from exc
+    if doc is None:
+        return None
     if not isinstance(doc, dict):
         raise _Damaged(f"{uri}: not a JSON object")
     return doc
@@ -365,8 +365,5 @@ def _summarize_worker(
 
 def _committed_manifest(plan: Plan, index: int) -> dict[str, Any] | None:
     """Task ``index``'s manifest when it is committed under ``plan``, else None."""
-    uri = task_uri(plan.output, index)
-    if not storage.exists(uri):
-        return None
-    manifest = storage.read_json(uri)
-    return manifest if manifest.get("plan") == plan.fingerprint else None
+    manifest = storage.read_json_if_exists(task_uri(plan.output, index))
+    return manifest if manifest is not None and manifest.get("plan") == plan.fingerprint else None
