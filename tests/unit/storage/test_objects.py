@@ -51,5 +51,5 @@ def test_read_json_if_exists_is_none_only_when_absent(tmp_path):
     with pytest.raises(StorageError, match=r"m.json: not valid JSON"):
         storage.read_json_if_exists(str(tmp_path / "m.json"))
     (tmp_path / "dir.json").mkdir()
-    with pytest.raises(StorageError, match="dir.json"):
+    with pytest.raises(StorageError, match=r"dir\.json"):
         storage.read_json_if_exists(str(tmp_path / "dir.json"))
