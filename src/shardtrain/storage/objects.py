@@ -9,7 +9,6 @@ transient errors, and a write is atomic like every write through
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
 import json
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from shardtrain.storage.streams import open
 def read_bytes(uri: str) -> bytes:
     """The whole content of a (small) object: one GET on S3."""
     fs, path = filesystem(uri)
-    kwargs = _one_request(type(fs))
+    kwargs = _one_request(fs)
     return retrying("read", uri, lambda: fs.cat_file(path, **kwargs))
 
 
@@ -33,7 +32,7 @@ def read_bytes_if_exists(uri: str) -> bytes | None:
     either way (``exists`` then ``read_bytes`` take two or three on S3, where a missing key
     is also listed as a prefix)."""
     fs, path = filesystem(uri)
-    kwargs = _one_request(type(fs))
+    kwargs = _one_request(fs)
 
     def read() -> bytes | None:
         try:
@@ -50,8 +49,7 @@ def read_json_if_exists(uri: str) -> Any:
     return None if raw is None else _parse_json(uri, raw)
 
 
-@functools.cache
-def _one_request(fs_class: type) -> dict[str, Any]:
+def _one_request(fs: Any) -> dict[str, Any]:
     """``cat_file`` arguments that read an object whole in one request.
 
     Recent s3fs (2026.9; not 2025.9), with its default ``max_concurrency`` (10), first asks
@@ -60,10 +58,15 @@ def _one_request(fs_class: type) -> dict[str, Any]:
     settle step, which reads a summary per worker). Older s3fs and other file systems take
     no such argument.
     """
-    cat_file = getattr(fs_class, "_cat_file", None)
-    if cat_file is not None and "max_concurrency" in inspect.signature(cat_file).parameters:
-        return {"max_concurrency": 1}
-    return {}
+    cls = type(fs)
+    if cls not in _ONE_REQUEST:
+        cat_file = getattr(cls, "_cat_file", None)
+        takes = cat_file is not None and "max_concurrency" in inspect.signature(cat_file).parameters
+        _ONE_REQUEST[cls] = {"max_concurrency": 1} if takes else {}
+    return _ONE_REQUEST[cls]
+
+
+_ONE_REQUEST: dict[type, dict[str, Any]] = {}
 
 
 def write_bytes(uri: str, data: bytes) -> None:
