@@ -105,6 +105,7 @@ from shardtrain.storage.filesystems import (
     DEFAULT_BLOCK_SIZE,
     describe_s3_settings,
     filesystem,
+    import_client,
     s3_settings,
 )
 from shardtrain.storage.listing import glob, has_magic, ls, walk_files, walk_infos
@@ -159,6 +160,7 @@ __all__ = [
     "gcs_emulator",
     "glob",
     "has_magic",
+    "import_client",
     "info",
     "is_committed",
     "is_local",

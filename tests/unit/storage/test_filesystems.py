@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from shardtrain import storage
 
 
@@ -30,3 +33,18 @@ def test_s3_settings_come_from_the_environment_only(monkeypatch):
     assert s["config_kwargs"]["s3"] == {"addressing_style": "path"}
     assert (s["key"], s["secret"]) == ("id", "very-secret")
     assert "very-secret" not in storage.describe_s3_settings()
+
+
+def test_import_client_imports_s3fs_and_connects_to_nothing():
+    """What a sharder forking its pool relies on: the client library is loaded (the pool's
+    processes share it) and no thread exists yet (the fork stays safe)."""
+    code = (
+        "import sys, threading\n"
+        "from shardtrain import storage\n"
+        "storage.import_client('s3://some-bucket/data/*.csv')\n"
+        "storage.import_client('/local/path')\n"
+        "print('s3fs' in sys.modules, threading.active_count())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "1"]

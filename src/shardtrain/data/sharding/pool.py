@@ -12,6 +12,7 @@ import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 
+from shardtrain import storage
 from shardtrain.data.shard_config import MIB, ShardConfig
 from shardtrain.data.sharding.plan import Plan, Task
 from shardtrain.data.sharding.signals import default_sigterm
@@ -43,6 +44,7 @@ class WorkerPool:
             fork = _fork_is_safe()
             if fork:
                 _warm_up(config)
+                _import_clients(config)
             ctx = multiprocessing.get_context("fork" if fork else "spawn")
             log.debug("%d pool process(es), %s", self.workers, ctx.get_start_method())
             self.progress = ctx.SimpleQueue()  # (rows, bytes) per block from the processes
@@ -232,6 +234,16 @@ def _warm_up(config: ShardConfig) -> None:
         config.source().warm_up()
     except Exception:  # only a head start: the first task loads what it needs anyway
         log.debug("warm-up failed", exc_info=True)
+
+
+def _import_clients(config: ShardConfig) -> None:
+    """Import the object stores' client libraries the run will use, before the fork
+    (:func:`shardtrain.storage.import_client`), so that the processes share them."""
+    for uri in (*config.sources, config.output):
+        try:
+            storage.import_client(uri)
+        except Exception:  # only a head start: the run reports a bad URI itself
+            log.debug("no client imported for %s", uri, exc_info=True)
 
 
 def _run_task_in_process(
