@@ -52,7 +52,7 @@ class WorkerPool:
                 max_workers=self.workers,
                 mp_context=ctx,
                 initializer=_init_pool_process,
-                initargs=(self.progress, None if fork else config),
+                initargs=(self.progress, None if fork else config, os.getpid()),
             )
             # A forking executor starts all its processes at the first submission, a
             # spawning one a process per submission: either way, every process starts now.
@@ -195,14 +195,18 @@ def _fork_is_safe() -> bool:
     return all(t is main or t.name in harmless for t in threading.enumerate())
 
 
-def _die_with_parent() -> None:
-    """Make a pool process exit when the parent dies (kill -9 of the CLI).
+def _die_with_parent(parent: int) -> None:
+    """Make a pool process exit when its parent, pid ``parent``, dies (kill -9 of the CLI).
 
     A watcher thread polls the parent pid. (``PR_SET_PDEATHSIG`` would be simpler but fires
     when the *thread* that spawned the process exits, and the pool spawns processes from its
-    feeder threads, which end early: that killed healthy workers with 3+ processes.)
+    feeder threads, which end early: that killed healthy workers with 3+ processes.) The
+    parent's pid comes from the parent: a spawned process takes a second to start, and one
+    whose parent died meanwhile, reading its parent pid itself, would watch its new parent
+    (init) forever -- blocked on the progress queue nobody reads.
     """
-    parent = os.getppid()
+    if os.getppid() != parent:
+        os._exit(137)
 
     def watch() -> None:
         while True:
@@ -216,12 +220,13 @@ def _die_with_parent() -> None:
 _progress_queue = None
 
 
-def _init_pool_process(queue, warm_up: ShardConfig | None) -> None:
-    """Set up a pool process; a spawned one (``warm_up`` given) also loads the source's
-    kernels (a forked one has them from the parent)."""
+def _init_pool_process(queue, warm_up: ShardConfig | None, parent: int) -> None:
+    """Set up a pool process of the pool made by process ``parent``; a spawned one
+    (``warm_up`` given) also loads the source's kernels (a forked one has them from the
+    parent)."""
     global _progress_queue
     default_sigterm()
-    _die_with_parent()
+    _die_with_parent(parent)
     _progress_queue = queue
     logging.basicConfig(level=logging.WARNING)
     if warm_up is not None:
