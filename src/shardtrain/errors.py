@@ -18,7 +18,8 @@ code  meaning
       the cause (or let the other run end) and run the same command again: it resumes
 130   retryable interruption: SIGINT (128 + 2) after a checkpoint
 143   retryable interruption: SIGTERM (128 + 15) after a checkpoint, on every training
-      replica of a job when any one of them received it (and on the evaluator)
+      replica of a job when any one of them received it (and on the evaluator); a
+      sharding run stopped by SIGTERM, its lease released (:class:`ShardingStopped`)
 200   retryable: a peer of the multi-worker collective went away (killed, evicted,
       unreachable); every replica should be recreated and resumes from the last checkpoint
 ====  ====================================================================================
