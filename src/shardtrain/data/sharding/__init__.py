@@ -32,8 +32,10 @@ How a run works
    manifest ``_tasks/task-NNNNN.json`` with counts, checksums and partial statistics — the
    task's commit. A worker whose tasks have all committed writes a summary of them
    (:mod:`.summary`): what settling and finalizing read, one file per worker. The extra local
-   processes are forked from the parent once it has loaded the compiled kernels
-   (:class:`~.pool.WorkerPool`), so they start with nothing to import or load.
+   processes are forked from the parent once it has loaded the compiled kernels and the
+   object store's client library, before its first storage call
+   (:meth:`~.pool.WorkerPool.before_storage`), so they start with nothing to import or load.
+   SIGTERM stops a run with its lease released (:mod:`.signals`).
 3. **Settle** (:mod:`.settle`; ``shardtrain settle``, automatic with one worker): decide what
    planning guessed and the tasks checked as they read (CSV types by all rows), and run the
    tasks a wrong guess spoiled again. Planning itself reads only the listing and a sample.
