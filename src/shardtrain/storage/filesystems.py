@@ -120,7 +120,12 @@ def import_client(uri: str) -> None:
     """
     sch = check_scheme(uri)
     if sch not in LOCAL_SCHEMES:
-        fsspec.get_filesystem_class("s3" if sch in ("s3", "s3a") else "gs")
+        fsspec.get_filesystem_class(_protocol(sch))
+
+
+def _protocol(sch: str) -> str:
+    """The fsspec protocol of a remote scheme (``s3a`` is read as ``s3``)."""
+    return "s3" if sch in ("s3", "s3a") else "gs"
 
 
 def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
@@ -133,7 +138,7 @@ def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
     if sch in LOCAL_SCHEMES:
         return fsspec.filesystem("file", auto_mkdir=True), os.path.abspath(local_path(uri))
     path = str(uri).split("://", 1)[1]
-    if sch in ("s3", "s3a"):
+    if _protocol(sch) == "s3":
         settings = s3_settings()
         key: tuple[str, int, str | None] = ("s3", os.getpid(), json.dumps(settings, sort_keys=True))
         factory: Callable[[], fsspec.AbstractFileSystem] = lambda: _s3_filesystem(settings)  # noqa: E731

@@ -22,15 +22,19 @@ from shardtrain.storage.streams import open
 
 def read_bytes(uri: str) -> bytes:
     """The whole content of a (small) object: one GET on S3."""
-    fs, path = filesystem(uri)
-    kwargs = _one_request(fs)
-    return retrying("read", uri, lambda: fs.cat_file(path, **kwargs))
+    raw = _read_whole(uri, missing_ok=False)
+    assert raw is not None  # a missing object raised
+    return raw
 
 
 def read_bytes_if_exists(uri: str) -> bytes | None:
     """The whole content of a (small) object, or None when there is none: one request
     either way (``exists`` then ``read_bytes`` take two or three on S3, where a missing key
     is also listed as a prefix)."""
+    return _read_whole(uri, missing_ok=True)
+
+
+def _read_whole(uri: str, *, missing_ok: bool) -> bytes | None:
     fs, path = filesystem(uri)
     kwargs = _one_request(fs)
 
@@ -38,7 +42,9 @@ def read_bytes_if_exists(uri: str) -> bytes | None:
         try:
             return fs.cat_file(path, **kwargs)
         except FileNotFoundError:
-            return None
+            if missing_ok:
+                return None
+            raise
 
     return retrying("read", uri, read)
 
