@@ -31,8 +31,10 @@ there, and the dataset written there), with ``--measure-tasks`` tasks of the ful
   ``shardtrain.data.sharding.settle`` or ``shardtrain.data.sharding``, called with the run's
   ``ShardConfig``, or its output URI, when every worker is done); absent: reported absent;
 * **finalize**: the pipeline's ``finalize_step`` (what the ``finalize_shards`` pod runs: it
-  commits the dataset, or loads ``metadata.json`` when the settle step committed it, and
-  points its output at it), or where the sharder has none, ``sharding.finalize``;
+  commits the dataset and points its output at it; or, given the settle step's ``settled``
+  output, only writes what that step handed over; or, with a sharder older than that hand-over,
+  loads ``metadata.json`` when the settle step committed it), or where the sharder has none,
+  ``sharding.finalize``;
 * **wide** (``--wide-workers`` N, default 64): the plan, settle and finalize steps again on
   the full file cut into as many tasks as the modelled dataset has, sharded by N workers
   (in one process, not measured): what those steps cost at the modelled scale, where they
@@ -150,11 +152,14 @@ import importlib, inspect, json, sys
 from shardtrain.data.sharding import ShardConfig
 from shardtrain.options import from_params
 module, params, n = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+handover = sys.argv[4]  # the settled output's file, where the step has one
 try:  # what the settle_shards pod imports
     from shardtrain.kubeflow import shard_steps as steps
 except ImportError:
     from shardtrain.kubeflow import steps
 if hasattr(steps, "settle_step"):  # what the pipeline's settle_shards pod runs
+    if "settled" in inspect.signature(steps.settle_step).parameters:
+        params["settled"] = handover
     print(steps.settle_step(**params, num_workers=n, worker_reports=[]))
     raise SystemExit(0)
 settle = importlib.import_module(module).settle
@@ -167,13 +172,22 @@ print(repr(settle(config if wants_config else config.output, **extra))[:300])
 """
 
 _FINALIZE_CODE = """
-import os, sys, tempfile, types
-out = sys.argv[1]
-from shardtrain.kubeflow import steps
+import inspect, os, sys, tempfile, types
+out, handover = sys.argv[1], sys.argv[2]
+try:  # what the finalize_shards pod imports
+    from shardtrain.kubeflow import shard_steps as steps
+    steps.finalize_step
+except (ImportError, AttributeError):
+    from shardtrain.kubeflow import steps
 if hasattr(steps, "finalize_step"):  # what the pipeline's finalize_shards pod runs
-    path = os.path.join(tempfile.mkdtemp(), "dataset")
-    dataset = types.SimpleNamespace(path=path, uri=path, metadata={})
-    steps.finalize_step(dataset_uri=out, worker_reports=[], dataset=dataset)
+    tmp = tempfile.mkdtemp()
+    art = lambda name: types.SimpleNamespace(path=os.path.join(tmp, name), metadata={})
+    extra = {}
+    if "settled" in inspect.signature(steps.finalize_step).parameters:
+        # The settle step's hand-over ('' when it committed nothing).
+        extra["settled"] = open(handover).read() if os.path.exists(handover) else ""
+        extra["data_checks_report"] = art("report.md")
+    steps.finalize_step(dataset_uri=out, worker_reports=[], dataset=art("dataset"), **extra)
     raise SystemExit(0)
 from shardtrain import storage
 from shardtrain.data.metadata import DatasetMetadata
@@ -290,6 +304,15 @@ def plan_info(output: str, params: dict[str, Any], env: dict[str, str] | None) -
     return json.loads(str(run_measured(code, env)["stdout"]))
 
 
+def _handover_file() -> str:
+    """A fresh path for the settle step's ``settled`` output (what the finalize step takes
+    over when the settle step committed the dataset)."""
+    path = os.path.join(tempfile.gettempdir(), f"scale-bench-settled-{os.getpid()}")
+    if os.path.exists(path):
+        os.remove(path)
+    return path
+
+
 def measure_run(
     *,
     storage: str,
@@ -307,6 +330,7 @@ def measure_run(
 ) -> Run:
     """Plan, run every worker that has work, settle (if any) and finalize, each measured."""
     _clear(output, env)
+    handover = _handover_file()
     params = shard_params(src, output, task_mb, min_shards)
     py = sys.executable
     plan = run_measured([py, "-c", _PLAN_CODE, json.dumps(params), str(num_workers)], env)
@@ -355,7 +379,8 @@ def measure_run(
     if settle is not None:
         try:
             r = run_measured(
-                [py, "-c", _SETTLE_CODE, settle, json.dumps(params), str(num_workers)], env
+                [py, "-c", _SETTLE_CODE, settle, json.dumps(params), str(num_workers), handover],
+                env,
             )
         except SystemExit as e:  # called the wrong way: say so, and let finalize try
             run.settle_result = f"FAILED: {str(e).strip().splitlines()[-1]}"
@@ -365,7 +390,7 @@ def measure_run(
             run.phases.append(_step_phase("settle", r, n_tasks, num_workers))
     # What the finalize_shards pod does: commit the dataset, or load metadata.json when the
     # settle step committed it already.
-    r = run_measured([py, "-c", _FINALIZE_CODE, output], env)
+    r = run_measured([py, "-c", _FINALIZE_CODE, output, handover], env)
     run.phases.append(_step_phase("finalize", r, n_tasks, num_workers))
     return run
 
@@ -397,6 +422,7 @@ def measure_wide(
     :func:`measure_run` does."""
     print(f"{storage}: wide ({num_workers} workers, tasks of {task_mb:.2f} MiB) ...", flush=True)
     _clear(output, env)
+    handover = _handover_file()
     params = shard_params(src, output, task_mb, 1)
     py = sys.executable
     plan = run_measured([py, "-c", _PLAN_CODE, json.dumps(params), str(num_workers)], env)
@@ -409,12 +435,13 @@ def measure_wide(
     )
     if settle is not None:
         r = run_measured(
-            [py, "-c", _SETTLE_CODE, settle, json.dumps(params), str(num_workers)], env
+            [py, "-c", _SETTLE_CODE, settle, json.dumps(params), str(num_workers), handover],
+            env,
         )
         said = str(r["stdout"])
         run.settle_result = said.splitlines()[-1] if said else ""
         run.phases.append(_step_phase("settle", r, run.tasks, num_workers))
-    r = run_measured([py, "-c", _FINALIZE_CODE, output], env)
+    r = run_measured([py, "-c", _FINALIZE_CODE, output, handover], env)
     run.phases.append(_step_phase("finalize", r, run.tasks, num_workers))
     return run
 

@@ -1,5 +1,6 @@
 """The pipeline's data checks: the new dataset against the data the served model was
-trained on, in the finalize step (:func:`shardtrain.kubeflow.steps.finalize_step`).
+trained on, in the step that commits it (:func:`shardtrain.kubeflow.shard_steps.settle_step`
+when no shard worker runs again, else :func:`~shardtrain.kubeflow.shard_steps.finalize_step`).
 
 The served model is the version ``serving_uri/latest.json`` names, and its training data
 the ``training_data.json`` the export saved with it (:mod:`shardtrain.data.profile`); the

@@ -75,7 +75,7 @@ class Param:
     @property
     def output(self) -> bool:
         """An ``Output[...]`` artifact: KFP reads its description from ``Returns:``."""
-        return self.annotation.startswith("Output[")
+        return self.annotation.startswith(("Output[", "OutputPath("))
 
 
 def _annotation(hint: Any) -> str:
@@ -290,6 +290,15 @@ SETTLE_SHARDS = (
         "list[str]",
         "The shard workers' JSON reports (the shard step's outputs, collected).",
     ),
+    passed("serving_uri"),
+    passed("data_checks"),
+    passed("data_check_limits"),
+    Param(
+        "settled",
+        "OutputPath(str)",
+        "When no worker runs again: the dataset committed and checked here, for "
+        "finalize_shards to point at (JSON); else empty.",
+    ),
 )
 FINALIZE_SHARDS = (
     passed("dataset_uri"),
@@ -310,6 +319,12 @@ FINALIZE_SHARDS = (
         "data_checks_report",
         "Output[Markdown]",
         "The data checks against the served model's training data, as Markdown.",
+    ),
+    Param(
+        "settled",
+        "str",
+        "settle_shards' settled output: the dataset it committed and checked ('' when "
+        "workers ran again: then committed and checked here).",
     ),
 )
 TRAIN = (

@@ -1,12 +1,13 @@
-"""The sharding steps of the pipeline ``csv_to_model`` before finalize: the fan-out
-(``plan_shards`` → :func:`plan_step`), one shard worker (``shard`` → :func:`shard_step`) and
-``settle_shards`` (→ :func:`settle_step`); the table of every step is in
-:mod:`shardtrain.kubeflow.steps`.
+"""The sharding steps of the pipeline ``csv_to_model``: the fan-out (``plan_shards`` →
+:func:`plan_step`), one shard worker (``shard`` → :func:`shard_step`), ``settle_shards``
+(→ :func:`settle_step`) and ``finalize_shards`` (→ :func:`finalize_step`); the table of
+every step is in :mod:`shardtrain.kubeflow.steps`.
 
 A module of their own, light to import (the configuration, storage and the listing; the
-sharder only inside the steps that shard or settle), because the fan-out is on the critical
-path of every run and does nothing but list the sources: a step pod pays for every module
-its body imports. The other steps, and the finalize step that ends the sharding, are in
+sharder only inside the steps that shard, settle or commit), because these steps are on the
+critical path of every run and a step pod pays for every module its body imports: the
+fan-out only lists the sources, and the finalize step, when the settle step committed and
+checked the dataset, only writes what it handed over. The other steps are in
 :mod:`shardtrain.kubeflow.steps`, which re-exports these.
 """
 
@@ -17,6 +18,7 @@ import dataclasses
 import json
 import logging
 import math
+import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +30,7 @@ from shardtrain.progress import setup_logging
 
 if TYPE_CHECKING:
     from shardtrain.data import sharding
+    from shardtrain.data.metadata import DatasetMetadata
 
 log = logging.getLogger(__name__)
 
@@ -191,23 +194,46 @@ def shard_step(*, worker_index: int, num_workers: int, cpu: str, **options: Any)
     return json.dumps(report)
 
 
-def settle_step(*, num_workers: int, worker_reports: list[str], **options: Any) -> list[int]:
+def settle_step(
+    *,
+    num_workers: int,
+    worker_reports: list[str],
+    serving_uri: str = "",
+    data_checks: str = "fail",
+    data_check_limits: str = "",
+    settled: str | None = None,
+    **options: Any,
+) -> list[int]:
     """Once every shard worker is done: decide what planning guessed and the workers checked
     as they read (CSV column types from the first 4 MB, see :mod:`shardtrain.data.sharding.settle`)
-    and return the shard workers that must run again -- none when every guess held (the
-    dataset is then committed here, from the tasks settling read: the finalize step finds
-    it complete), every worker when a column's type changed (the plan with the types by all
-    rows is then stored, and the workers run their tasks again with it, in parallel, as the
-    first time), those whose pieces began at a wrongly guessed record start.
+    and return the shard workers that must run again -- none when every guess held, every
+    worker when a column's type changed (the plan with the types by all rows is then stored,
+    and the workers run their tasks again with it, in parallel, as the first time), those
+    whose pieces began at a wrongly guessed record start.
+
+    When none runs again, this step also ends the sharding: it commits the dataset from the
+    tasks settling read (one pass over the workers' summaries, not two), checks it against
+    the served model's training data as :func:`finalize_step` would, and hands the outcome
+    to the finalize step through ``settled``, so that the finalize pod -- on the critical
+    path of every run -- only writes its artifacts and touches no storage.
 
     Args:
         num_workers: the shard workers asked for (the pipeline's ``shard_workers``; the
             run's count is :func:`_spread`'s, as the workers').
         worker_reports: their JSON reports (:func:`shard_step`'s outputs).
+        serving_uri, data_checks, data_check_limits: the data checks, as :func:`finalize_step`.
+        settled: where to write what the finalize step takes over (``dsl.OutputPath``):
+            the dataset's URI, its pointer's facts and the data checks' Markdown report as
+            JSON when this step committed the dataset, else ``""``. None: not written.
         **options: the pipeline's sharding parameters, as :func:`plan_step`.
 
     Returns:
         The indices of the workers to run again, ``[]`` when none.
+
+    Raises:
+        DataChecksFailed: the dataset committed here failed a data check with
+            ``data_checks='fail'`` (the run stops before training, as it would in the
+            finalize step).
     """
     from shardtrain.data import sharding
     from shardtrain.data.sharding.lease import take_lease
@@ -217,24 +243,136 @@ def settle_step(*, num_workers: int, worker_reports: list[str], **options: Any) 
     for r in sorted((json.loads(r) for r in worker_reports), key=lambda r: r.get("worker", 0)):
         log.info("shard worker %s: %s", r.get("worker"), r)
     config = shard_config(options)
+    handed = ""  # what the finalize step takes over: nothing unless committed here
     if storage.exists(storage.join(config.output, "metadata.json")):
-        return []  # complete already (a re-run of a finished pipeline)
+        _write_output(settled, handed)
+        return []  # complete already (a re-run of a finished pipeline): finalize reads it
     # Every task's lease (no worker still writes), released when the pod is stopped.
     with stop_on_sigterm(), take_lease(config.output, 0, 1) as lease:
-        settled = sharding.settle(config)
-        if not settled.redo and settled.committed is not None:
-            # Nothing runs again: commit here, from the tasks just read (the finalize step
-            # then finds the dataset complete: one pass over the workers' summaries, not two).
-            sharding.finalize(
-                config.output, held_lease=lease.uri, settled=(settled.plan, settled.committed)
+        outcome = sharding.settle(config)
+        meta = None
+        if not outcome.redo and outcome.committed is not None:
+            meta = sharding.finalize(
+                config.output, held_lease=lease.uri, settled=(outcome.plan, outcome.committed)
             )
+    if meta is not None:
+        report = _check_data(config.output, serving_uri, data_checks, data_check_limits)
+        handed = json.dumps(
+            {"dataset_uri": config.output, "facts": dataset_facts(meta), "report": report}
+        )
+    _write_output(settled, handed)
     # The workers' count (a listing) only to name the ones to run again.
-    again = settled.workers(_spread(config, int(num_workers))) if settled.redo else []
+    again = outcome.workers(_spread(config, int(num_workers))) if outcome.redo else []
     log.info(
         "settled %s: %s",
         config.output,
-        f"{len(settled.redo)} task(s) to run again on worker(s) {again}"
+        f"{len(outcome.redo)} task(s) to run again on worker(s) {again}"
         if again
         else "nothing to run again",
     )
     return again
+
+
+def finalize_step(
+    *,
+    dataset_uri: str,
+    worker_reports: list[str],
+    dataset: Any,
+    serving_uri: str = "",
+    data_checks: str = "fail",
+    data_check_limits: str = "",
+    data_checks_report: Any = None,
+    settled: str = "",
+) -> DatasetMetadata | None:
+    """Commit the dataset once every shard worker is done, point ``dataset`` at it, and
+    check it against the data the served model was trained on
+    (:func:`~shardtrain.kubeflow.data_checks.data_checks_step`) -- or, when the settle step
+    did all of that (``settled``), only write what it handed over: the pointer and the
+    report, with no storage call (the pod then imports neither the object store's client
+    nor the sharder).
+
+    Args:
+        dataset_uri: the dataset's URI.
+        worker_reports: the JSON reports of :func:`shard_step` (``dsl.Collected``).
+        dataset: the ``dsl.Dataset`` output.
+        serving_uri: the serving location whose model the data is compared with.
+        data_checks: ``fail``, ``warn`` or ``off`` (see
+            :func:`~shardtrain.kubeflow.data_checks.data_checks_step`).
+        data_check_limits: the checks' limits (:meth:`~shardtrain.data.validation.Limits.parse`).
+        data_checks_report: the ``dsl.Markdown`` output for the checks' report (None: none).
+        settled: :func:`settle_step`'s hand-over (``""``: it committed nothing).
+
+    Returns:
+        The dataset's metadata; None when the settle step had committed and checked it.
+
+    Raises:
+        DataError: a task is missing, or too many rows were rejected.
+        DataChecksFailed: a data check failed with ``data_checks='fail'``.
+    """
+    from shardtrain.kubeflow.pointers import write_pointer
+
+    _setup_logging()
+    reports = [json.loads(r) for r in worker_reports]
+    for r in sorted(reports, key=lambda r: r.get("worker", 0)):
+        log.info("shard worker %s: %s", r.get("worker"), r)
+    handed = json.loads(settled) if settled else None
+    if handed is not None and handed["dataset_uri"] == dataset_uri:
+        log.info("%s: committed and checked by the settle step", dataset_uri)
+        write_pointer(dataset, dataset_uri, **handed["facts"])
+        _write_report(data_checks_report, handed["report"])
+        return None
+    from shardtrain.data.metadata import METADATA_NAME, DatasetMetadata
+
+    if storage.exists(storage.join(dataset_uri, METADATA_NAME)):
+        # Committed already: by a single worker, or by an earlier run.
+        meta = DatasetMetadata.load(dataset_uri)
+    else:
+        from shardtrain.data import sharding
+
+        meta = sharding.finalize(dataset_uri)
+    write_pointer(dataset, dataset_uri, **dataset_facts(meta))
+    _write_report(
+        data_checks_report, _check_data(dataset_uri, serving_uri, data_checks, data_check_limits)
+    )
+    return meta
+
+
+def dataset_facts(meta: DatasetMetadata) -> dict[str, Any]:
+    """What the dataset pointer shows in the UI besides its URI: row counts, label, splits."""
+    return {
+        "rows_read": meta.rows_read,
+        "rows_accepted": meta.rows_accepted,
+        "rows_rejected": meta.rows_rejected,
+        "label": meta.label,
+        "splits": {name: s.num_records for name, s in meta.splits.items()},
+    }
+
+
+def _check_data(dataset_uri: str, serving_uri: str, mode: str, limits: str) -> str:
+    """Run the data checks of a committed dataset; returns their Markdown report."""
+    import tempfile
+
+    from shardtrain.kubeflow.data_checks import data_checks_step
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "data_checks.md")
+        data_checks_step(dataset_uri, serving_uri, mode=mode, limits=limits, report_path=path)
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+
+
+def _write_report(artifact: Any, text: str) -> None:
+    """The data checks' Markdown into a ``dsl.Markdown`` output (None: nowhere)."""
+    path = getattr(artifact, "path", None)
+    if path:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+
+
+def _write_output(path: str | None, value: str) -> None:
+    """A string output parameter (``dsl.OutputPath(str)``) at ``path`` (None: not written)."""
+    if path is not None:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(value)

@@ -11,17 +11,20 @@ plan_shards        :func:`plan_step`       choose the shard workers from the lis
 shard (x N)        :func:`shard_step`      one shard worker (``dsl.ParallelFor``)
 settle_shards      :func:`settle_step`     decide what the workers checked; name the
                                            workers to run again (a second ``ParallelFor``,
-                                           normally empty)
-finalize_shards    :func:`finalize_step`   commit ``metadata.json`` (``dsl.Collected``), check
+                                           normally empty); when none, commit and check
+                                           the dataset (as finalize would) and hand over
+finalize_shards    :func:`finalize_step`   point the ``dataset`` output at it; commit
+                                           ``metadata.json`` (``dsl.Collected``) and check
                                            it against the served model's training data
+                                           when settle did not
 train              :func:`train_step`      the TrainJob/TFJob: submit and wait, or run locally
 evaluate           :func:`evaluate_step`   blessing, metrics, ROC, slices, Markdown report
 export             :func:`export_step`     publish the SavedModel (when blessed)
 deploy             :func:`deploy_step`     a KServe InferenceService of it (``deploy``)
 =================  ======================  =================================================
 
-* The sharding steps before finalize (:func:`plan_step`, :func:`shard_step`,
-  :func:`settle_step`) are in :mod:`shardtrain.kubeflow.shard_steps`, light to import, and
+* The sharding steps (:func:`plan_step`, :func:`shard_step`, :func:`settle_step`,
+  :func:`finalize_step`) are in :mod:`shardtrain.kubeflow.shard_steps`, light to import, and
   re-exported here.
 * :func:`plan_step` lists the sources and returns the shard workers that have work to do,
   one per task the file sizes promise (a missing file fails here, in one pod, not in N); it
@@ -29,10 +32,12 @@ deploy             :func:`deploy_step`     a KServe InferenceService of it (``de
   waiting on one pod to do it first.
 * :func:`settle_step` decides, once they are done, what the workers checked as they read
   (CSV types by all rows) and returns the workers to run again: none when the sample's types
-  held, all of them when a column's type changed.
+  held, all of them when a column's type changed. When none, it commits the dataset and runs
+  the data checks itself, and hands both over (its ``settled`` output), so that the finalize
+  pod, on the critical path of every run, touches no storage.
 * :func:`shard_step` runs worker ``i`` of ``n`` of :func:`shardtrain.data.sharding.shard`;
-  :func:`finalize_step` merges the workers' tasks into ``metadata.json`` and compares the
-  dataset with the data the served model was trained on
+  :func:`finalize_step` merges the workers' tasks into ``metadata.json`` (unless settle
+  did) and compares the dataset with the data the served model was trained on
   (:mod:`shardtrain.kubeflow.data_checks`: a drifted or reshaped dataset stops the run
   before training, or is reported, by parameter).
 * :func:`train_step` renders the training job with the generators of ``shardtrain trainjob
@@ -74,7 +79,6 @@ process's environment.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import math
 import os
@@ -84,9 +88,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from shardtrain import storage
-from shardtrain.data.metadata import METADATA_NAME, DatasetMetadata
+from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.errors import ConfigError, NotCommittedError, ShardtrainError
-from shardtrain.kubeflow.data_checks import data_checks_step
 from shardtrain.kubeflow.jobs import tfjob, trainjob
 from shardtrain.kubeflow.local import processes
 from shardtrain.kubeflow.pointers import read_pointer, write_pointer
@@ -94,6 +97,7 @@ from shardtrain.kubeflow.publish import check_still_served, publish_export
 from shardtrain.kubeflow.report import fmt, render_report
 from shardtrain.kubeflow.shard_steps import _setup_logging
 from shardtrain.kubeflow.shard_steps import cpu_count as cpu_count  # re-exported: every step
+from shardtrain.kubeflow.shard_steps import finalize_step as finalize_step
 from shardtrain.kubeflow.shard_steps import plan_step as plan_step
 from shardtrain.kubeflow.shard_steps import settle_step as settle_step
 from shardtrain.kubeflow.shard_steps import shard_config as shard_config
@@ -105,84 +109,12 @@ from shardtrain.train.evaluation import headline_keys
 if TYPE_CHECKING:
     pass
 
-# The sharder (and with it numba and the compiled kernels) and the trainer's modules are
-# imported by the steps that use them: a finalize step that finds the dataset committed by
-# the settle step only reads its metadata, and imports neither.
+# The trainer's modules are imported by the steps that use them.
 
 log = logging.getLogger(__name__)
 
 #: The file a Kubernetes pod finds its own namespace in.
 _POD_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
-# --------------------------------------------------------------------------------------------
-# Sharding steps: the fan-out, the workers and settle are in .shard_steps (light to import);
-# finalize ends the sharding here (it checks the data against the served model's).
-# --------------------------------------------------------------------------------------------
-
-
-def _dataset_facts(meta: DatasetMetadata) -> dict[str, Any]:
-    """What the dataset pointer shows in the UI besides its URI: row counts, label, splits."""
-    return {
-        "rows_read": meta.rows_read,
-        "rows_accepted": meta.rows_accepted,
-        "rows_rejected": meta.rows_rejected,
-        "label": meta.label,
-        "splits": {name: s.num_records for name, s in meta.splits.items()},
-    }
-
-
-def finalize_step(
-    *,
-    dataset_uri: str,
-    worker_reports: list[str],
-    dataset: Any,
-    serving_uri: str = "",
-    data_checks: str = "fail",
-    data_check_limits: str = "",
-    data_checks_report: Any = None,
-) -> DatasetMetadata:
-    """Commit the dataset once every shard worker is done, point ``dataset`` at it, and
-    check it against the data the served model was trained on
-    (:func:`~shardtrain.kubeflow.data_checks.data_checks_step`).
-
-    Args:
-        dataset_uri: the dataset's URI.
-        worker_reports: the JSON reports of :func:`shard_step` (``dsl.Collected``).
-        dataset: the ``dsl.Dataset`` output.
-        serving_uri: the serving location whose model the data is compared with.
-        data_checks: ``fail``, ``warn`` or ``off`` (see
-            :func:`~shardtrain.kubeflow.data_checks.data_checks_step`).
-        data_check_limits: the checks' limits (:meth:`~shardtrain.data.validation.Limits.parse`).
-        data_checks_report: the ``dsl.Markdown`` output for the checks' report (None: none).
-
-    Returns:
-        The dataset's metadata.
-
-    Raises:
-        DataError: a task is missing, or too many rows were rejected.
-        DataChecksFailed: a data check failed with ``data_checks='fail'``.
-    """
-    _setup_logging()
-    reports = [json.loads(r) for r in worker_reports]
-    for r in sorted(reports, key=lambda r: r.get("worker", 0)):
-        log.info("shard worker %s: %s", r.get("worker"), r)
-    if storage.exists(storage.join(dataset_uri, METADATA_NAME)):
-        # Committed already: by the settle step, by a single worker, or by an earlier run.
-        meta = DatasetMetadata.load(dataset_uri)
-    else:
-        from shardtrain.data import sharding
-
-        meta = sharding.finalize(dataset_uri)
-    write_pointer(dataset, dataset_uri, **_dataset_facts(meta))
-    data_checks_step(
-        dataset_uri,
-        serving_uri,
-        mode=data_checks,
-        limits=data_check_limits,
-        report_path=getattr(data_checks_report, "path", None),
-    )
-    return meta
 
 
 # --------------------------------------------------------------------------------------------

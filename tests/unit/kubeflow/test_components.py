@@ -63,7 +63,7 @@ COMPONENT_STEPS = [
     ("deploy", "deploy_step"),
 ]
 #: The components whose step is in shard_steps (light to import), not steps.
-SHARD_STEPS = ("plan_shards", "shard", "settle_shards")
+SHARD_STEPS = ("plan_shards", "shard", "settle_shards", "finalize_shards")
 
 
 @pytest.mark.parametrize(("module", "step"), COMPONENT_STEPS)

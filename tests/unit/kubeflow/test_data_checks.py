@@ -1,6 +1,6 @@
-"""The finalize step's data checks against the model served at serving_uri: the first run,
-the same data, a tripled column in fail, warn and off modes, per-column limits, a model
-exported without its training data's statistics."""
+"""The data checks against the model served at serving_uri (in the finalize step, or in the
+settle step that commits): the first run, the same data, a tripled column in fail, warn and
+off modes, per-column limits, a model exported without its training data's statistics."""
 
 from __future__ import annotations
 
@@ -83,3 +83,40 @@ def test_finalize_checks_the_data_against_the_served_model(tmp_path):
     sharding.shard(
         sharding.ShardConfig(sources=(str(csv),), output=new, label="cleared", overwrite=True)
     )
+
+
+def test_a_settle_step_that_commits_stops_the_run_on_a_failed_check(tmp_path):
+    """The pipeline's settle step commits the dataset when no worker runs again, and checks
+    it there (the finalize step only points at it): a drifted dataset stops the run before
+    training, from that step, after the commit (a re-run's finalize checks it again)."""
+    from shardtrain.kubeflow import shard_steps
+
+    csv = tmp_path / "q.csv"
+    datagen.generate_quest_logs(str(csv), 3000, seed=5)
+    old, new = str(tmp_path / "old"), str(tmp_path / "new")
+    sharding.shard(sharding.ShardConfig(sources=(str(csv),), output=old, label="cleared"))
+    lines = csv.read_text().splitlines()
+    at = lines[0].split(",").index("gear_score")
+    rows = [line.split(",") for line in lines[1:]]
+    for row in rows:
+        row[at] = str(float(row[at]) * 3)
+    (tmp_path / "new.csv").write_text("\n".join([lines[0], *map(",".join, rows)]) + "\n")
+    common = dict(
+        sources=[str(tmp_path / "new.csv")], dataset_uri=new, label="cleared", task_mb=0.1
+    )
+    reports = [
+        shard_steps.shard_step(**common, worker_index=i, num_workers=2, cpu="1") for i in (0, 1)
+    ]
+    assert not storage.exists(f"{new}/metadata.json")  # two workers: settle commits
+    settled = tmp_path / "settled"
+    with pytest.raises(DataChecksFailed, match=r"numeric_drift: gear_score"):
+        shard_steps.settle_step(
+            **common,
+            num_workers=2,
+            worker_reports=reports,
+            serving_uri=_served(tmp_path, old),
+            data_checks="fail",
+            settled=str(settled),
+        )
+    assert storage.exists(f"{new}/metadata.json") and not settled.exists()
+    assert storage.read_json(f"{new}/data_checks.json")["passed"] is False

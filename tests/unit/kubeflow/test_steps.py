@@ -529,6 +529,64 @@ def test_plan_and_shard_steps_use_only_workers_with_tasks(tmp_path):
         steps.plan_step(**common, num_workers=0)
 
 
+def test_settle_commits_checks_and_hands_both_to_a_finalize_step_that_reads_nothing(tmp_path):
+    """When no worker runs again, the settle step commits the dataset, runs the data checks
+    and hands both over (its ``settled`` output): the finalize pod then writes the same
+    pointer and report as from the stored dataset, with no storage call -- its dataset can be
+    gone -- and without importing the sharder. Without the hand-over (workers ran again, or
+    a re-run found the dataset complete) it reads the dataset, as before."""
+    csv = str(tmp_path / "q.csv")
+    datagen.generate_quest_logs(csv, 3000, seed=5)
+    out = tmp_path / "ds"
+    common = dict(sources=[csv], dataset_uri=str(out), label="cleared", task_mb=0.1)
+    reports = [steps.shard_step(**common, worker_index=i, num_workers=2, cpu="1") for i in (0, 1)]
+    checks = dict(serving_uri=str(tmp_path / "serving"), data_checks="fail", data_check_limits="")
+    settled = tmp_path / "outputs" / "settled"
+    again = steps.settle_step(
+        **common, **checks, num_workers=2, worker_reports=reports, settled=str(settled)
+    )
+    assert again == []
+    handed = json.loads(settled.read_text())
+    assert handed["dataset_uri"] == str(out) and handed["facts"]["rows_accepted"] == 3000
+    assert "first run" in handed["report"]  # nothing served yet: the checks pass with a note
+    assert storage.read_json(str(out / "data_checks.json"))["passed"] is True
+
+    # The finalize pod: what its body imports, with the dataset moved away.
+    out.rename(tmp_path / "moved")
+    code = (
+        "import json, sys, types\n"
+        "from shardtrain.kubeflow import shard_steps\n"
+        "art = lambda p: types.SimpleNamespace(path=p, metadata={})\n"
+        "d, r = art(sys.argv[3]), art(sys.argv[4])\n"
+        "shard_steps.finalize_step(dataset_uri=sys.argv[1], worker_reports=[], dataset=d,\n"
+        "    data_checks_report=r, settled=open(sys.argv[2]).read(), **json.loads(sys.argv[5]))\n"
+        "print(json.dumps(['numba' in sys.modules, 'shardtrain.data.sharding' in sys.modules]))\n"
+    )
+    pod = tmp_path / "pod"
+    args = [str(out), str(settled), str(pod / "dataset"), str(pod / "report.md")]
+    ran = subprocess.run(
+        [sys.executable, "-c", code, *args, json.dumps(checks)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert json.loads(ran.stdout) == [False, False]
+    (tmp_path / "moved").rename(out)
+
+    # The same pointer and report as a finalize step that reads the stored dataset.
+    dataset = _artifact(dsl.Dataset, tmp_path, "dataset")
+    report = _artifact(dsl.Markdown, tmp_path, "report")
+    meta = steps.finalize_step(
+        dataset_uri=str(out), worker_reports=reports, dataset=dataset,
+        data_checks_report=report, settled="", **checks,
+    )  # fmt: skip
+    assert meta is not None and meta.rows_accepted == 3000
+    assert json.loads((pod / "dataset").read_text()) == pointers.read_pointer(dataset)
+    assert (pod / "report.md").read_text() == Path(report.path).read_text()
+    # A re-run of the whole pipeline: settle finds the dataset complete and hands nothing over.
+    rerun = tmp_path / "outputs" / "rerun"
+    assert steps.settle_step(**common, num_workers=2, worker_reports=[], settled=str(rerun)) == []
+    assert rerun.read_text() == ""
+
+
 def test_workers_pick_their_tasks_by_the_fan_outs_count_when_the_plan_has_more(tmp_path):
     """The fan-out counts tasks from the file sizes; a per-row, uncompressed, small-shard run
     of a wide CSV gets more tasks from its plan (see tests/unit/data/test_task_rule.py). The

@@ -130,14 +130,18 @@ def _graph(p: Mapping[str, Any]) -> Outputs:
     )
     _small(_step(settled, image, secret, "settle shards"))
     # The workers a wrong guess of planning spoiled run again (usually none: no pod runs).
-    with dsl.ParallelFor(settled.output, name="shard-again") as again_index:
+    with dsl.ParallelFor(settled.outputs["Output"], name="shard-again") as again_index:
         again = shard(**arguments(SHARD, p), worker_index=again_index)
         _step(again, image, secret, "shard again")
         again.set_cpu_request(p["shard_cpu"]).set_memory_request(SHARD_MEMORY)
 
     # After the second fan-out by .after(): kfp.local 2.17 cannot collect an empty loop.
+    # The settle step commits and checks the dataset when no worker runs again (the usual
+    # case): it hands the outcome over, and finalize only writes its artifacts.
     dataset = finalize_shards(
-        **arguments(FINALIZE_SHARDS, p), worker_reports=dsl.Collected(worker.output)
+        **arguments(FINALIZE_SHARDS, p),
+        worker_reports=dsl.Collected(worker.output),
+        settled=settled.outputs["settled"],
     ).after(again)
     _small(_step(dataset, image, secret, "finalize shards"))
 

@@ -148,9 +148,14 @@ def test_graph_fans_out_shard_workers_and_collects_them(compiled):
     inner = spec["components"][again["componentRef"]["name"]]["dag"]["tasks"]
     assert set(inner) == {"shard-2"}
     finalize = root["finalize-shards"]
-    assert set(finalize["dependentTasks"]) == {"for-loop-1", "for-loop-2"}
+    assert set(finalize["dependentTasks"]) == {"for-loop-1", "for-loop-2", "settle-shards"}
     finalize_inputs = finalize["inputs"]["parameters"]["worker_reports"]
     assert finalize_inputs["taskOutputParameter"]["producerTask"] == "for-loop-1"
+    # What settle committed and checked when no worker runs again: finalize only points at it.
+    handed = finalize["inputs"]["parameters"]["settled"]["taskOutputParameter"]
+    assert handed == {"producerTask": "settle-shards", "outputParameterKey": "settled"}
+    settle_outputs = spec["components"][settle["componentRef"]["name"]]["outputDefinitions"]
+    assert set(settle_outputs["parameters"]) == {"Output", "settled"}
     # The export runs only when evaluate returns blessed = true.
     blessed = root["condition-3"]
     assert set(blessed["dependentTasks"]) == {"train", "evaluate"}
