@@ -18,9 +18,10 @@ import functools
 import io
 import mmap
 import os
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Set to ``0`` to make every local write go through the page cache.
 DIRECT_IO_ENV = "SHARDTRAIN_DIRECT_IO"
@@ -97,6 +98,8 @@ class _DirectWriter(io.RawIOBase):
         at least :attr:`IN_PLACE_MIN` bytes. Anything else is written with ``write``:
         still correct, only slower.
         """
+        import numpy as np  # here: a pipeline step that only lists or reads JSON never loads it
+
         if not 0 <= start <= end <= len(buffer):
             raise ValueError(f"[{start}, {end}) is not a range of a {len(buffer)}-byte buffer")
         tail = self._used % self.ALIGN

@@ -533,8 +533,8 @@ def test_settle_commits_checks_and_hands_both_to_a_finalize_step_that_reads_noth
     """When no worker runs again, the settle step commits the dataset, runs the data checks
     and hands both over (its ``settled`` output): the finalize pod then writes the same
     pointer and report as from the stored dataset, with no storage call -- its dataset can be
-    gone -- and without importing the sharder. Without the hand-over (workers ran again, or
-    a re-run found the dataset complete) it reads the dataset, as before."""
+    gone -- and without importing the sharder (nor NumPy). Without the hand-over (workers ran
+    again, or a re-run found the dataset complete) it reads the dataset, as before."""
     csv = str(tmp_path / "q.csv")
     datagen.generate_quest_logs(csv, 3000, seed=5)
     out = tmp_path / "ds"
@@ -560,7 +560,7 @@ def test_settle_commits_checks_and_hands_both_to_a_finalize_step_that_reads_noth
         "d, r = art(sys.argv[3]), art(sys.argv[4])\n"
         "shard_steps.finalize_step(dataset_uri=sys.argv[1], worker_reports=[], dataset=d,\n"
         "    data_checks_report=r, settled=open(sys.argv[2]).read(), **json.loads(sys.argv[5]))\n"
-        "print(json.dumps(['numba' in sys.modules, 'shardtrain.data.sharding' in sys.modules]))\n"
+        "print(json.dumps([m in sys.modules for m in ('shardtrain.data.sharding', 'numpy')]))\n"
     )
     pod = tmp_path / "pod"
     args = [str(out), str(settled), str(pod / "dataset"), str(pod / "report.md")]
@@ -568,7 +568,7 @@ def test_settle_commits_checks_and_hands_both_to_a_finalize_step_that_reads_noth
         [sys.executable, "-c", code, *args, json.dumps(checks)],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
-    assert json.loads(ran.stdout) == [False, False]
+    assert json.loads(ran.stdout) == [False, False]  # neither the sharder nor even NumPy
     (tmp_path / "moved").rename(out)
 
     # The same pointer and report as a finalize step that reads the stored dataset.
@@ -644,7 +644,8 @@ def test_the_plan_step_plans_sources_whose_tasks_the_listing_cannot_count(tmp_pa
 def test_the_plan_step_reads_no_data_and_loads_no_parser(tmp_path):
     """It lists the sources and stops: a file whose content no parser would accept fans out
     like any other (the workers report it), and the step's process -- importing what the
-    plan_shards pod imports -- never loads the compiled kernels or Arrow, nor writes a plan."""
+    plan_shards pod imports -- never loads the compiled kernels, Arrow or NumPy, nor writes
+    a plan."""
     path = tmp_path / "q.csv"
     path.write_bytes((b"\x00\x01 not a csv \xff" * 80_000)[:1_000_000])  # 3.8 tasks of 0.25 MiB
     code = (
@@ -652,12 +653,12 @@ def test_the_plan_step_reads_no_data_and_loads_no_parser(tmp_path):
         "from shardtrain.kubeflow import shard_steps\n"
         f"w = shard_steps.plan_step(num_workers=8, sources=[{str(path)!r}], "
         f"dataset_uri={str(tmp_path / 'ds')!r}, label='cleared', task_mb=0.25)\n"
-        "print(json.dumps([w, 'numba' in sys.modules, 'pyarrow' in sys.modules]))\n"
+        "print(json.dumps([w, *(m in sys.modules for m in ('numba', 'pyarrow', 'numpy'))]))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
-    assert json.loads(out.splitlines()[-1]) == [[0, 1, 2, 3], False, False]
+    assert json.loads(out.splitlines()[-1]) == [[0, 1, 2, 3], False, False, False]
     assert not (tmp_path / "ds").exists()
 
 
