@@ -158,12 +158,19 @@ def try_acquire(
         The :class:`Lease` (renewed until released), or the live :class:`Holder`.
     """
     lease = Lease(uri, run or new_run_id(), dict(info or {}), ttl or lease_ttl())
-    if is_local(uri):
-        got = _acquire_local(lease)
-    elif scheme(uri) in ("s3", "s3a"):
-        got = _acquire_s3(lease)
-    else:
-        got = _acquire_by_read_back(lease)
+    try:
+        if is_local(uri):
+            got = _acquire_local(lease)
+        elif scheme(uri) in ("s3", "s3a"):
+            got = _acquire_s3(lease)
+        else:
+            got = _acquire_by_read_back(lease)
+    except BaseException:
+        # Stopped (a SIGTERM turned into an exception) or failed once the lease object may be
+        # written: delete it if it is ours, rather than leave it to expire (a minute during
+        # which the run's next attempt would wait).
+        lease.release()
+        raise
     if isinstance(got, Lease):
         got._start_renewing()
     return got

@@ -90,7 +90,11 @@ def take_lease(output: str, worker_index: int, num_workers: int) -> Lease:
         got = try_acquire(uri, info)
         owner: Holder | None = None
         if isinstance(got, Lease):
-            rivals = [h for ts, h in live_leases(output, exclude=uri) if overlaps(ts, mine)]
+            try:
+                rivals = [h for ts, h in live_leases(output, exclude=uri) if overlaps(ts, mine)]
+            except BaseException:  # stopped (SIGTERM) or failed: not left to expire
+                got.release()
+                raise
             earlier = [h for h in rivals if h.run < got.run]
             if not earlier:
                 return got
