@@ -177,12 +177,14 @@ def _outputs(run_dir: Path, steps: str) -> list:
 
 
 def test_a_drifted_dataset_is_flagged_before_training(minio, tmp_path, capfd):
-    """Data checks in the finalize step, against the model served at serving_uri.
+    """Data checks against the model served at serving_uri, in the step that commits the
+    dataset: finalize when one worker committed it (the first run), settle when it commits
+    (two workers: the second and third runs), which hands its report to finalize.
 
     A first run (nothing served) passes with a note and publishes a model that carries its
     training data's statistics; a second run on data whose gear_score is tripled stops in
-    finalize (data_checks=fail) naming the column, before any training; a third, with
-    data_checks=warn, goes on to a published model, and its report says so.
+    settle (data_checks=fail) naming the column, before any training; a third, with
+    data_checks=warn, goes on to a published model, and finalize's report says so.
     """
     import pyarrow.compute as pc
     import pyarrow.csv as pacsv
@@ -209,12 +211,14 @@ def test_a_drifted_dataset_is_flagged_before_training(minio, tmp_path, capfd):
         **ONE_PROCESS_TRAINING,
     }
 
-    def run(name: str, source: str, mode: str):
+    def run(name: str, source: str, mode: str, workers: int = 1):
         arguments = client.parse_arguments([f"sources={base}/raw/{source}.csv"]) | {
             **common,
             "dataset_uri": f"{base}/{name}/dataset",
             "model_dir": f"{base}/{name}/model",
             "data_checks": mode,
+            "shard_workers": workers,
+            "task_mb": 0.25,  # ~3 tasks: two workers, so the settle step commits
         }
         root = tmp_path / name
         return arguments, root, lambda: client.run_local(arguments, pipeline_root=str(root))
@@ -228,19 +232,22 @@ def test_a_drifted_dataset_is_flagged_before_training(minio, tmp_path, capfd):
     assert "first run" in finalize_report(root)
     assert storage.exists(f"{first.served}/{TRAINING_DATA}")  # the published version's data
 
-    arguments, root, start = run("second", "drifted", "fail")
+    arguments, root, start = run("second", "drifted", "fail", workers=2)
     capfd.readouterr()
     with pytest.raises(ShardtrainError, match="failed"):
         start()
     text = "".join(capfd.readouterr())
     assert "data checks failed against" in text
     assert "numeric_drift: gear_score (JS divergence" in text
+    assert "settle-shards" in text and not list(root.glob("*/finalize-shards"))
     assert not storage.exists(f"{arguments['model_dir']}/export/latest.json")  # never trained
     checks = storage.read_json(f"{arguments['dataset_uri']}/data_checks.json")
     assert checks["passed"] is False and checks["failures"][0]["column"] == "gear_score"
 
-    _, root, start = run("third", "drifted", "warn")
+    _, root, start = run("third", "drifted", "warn", workers=2)
+    capfd.readouterr()
     third = start()
+    assert "committed and checked by the settle step" in "".join(capfd.readouterr())
     report = finalize_report(root)
     assert "**Result: FAILED (1 finding(s))**" in report
     assert "| numeric_drift | gear_score |" in report
