@@ -388,8 +388,8 @@ def measure_run(
             said = str(r["stdout"])
             run.settle_result = said.splitlines()[-1] if said else ""
             run.phases.append(_step_phase("settle", r, n_tasks, num_workers))
-    # What the finalize_shards pod does: commit the dataset, or load metadata.json when the
-    # settle step committed it already.
+    # What the finalize_shards pod does: point at the dataset the settle step committed
+    # (its hand-over), or commit it.
     r = run_measured([py, "-c", _FINALIZE_CODE, output, handover], env)
     run.phases.append(_step_phase("finalize", r, n_tasks, num_workers))
     return run

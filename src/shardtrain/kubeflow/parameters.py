@@ -74,7 +74,8 @@ class Param:
 
     @property
     def output(self) -> bool:
-        """An ``Output[...]`` artifact: KFP reads its description from ``Returns:``."""
+        """An output (an ``Output[...]`` artifact or an ``OutputPath(...)`` parameter): KFP
+        reads its description from ``Returns:``."""
         return self.annotation.startswith(("Output[", "OutputPath("))
 
 

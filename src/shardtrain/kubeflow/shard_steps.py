@@ -363,16 +363,13 @@ def _check_data(dataset_uri: str, serving_uri: str, mode: str, limits: str) -> s
 
 def _write_report(artifact: Any, text: str) -> None:
     """The data checks' Markdown into a ``dsl.Markdown`` output (None: nowhere)."""
-    path = getattr(artifact, "path", None)
+    _write_output(getattr(artifact, "path", None), text)
+
+
+def _write_output(path: str | None, text: str) -> None:
+    """``text`` at a step output's local ``path`` (an artifact's, or a ``dsl.OutputPath``
+    parameter's); None: not written."""
     if path:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
-
-
-def _write_output(path: str | None, value: str) -> None:
-    """A string output parameter (``dsl.OutputPath(str)``) at ``path`` (None: not written)."""
-    if path is not None:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(value)
