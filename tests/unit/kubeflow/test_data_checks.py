@@ -28,21 +28,27 @@ def _served(tmp_path: Path, dataset_uri: str) -> str:
     return str(serving)
 
 
-def test_finalize_checks_the_data_against_the_served_model(tmp_path):
+def _old_and_drifted(tmp_path: Path) -> tuple[str, str]:
+    """A dataset of 3,000 quest rows (``old``) and the CSV of the same rows with gear_score
+    tripled (``drifted``)."""
     csv = tmp_path / "q.csv"
     datagen.generate_quest_logs(str(csv), 3000, seed=5)
-    old, new = str(tmp_path / "old"), str(tmp_path / "new")
+    old = str(tmp_path / "old")
     sharding.shard(sharding.ShardConfig(sources=(str(csv),), output=old, label="cleared"))
-    # The new data: gear_score tripled.
     lines = csv.read_text().splitlines()
     at = lines[0].split(",").index("gear_score")
     rows = [line.split(",") for line in lines[1:]]
     for row in rows:
         row[at] = str(float(row[at]) * 3)
-    (tmp_path / "new.csv").write_text("\n".join([lines[0], *map(",".join, rows)]) + "\n")
-    sharding.shard(
-        sharding.ShardConfig(sources=(str(tmp_path / "new.csv"),), output=new, label="cleared")
-    )
+    drifted = tmp_path / "new.csv"
+    drifted.write_text("\n".join([lines[0], *map(",".join, rows)]) + "\n")
+    return old, str(drifted)
+
+
+def test_finalize_checks_the_data_against_the_served_model(tmp_path):
+    old, drifted = _old_and_drifted(tmp_path)
+    new = str(tmp_path / "new")
+    sharding.shard(sharding.ShardConfig(sources=(drifted,), output=new, label="cleared"))
     report = tmp_path / "report.md"
 
     # First run: nothing served, the check passes with a note.
@@ -81,7 +87,9 @@ def test_finalize_checks_the_data_against_the_served_model(tmp_path):
     assert "carries no statistics of its training data" in report.read_text()
     # The dataset's own file is no foreign file: --overwrite re-shards it.
     sharding.shard(
-        sharding.ShardConfig(sources=(str(csv),), output=new, label="cleared", overwrite=True)
+        sharding.ShardConfig(
+            sources=(str(tmp_path / "q.csv"),), output=new, label="cleared", overwrite=True
+        )
     )
 
 
@@ -91,19 +99,9 @@ def test_a_settle_step_that_commits_stops_the_run_on_a_failed_check(tmp_path):
     training, from that step, after the commit (a re-run's finalize checks it again)."""
     from shardtrain.kubeflow import shard_steps
 
-    csv = tmp_path / "q.csv"
-    datagen.generate_quest_logs(str(csv), 3000, seed=5)
-    old, new = str(tmp_path / "old"), str(tmp_path / "new")
-    sharding.shard(sharding.ShardConfig(sources=(str(csv),), output=old, label="cleared"))
-    lines = csv.read_text().splitlines()
-    at = lines[0].split(",").index("gear_score")
-    rows = [line.split(",") for line in lines[1:]]
-    for row in rows:
-        row[at] = str(float(row[at]) * 3)
-    (tmp_path / "new.csv").write_text("\n".join([lines[0], *map(",".join, rows)]) + "\n")
-    common = dict(
-        sources=[str(tmp_path / "new.csv")], dataset_uri=new, label="cleared", task_mb=0.1
-    )
+    old, drifted = _old_and_drifted(tmp_path)
+    new = str(tmp_path / "new")
+    common = dict(sources=[drifted], dataset_uri=new, label="cleared", task_mb=0.1)
     reports = [
         shard_steps.shard_step(**common, worker_index=i, num_workers=2, cpu="1") for i in (0, 1)
     ]
