@@ -256,7 +256,7 @@ def settle_step(
                 config.output, held_lease=lease.uri, settled=(outcome.plan, outcome.committed)
             )
     if meta is not None:
-        report = _check_data(config.output, serving_uri, data_checks, data_check_limits)
+        report = _checks_report(config.output, serving_uri, data_checks, data_check_limits)
         handed = json.dumps(
             {"dataset_uri": config.output, "facts": dataset_facts(meta), "report": report}
         )
@@ -319,9 +319,10 @@ def finalize_step(
     if handed is not None and handed["dataset_uri"] == dataset_uri:
         log.info("%s: committed and checked by the settle step", dataset_uri)
         write_pointer(dataset, dataset_uri, **handed["facts"])
-        _write_report(data_checks_report, handed["report"])
+        _write_output(getattr(data_checks_report, "path", None), handed["report"])
         return None
     from shardtrain.data.metadata import METADATA_NAME, DatasetMetadata
+    from shardtrain.kubeflow.data_checks import data_checks_step
 
     if storage.exists(storage.join(dataset_uri, METADATA_NAME)):
         # Committed already: by a single worker, or by an earlier run.
@@ -331,8 +332,12 @@ def finalize_step(
 
         meta = sharding.finalize(dataset_uri)
     write_pointer(dataset, dataset_uri, **dataset_facts(meta))
-    _write_report(
-        data_checks_report, _check_data(dataset_uri, serving_uri, data_checks, data_check_limits)
+    data_checks_step(
+        dataset_uri,
+        serving_uri,
+        mode=data_checks,
+        limits=data_check_limits,
+        report_path=getattr(data_checks_report, "path", None),
     )
     return meta
 
@@ -348,8 +353,9 @@ def dataset_facts(meta: DatasetMetadata) -> dict[str, Any]:
     }
 
 
-def _check_data(dataset_uri: str, serving_uri: str, mode: str, limits: str) -> str:
-    """Run the data checks of a committed dataset; returns their Markdown report."""
+def _checks_report(dataset_uri: str, serving_uri: str, mode: str, limits: str) -> str:
+    """Run the data checks of the dataset the settle step committed; returns their Markdown
+    report, for the finalize step to write (the checks write reports to a path)."""
     import tempfile
 
     from shardtrain.kubeflow.data_checks import data_checks_step
@@ -359,11 +365,6 @@ def _check_data(dataset_uri: str, serving_uri: str, mode: str, limits: str) -> s
         data_checks_step(dataset_uri, serving_uri, mode=mode, limits=limits, report_path=path)
         with open(path, encoding="utf-8") as f:
             return f.read()
-
-
-def _write_report(artifact: Any, text: str) -> None:
-    """The data checks' Markdown into a ``dsl.Markdown`` output (None: nowhere)."""
-    _write_output(getattr(artifact, "path", None), text)
 
 
 def _write_output(path: str | None, text: str) -> None:

@@ -85,7 +85,7 @@ import os
 import shlex
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shardtrain import storage
 from shardtrain.data.metadata import DatasetMetadata
@@ -105,9 +105,6 @@ from shardtrain.kubeflow.shard_steps import shard_step as shard_step
 from shardtrain.options import from_params
 from shardtrain.train.blessing import EvaluateConfig, evaluate_model
 from shardtrain.train.evaluation import headline_keys
-
-if TYPE_CHECKING:
-    pass
 
 # The trainer's modules are imported by the steps that use them.
 
