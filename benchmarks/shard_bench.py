@@ -28,6 +28,7 @@ import json
 import os
 import resource
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -231,6 +232,37 @@ def type_pass_runs(src: Path, work: Path, size: int, rounds: int) -> None:
             print(
                 f"{name:<30}{r['seconds']:>9.2f}{r['cpu_seconds']:>8.2f}{extra:>9.2f}{cpu:>16.2f}"
             )
+
+
+def compare_summary(
+    results: dict[str, dict], sizes: dict[str, tuple[int, int]], cores: int, rows: int, size: int
+) -> None:
+    """With ``--compare-src``: the median MB/s per core of this checkout's default flags
+    against each run of the other checkout, over the rounds, and their ratio.
+
+    The ratio is what carries from one machine to another: an absolute MB/s per core is this
+    host's (the same command of the same checkout has differed by a third between the VMs
+    of different days; benchmarks/RESULTS.md), while both sides of a ratio of interleaved
+    runs share the host's state.
+    """
+
+    def median_mbps(prefix: str) -> float | None:
+        runs = [
+            sizes.get(name, (rows, size))[1] / 1e6 / r["seconds"] / cores
+            for name, r in results.items()
+            if name == prefix or name.startswith(prefix + "#")
+        ]
+        return statistics.median(runs) if runs else None
+
+    ours = median_mbps("local-default")
+    if ours is None:
+        return
+    print(f"\nthis checkout's default flags: {ours:.1f} MB/s per core (median); against the other:")
+    for kind in ("default", "none", "gzip"):
+        theirs = median_mbps(f"other-{kind}")
+        if theirs:
+            flags = "its default flags" if kind == "default" else f"--compression {kind}"
+            print(f"  {flags:<24}{theirs:>7.1f} MB/s per core -> {ours / theirs:.2f}x")
 
 
 def _clear(output: str, env: dict[str, str] | None) -> None:
@@ -502,6 +534,9 @@ def main() -> None:
             f"{n_bytes / 1e6 / r['cpu_seconds']:>10.1f}"
             f"{r['peak_rss_tree_mb']:>12,.0f} MB{r['peak_rss_process_mb']:>10,.0f} MB"
         )
+
+    if other is not None:
+        compare_summary(results, sizes, cores, rows, size)
 
     if args.rss_scaling:
         # One process each, so the comparison is about input size, not process count.
