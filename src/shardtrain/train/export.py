@@ -8,7 +8,8 @@ CSV's values and gets probabilities back. Two signatures::
                                   #   string columns string ("" = missing)
     predict_csv(lines)            # string [batch]: raw CSV lines (UTF-8) in the source's
                                   #   column order and dialect (delimiter, decimal mark,
-                                  #   padded fields), no header (the label is ignored)
+                                  #   padded fields), no header (the label is ignored),
+                                  #   each with or without its line end
 
 ``serving_default`` takes each feature by the column's own name when TensorFlow accepts it
 as a signature input (ASCII ``[A-Za-z][A-Za-z0-9_]*``, not a Python keyword), else by a name

@@ -665,6 +665,10 @@ class FeatureSpec:
         at the start of an unquoted one) are skipped; a quoted field's own leading spaces are
         then lost too (``serving_default`` takes values exactly).
 
+        A line may end with its line end, as ``readlines()`` gives it (``\\n``, or a Windows
+        file's ``\\r\\n`` read with ``newline=""``): one is taken off, as the sharder ends a
+        line before its line feed and one carriage return.
+
         Args:
             lines: string tensor ``[batch]``.
 
@@ -673,6 +677,7 @@ class FeatureSpec:
         """
         import tensorflow as tf
 
+        lines = tf.strings.regex_replace(lines, "\r?\n$|\r$", "", replace_global=False)
         names = [n for n, _ in self.csv_columns]
         # A line with another number of fields: one message naming the expected columns
         # instead of decode_csv's bare "Expect N fields". Separators inside quotes (a quoted

@@ -185,3 +185,27 @@ def test_predict_csv_reads_lines_in_the_dialect_the_data_was_sharded_in(tmp_path
     # What to_number reads stays a number: signs, exponents, inf and nan.
     odd = d.join([fields[0], "-1e3", *fields[2:]]), d.join([fields[0], "inf", *fields[2:]])
     assert list(spec.parse_csv(tf.constant(list(odd)))["x"].numpy()) == [-1000.0, float("inf")]
+
+
+def test_predict_csv_takes_lines_with_their_line_ends(tmp_path):
+    """A client reading the file the data came from sends its lines as Python reads them:
+    ``readlines()`` keeps each line's ``\\n`` (and a Windows file's ``\\r\\n`` with
+    ``newline=""``). The sharder ends a line before its line feed and one carriage return,
+    so predict_csv does too; only one line end is taken off."""
+    import tensorflow as tf
+
+    rows = [(f"n{i}", 0.5 * i, f"c{i % 3}", i % 2) for i in range(40)]
+    text = "".join(f"{n},{x},{c},{y}\r\n" for n, x, c, y in [("name", "x", "cat", "label"), *rows])
+    spec = _spec_of(tmp_path, "crlf.csv", text)
+    with open(tmp_path / "crlf.csv", newline="", encoding="utf-8") as f:
+        raw = f.readlines()[1:]
+    assert raw[0].endswith("\r\n")
+    bare = [line.rstrip("\r\n") for line in raw]
+    expected = spec.parse_csv(tf.constant(bare))
+    for ends in (raw, [b + "\n" for b in bare], [b + "\r" for b in bare]):
+        got = spec.parse_csv(tf.constant(ends))
+        for name in ("x", "cat", "name"):
+            assert got[name].numpy().tolist() == expected[name].numpy().tolist(), name
+    np.testing.assert_allclose(expected["x"].numpy(), [x for _, x, _, _ in rows])
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        spec.parse_csv(tf.constant([bare[0] + "\r\n\r\n"]))  # a line end and a blank line
