@@ -570,16 +570,20 @@ class FeatureSpec:
     def decode_images(self, encoded):
         """Decode a batch of JPEG/PNG bytes into float32 ``[batch, height, width, 3]`` in [0, 1].
 
-        Every image is resized (bilinear) to the spec's size whatever its own size, so a
-        batch of mixed sizes and formats becomes one tensor.
+        Each image is turned as its EXIF orientation says it is shown (a phone's portrait
+        photo is stored sideways; :mod:`.orientation`), then resized (bilinear) to the spec's
+        size whatever its own size, so a batch of mixed sizes and formats becomes one tensor.
         """
         import tensorflow as tf
+
+        from shardtrain.train.orientation import exif_orientation, orient
 
         assert self.image is not None, "decode_images is for image datasets"
         h, w = self.image.height, self.image.width
 
         def one(data):
             img = tf.io.decode_image(data, channels=3, expand_animations=False)
+            img = orient(img, exif_orientation(data))
             img = tf.image.convert_image_dtype(img, tf.float32)
             return tf.image.resize(img, [h, w])
 

@@ -22,8 +22,8 @@ Two layouts:
 Every image becomes one ``tf.train.Example``::
 
     image         bytes  the encoded file as it is (re-encoded only with ``resize``)
-    image/height  int64  pixels
-    image/width   int64  pixels
+    image/height  int64  pixels, as shown (a JPEG's EXIF orientation applied)
+    image/width   int64  pixels, as shown
     image/format  bytes  b"jpeg" or b"png" (from the content, not the file name)
     path          bytes  the path relative to ROOT, or the manifest's value: the split key
     label         the class folder name (bytes), or the manifest's label column
@@ -549,10 +549,15 @@ def _load(item: _Item, resize: tuple[int, int] | None) -> _Image | tuple[str, st
 def decode(data: bytes, resize: tuple[int, int] | None = None) -> _Image | tuple[str, str]:
     """Check that ``data`` is a whole JPEG or PNG (decoding every pixel); resize if asked.
 
+    Width and height are the image's as shown: a JPEG's EXIF orientation 5-8 (a portrait
+    photo stored sideways) swaps them, as the trainer turns the pixels
+    (:mod:`shardtrain.train.orientation`). A resized image is turned first: the re-encoded
+    file carries no EXIF.
+
     Returns:
         The image (re-encoded in its format when resized) or ``(reason, detail)``.
     """
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image, ImageOps, UnidentifiedImageError
 
     try:
         with Image.open(io.BytesIO(data)) as img:
@@ -564,9 +569,13 @@ def decode(data: bytes, resize: tuple[int, int] | None = None) -> _Image | tuple
         with Image.open(io.BytesIO(data)) as img:
             img.load()  # every pixel: truncated or corrupt data fails here
             width, height = img.size
+            turned = fmt == "jpeg" and _exif_orientation(img) != 1
             if resize is None:
+                if turned and _exif_orientation(img) >= 5:
+                    width, height = height, width
                 return _Image(data, height, width, fmt)
-            out = img.resize(resize, Image.Resampling.BILINEAR)
+            shown = ImageOps.exif_transpose(img) if turned else img
+            out = shown.resize(resize, Image.Resampling.BILINEAR)
     except UnidentifiedImageError:
         return "corrupt_image", "not a recognisable image"
     except (OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError) as exc:
@@ -579,6 +588,20 @@ def decode(data: bytes, resize: tuple[int, int] | None = None) -> _Image | tuple
     else:
         out.save(buf, format="PNG")
     return _Image(buf.getvalue(), resize[1], resize[0], fmt)
+
+
+#: The EXIF tag of the orientation (``shardtrain.train.orientation`` reads it in TensorFlow).
+_ORIENTATION_TAG = 0x0112
+
+
+def _exif_orientation(img: Any) -> int:
+    """A Pillow image's EXIF orientation, 1-8 (1 when absent or not a value: as stored), as
+    :func:`shardtrain.train.orientation.exif_orientation` reads it from the bytes."""
+    try:
+        value = img.getexif().get(_ORIENTATION_TAG, 1)
+    except Exception:  # a malformed EXIF block: the image is shown as stored
+        return 1
+    return value if isinstance(value, int) and 1 <= value <= 8 else 1
 
 
 def _batch(
