@@ -569,12 +569,12 @@ def decode(data: bytes, resize: tuple[int, int] | None = None) -> _Image | tuple
         with Image.open(io.BytesIO(data)) as img:
             img.load()  # every pixel: truncated or corrupt data fails here
             width, height = img.size
-            turned = fmt == "jpeg" and _exif_orientation(img) != 1
+            orientation = _exif_orientation(img) if fmt == "jpeg" else 1
             if resize is None:
-                if turned and _exif_orientation(img) >= 5:
+                if orientation >= 5:  # turned a quarter: shown on its side
                     width, height = height, width
                 return _Image(data, height, width, fmt)
-            shown = ImageOps.exif_transpose(img) if turned else img
+            shown = ImageOps.exif_transpose(img) if orientation != 1 else img
             out = shown.resize(resize, Image.Resampling.BILINEAR)
     except UnidentifiedImageError:
         return "corrupt_image", "not a recognisable image"
