@@ -595,8 +595,9 @@ _ORIENTATION_TAG = 0x0112
 
 
 def _exif_orientation(img: Any) -> int:
-    """A Pillow image's EXIF orientation, 1-8 (1 when absent or not a value: as stored), as
-    :func:`shardtrain.train.orientation.exif_orientation` reads it from the bytes."""
+    """A Pillow image's EXIF orientation, 1-8 (1 when absent or not a value: as stored): the
+    tag :func:`shardtrain.train.orientation.exif_orientation` reads from the bytes, which
+    looks for it only in the first 64 KiB (where cameras write it)."""
     try:
         value = img.getexif().get(_ORIENTATION_TAG, 1)
     except Exception:  # a malformed EXIF block: the image is shown as stored
