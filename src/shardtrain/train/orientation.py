@@ -9,8 +9,10 @@ model trains on (and is served) sideways and upside-down copies of what people p
 decoded pixels as a viewer shows them (what Pillow's ``ImageOps.exif_transpose`` does). Both
 are plain TensorFlow ops, so the training input and the SavedModel's serving signature, which
 takes the same raw bytes a client sends, turn images the same way. The sharder stores the
-files as they are (it records the width and height as shown); ``--resize`` turns an image
-before resizing it, since the re-encoded file carries no EXIF.
+files as they are and reads the tag by the same rule in Python
+(:func:`shardtrain.data.sources.images.exif_orientation`, tested equal) to record the width
+and height as shown; ``--resize`` turns an image before resizing it, since the re-encoded
+file carries no EXIF.
 
 Only JPEG's APP1 ``Exif`` segment in the first 64 KiB is read (where cameras write it); PNG,
 a missing or malformed tag, or a value outside 1-8 mean 1: as stored.
@@ -43,8 +45,7 @@ def _bytes_at(data: Any, offset: Any, n: int) -> Any:
     raw = tf.io.decode_raw(tf.strings.substr(data, start, size), tf.uint8)
     raw = tf.cast(tf.reshape(raw, [-1]), tf.int64)
     raw = tf.pad(raw, [[0, n - tf.shape(raw, out_type=tf.int64)[0]]])
-    usable = tf.logical_and(offset >= 0, tf.cast(offset, tf.int64) + n <= length)
-    return tf.where(usable, raw, tf.zeros([n], tf.int64))
+    return tf.where(tf.cast(offset, tf.int64) >= 0, raw, tf.zeros([n], tf.int64))
 
 
 def _number(raw: Any, little: Any) -> Any:

@@ -33,6 +33,7 @@ def _little_endian(orientation: int) -> bytes:
     from PIL import Image
 
     exif = Image.Exif()
+    exif.endian = "<"  # Intel order ("II"); Pillow writes Motorola's by default
     exif[0x0110] = "model"  # another tag first: the orientation is not always entry 0
     exif[0x0112] = orientation
     return exif.tobytes()
@@ -90,6 +91,61 @@ def test_anything_else_is_shown_as_stored():
         b"\xff\xd8" + b"Exif\x00\x00II*\x00" + b"\x08\x00\x00\x00" + b"\x01\x00" + b"\x12\x01",
     ):
         assert int(exif_orientation(tf.constant(data))) == 1, data[:40]
+
+
+def _corpus() -> list[bytes]:
+    """JPEGs whose orientation a reader may get wrong: every value in both byte orders, a
+    JPEG smaller than the entries read at once, the tag pushed past the bytes searched by a
+    64 KiB segment before it, malformed headers."""
+    from PIL import Image
+
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    tiny = io.BytesIO()
+    Image.new("RGB", (4, 2), (200, 10, 10)).save(tiny, "JPEG", quality=50, exif=exif.tobytes())
+    sideways = _jpeg(_little_endian(6))
+    pushed = sideways[:2] + b"\xff\xe2" + struct.pack(">H", 0xFFFF) + bytes(0xFFFD) + sideways[2:]
+    return [
+        *(_jpeg(make(o)) for make in (_little_endian, _big_endian) for o in range(1, 10)),
+        tiny.getvalue(),
+        pushed,
+        _jpeg(),
+        sideways[:30],
+        sideways.replace(b"Exif\x00\x00II", b"Exif\x00\x00IX"),
+        sideways.replace(b"\xff\xe1", b"\xff\xe9", 1),
+        b"",
+    ]
+
+
+def test_the_sharder_reads_the_orientation_as_the_trainer_does():
+    """The sharder's reading (Python, for the width and height it records) and the trainer's
+    (TensorFlow, for the pixels) agree on every case of the corpus."""
+    import tensorflow as tf
+
+    from shardtrain.data.sources.images import exif_orientation as sharder_reads
+
+    corpus = _corpus()
+    ours = [sharder_reads(data) for data in corpus]
+    assert ours == [int(exif_orientation(tf.constant(data))) for data in corpus]
+    assert ours[:18] == [*range(1, 9), 1, *range(1, 9), 1]  # 9 is not an orientation
+    assert ours[18:] == [6, 1, 1, 1, 1, 1, 1]  # the tiny JPEG is read, the rest as stored
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_resizing_turns_first_as_pillow_shows_it(orientation):
+    """``--resize`` re-encodes without EXIF, so the sharder turns the image first; its size
+    is the one asked for and its pixels those of the image as shown, resized."""
+    from PIL import Image
+
+    from shardtrain.data.sources.images import decode
+
+    data = _jpeg(_little_endian(orientation))
+    image = decode(data, resize=(32, 48))
+    assert not isinstance(image, tuple), image
+    assert (image.width, image.height) == (32, 48)
+    stored = np.asarray(Image.open(io.BytesIO(image.data)).convert("RGB")).astype(int)
+    expected = Image.fromarray(_shown(data)).resize((32, 48), Image.Resampling.BILINEAR)
+    assert np.abs(stored - np.asarray(expected).astype(int)).mean() < 3
 
 
 def test_a_stored_sideways_photo_trains_and_serves_upright(tmp_path):

@@ -46,6 +46,7 @@ import io
 import math
 import os
 import re
+import struct
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -557,7 +558,7 @@ def decode(data: bytes, resize: tuple[int, int] | None = None) -> _Image | tuple
     Returns:
         The image (re-encoded in its format when resized) or ``(reason, detail)``.
     """
-    from PIL import Image, ImageOps, UnidentifiedImageError
+    from PIL import Image, UnidentifiedImageError
 
     try:
         with Image.open(io.BytesIO(data)) as img:
@@ -569,12 +570,13 @@ def decode(data: bytes, resize: tuple[int, int] | None = None) -> _Image | tuple
         with Image.open(io.BytesIO(data)) as img:
             img.load()  # every pixel: truncated or corrupt data fails here
             width, height = img.size
-            orientation = _exif_orientation(img) if fmt == "jpeg" else 1
+            orientation = exif_orientation(data) if fmt == "jpeg" else 1
             if resize is None:
                 if orientation >= 5:  # turned a quarter: shown on its side
                     width, height = height, width
                 return _Image(data, height, width, fmt)
-            shown = ImageOps.exif_transpose(img) if orientation != 1 else img
+            turn = _TURNS.get(orientation)  # as Pillow's ImageOps.exif_transpose turns it
+            shown = img.transpose(getattr(Image.Transpose, turn)) if turn else img
             out = shown.resize(resize, Image.Resampling.BILINEAR)
     except UnidentifiedImageError:
         return "corrupt_image", "not a recognisable image"
@@ -590,19 +592,49 @@ def decode(data: bytes, resize: tuple[int, int] | None = None) -> _Image | tuple
     return _Image(buf.getvalue(), resize[1], resize[0], fmt)
 
 
-#: The EXIF tag of the orientation (``shardtrain.train.orientation`` reads it in TensorFlow).
+#: What :func:`exif_orientation` reads: the APP1 header, the bytes searched, the tag, the IFD0
+#: entries looked at (``shardtrain.train.orientation`` reads the same in TensorFlow).
+_EXIF_HEADER = b"Exif\x00\x00"
+_EXIF_SEARCH_BYTES = 64 * 1024
 _ORIENTATION_TAG = 0x0112
+_MAX_IFD_ENTRIES = 64
+#: How each orientation is turned to be shown (``PIL.Image.Transpose`` members).
+_TURNS = {
+    2: "FLIP_LEFT_RIGHT",
+    3: "ROTATE_180",
+    4: "FLIP_TOP_BOTTOM",
+    5: "TRANSPOSE",
+    6: "ROTATE_270",
+    7: "TRANSVERSE",
+    8: "ROTATE_90",
+}
 
 
-def _exif_orientation(img: Any) -> int:
-    """A Pillow image's EXIF orientation, 1-8 (1 when absent or not a value: as stored): the
-    tag :func:`shardtrain.train.orientation.exif_orientation` reads from the bytes, which
-    looks for it only in the first 64 KiB (where cameras write it)."""
-    try:
-        value = img.getexif().get(_ORIENTATION_TAG, 1)
-    except Exception:  # a malformed EXIF block: the image is shown as stored
+def exif_orientation(data: bytes) -> int:
+    """The EXIF orientation (1-8) of JPEG bytes, read as the trainer reads it in TensorFlow
+    (:func:`shardtrain.train.orientation.exif_orientation`, tested equal): the APP1 ``Exif``
+    segment in the first 64 KiB, IFD0 in either byte order; 1 (as stored) for anything else."""
+    head = data[:_EXIF_SEARCH_BYTES]
+    at = head.find(_EXIF_HEADER)
+    if head[:2] != b"\xff\xd8" or at < 4 or head[at - 4 : at - 2] != b"\xff\xe1":
         return 1
-    return value if isinstance(value, int) and 1 <= value <= 8 else 1
+    tiff = at + 6
+    order = {b"II": "<", b"MM": ">"}.get(head[tiff : tiff + 2])
+    padded = head + bytes(12 * _MAX_IFD_ENTRIES + 8)  # zeros past the end, as in TensorFlow
+    if order is None or struct.unpack_from(order + "H", padded, tiff + 2)[0] != 42:
+        return 1
+    ifd = tiff + struct.unpack_from(order + "I", padded, tiff + 4)[0]
+    if ifd >= len(head):
+        return 1
+    count = min(struct.unpack_from(order + "H", padded, ifd)[0], _MAX_IFD_ENTRIES)
+    found = [
+        value
+        for i in range(count)
+        for tag, value in [struct.unpack_from(order + "H6xH", padded, ifd + 2 + 12 * i)]
+        if tag == _ORIENTATION_TAG
+    ]
+    value = max(found, default=1)
+    return value if 1 <= value <= 8 else 1
 
 
 def _batch(
