@@ -1,4 +1,5 @@
-"""EXIF orientation read and applied in TensorFlow, against Pillow's ``exif_transpose``."""
+"""EXIF orientation read and applied in TensorFlow, against Pillow's ``exif_transpose``; the
+sharder's reading of it (Python) against TensorFlow's; ``--resize`` and training turn the same."""
 
 from __future__ import annotations
 
