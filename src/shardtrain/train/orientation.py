@@ -22,16 +22,16 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ORIENTATION_TAG", "exif_orientation", "orient"]
+# The rule's parameters, the sharder's: the APP1 header, the bytes searched for it (cameras
+# write it first, after the SOI marker), the tag, the IFD0 entries read.
+from shardtrain.data.sources.images import (
+    EXIF_HEADER,
+    EXIF_SEARCH_BYTES,
+    MAX_IFD_ENTRIES,
+    ORIENTATION_TAG,
+)
 
-#: The EXIF tag of the orientation.
-ORIENTATION_TAG = 0x0112
-
-#: Bytes searched for the APP1 segment (cameras write it first, after the SOI marker).
-_SEARCH_BYTES = 64 * 1024
-#: IFD0 entries read (cameras write some ten to twenty).
-_MAX_ENTRIES = 64
-_EXIF_HEADER = "Exif\x00\x00"
+__all__ = ["exif_orientation", "orient"]
 
 
 def _bytes_at(data: Any, offset: Any, n: int) -> Any:
@@ -63,8 +63,8 @@ def exif_orientation(data: Any) -> Any:
     string); 1 for anything but a JPEG whose APP1 segment says otherwise."""
     import tensorflow as tf
 
-    head = tf.strings.substr(data, 0, _SEARCH_BYTES)
-    parts = tf.strings.split(head, sep=_EXIF_HEADER, maxsplit=1)
+    head = tf.strings.substr(data, 0, EXIF_SEARCH_BYTES)
+    parts = tf.strings.split(head, sep=EXIF_HEADER.decode("latin-1"), maxsplit=1)
     found = tf.size(parts) > 1
     at = tf.cast(tf.strings.length(parts[0]), tf.int64)  # where "Exif\0\0" starts
     jpeg = tf.reduce_all(tf.equal(_bytes_at(head, 0, 2), [0xFF, 0xD8]))
@@ -75,12 +75,12 @@ def exif_orientation(data: Any) -> Any:
     big = tf.reduce_all(tf.equal(order, [0x4D, 0x4D]))
     magic = tf.equal(_number(_bytes_at(head, tiff + 2, 2), little), 42)
     ifd = tiff + _number(_bytes_at(head, tiff + 4, 4), little)
-    count = tf.minimum(_number(_bytes_at(head, ifd, 2), little), _MAX_ENTRIES)
-    entries = tf.reshape(_bytes_at(head, ifd + 2, 12 * _MAX_ENTRIES), [_MAX_ENTRIES, 12])
+    count = tf.minimum(_number(_bytes_at(head, ifd, 2), little), MAX_IFD_ENTRIES)
+    entries = tf.reshape(_bytes_at(head, ifd + 2, 12 * MAX_IFD_ENTRIES), [MAX_IFD_ENTRIES, 12])
     tags = _number(entries[:, 0:2], little)
     values = _number(entries[:, 8:10], little)  # a SHORT sits in the value field's first two
     hits = tf.logical_and(
-        tf.equal(tags, ORIENTATION_TAG), tf.range(_MAX_ENTRIES, dtype=tf.int64) < count
+        tf.equal(tags, ORIENTATION_TAG), tf.range(MAX_IFD_ENTRIES, dtype=tf.int64) < count
     )
     value = tf.reduce_max(tf.where(hits, values, tf.zeros_like(values)))
     ok = tf.reduce_all(

@@ -593,11 +593,11 @@ def decode(data: bytes, resize: tuple[int, int] | None = None) -> _Image | tuple
 
 
 #: What :func:`exif_orientation` reads: the APP1 header, the bytes searched, the tag, the IFD0
-#: entries looked at (``shardtrain.train.orientation`` reads the same in TensorFlow).
-_EXIF_HEADER = b"Exif\x00\x00"
-_EXIF_SEARCH_BYTES = 64 * 1024
-_ORIENTATION_TAG = 0x0112
-_MAX_IFD_ENTRIES = 64
+#: entries looked at (``shardtrain.train.orientation`` reads the same, by these, in TensorFlow).
+EXIF_HEADER = b"Exif\x00\x00"
+EXIF_SEARCH_BYTES = 64 * 1024
+ORIENTATION_TAG = 0x0112
+MAX_IFD_ENTRIES = 64
 #: How each orientation is turned to be shown (``PIL.Image.Transpose`` members).
 _TURNS = {
     2: "FLIP_LEFT_RIGHT",
@@ -614,24 +614,24 @@ def exif_orientation(data: bytes) -> int:
     """The EXIF orientation (1-8) of JPEG bytes, read as the trainer reads it in TensorFlow
     (:func:`shardtrain.train.orientation.exif_orientation`, tested equal): the APP1 ``Exif``
     segment in the first 64 KiB, IFD0 in either byte order; 1 (as stored) for anything else."""
-    head = data[:_EXIF_SEARCH_BYTES]
-    at = head.find(_EXIF_HEADER)
+    head = data[:EXIF_SEARCH_BYTES]
+    at = head.find(EXIF_HEADER)
     if head[:2] != b"\xff\xd8" or at < 4 or head[at - 4 : at - 2] != b"\xff\xe1":
         return 1
     tiff = at + 6
     order = {b"II": "<", b"MM": ">"}.get(head[tiff : tiff + 2])
-    padded = head + bytes(12 * _MAX_IFD_ENTRIES + 8)  # zeros past the end, as in TensorFlow
+    padded = head + bytes(12 * MAX_IFD_ENTRIES + 8)  # zeros past the end, as in TensorFlow
     if order is None or struct.unpack_from(order + "H", padded, tiff + 2)[0] != 42:
         return 1
     ifd = tiff + struct.unpack_from(order + "I", padded, tiff + 4)[0]
     if ifd >= len(head):
         return 1
-    count = min(struct.unpack_from(order + "H", padded, ifd)[0], _MAX_IFD_ENTRIES)
+    count = min(struct.unpack_from(order + "H", padded, ifd)[0], MAX_IFD_ENTRIES)
     found = [
         value
         for i in range(count)
         for tag, value in [struct.unpack_from(order + "H6xH", padded, ifd + 2 + 12 * i)]
-        if tag == _ORIENTATION_TAG
+        if tag == ORIENTATION_TAG
     ]
     value = max(found, default=1)
     return value if 1 <= value <= 8 else 1
