@@ -19,12 +19,19 @@ the result against the input:
 * **train-kill** (one process; chief + worker with ``run-local``): ``kill -9`` or SIGTERM of a
   replica at a random step, then the same command again until it succeeds (at most 3 times):
   training must finish at exactly ``--train-steps`` with the final checkpoint and metrics.
+* **damaged** (local disk and MinIO): on a committed dataset, one shard truncated, garbled
+  (one byte flipped, same size) or deleted, or one required ``metadata.json`` field garbled
+  (a value of the wrong type) or deleted. ``shardtrain inspect --verify`` must exit 1 naming
+  exactly that file (the shard, or ``metadata.json`` and the field) without a traceback and
+  print the repair command; that command is run as printed; ``inspect --verify`` is then
+  clean and the dataset holds every row exactly once.
 
 Usage (from the repository root, in the project environment)::
 
     .venv/bin/python benchmarks/fault_injection.py                 # 24 trials, ~10 minutes
     .venv/bin/python benchmarks/fault_injection.py --trials 8 --seed 3
     .venv/bin/python benchmarks/fault_injection.py --kinds concurrent,disk-full --trials 8
+    .venv/bin/python benchmarks/fault_injection.py --kinds damaged --trials 10
 
 Prints one line per trial and a summary; exits 1 if any trial lost or duplicated a row or
 ended training at the wrong step. Record the summary in benchmarks/RESULTS.md.
@@ -37,6 +44,8 @@ import contextlib
 import json
 import os
 import random
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -87,7 +96,8 @@ from shardtrain.data.metadata import DatasetMetadata
 uri = sys.argv[1]
 meta = DatasetMetadata.load(uri)
 keys = []
-spec = {"attempt_id": tf.io.FixedLenFeature([], tf.string)}
+# A list per record: one value (per-row Examples) or a block's values (columnar blocks).
+spec = {"attempt_id": tf.io.RaggedFeature(tf.string)}
 for split in meta.splits:
     for shard in meta.shard_uris(uri, split):
         path = shard
@@ -97,7 +107,8 @@ for split in meta.splits:
             storage.download_file(shard, path)
         ds = tf.data.TFRecordDataset(path, compression_type=meta.compression)
         for batch in ds.batch(4096):
-            keys.extend(tf.io.parse_example(batch, spec)["attempt_id"].numpy().tolist())
+            ids = tf.io.parse_example(batch, spec)["attempt_id"]
+            keys.extend(ids.flat_values.numpy().tolist())
 print(json.dumps([len(keys), len(set(keys)), meta.rows_read]))
 """
     out = subprocess.run(
@@ -254,6 +265,96 @@ def minio_outage(rng, csv_path, rows, out, env, state: Path, seconds: float):
     return trial
 
 
+#: Damages a committed dataset (run in a subprocess with the store's environment): prints
+#: what ``inspect --verify`` must name, as JSON ``[uri, what]``.
+_DAMAGE = """
+import json, random, sys
+from shardtrain import storage
+uri, how, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rng = random.Random(seed)
+target = storage.join(uri, "metadata.json")
+doc = storage.read_json(target)
+if how in ("truncate", "garble", "delete"):
+    shards = [s for split in doc["splits"].values() for s in split["shards"] if s["bytes"] > 0]
+    shard = rng.choice(shards)
+    target = storage.join(uri, shard["path"])
+    if how == "delete":
+        storage.delete(target)
+        print(json.dumps([target, "missing"]))
+        sys.exit()
+    raw = bytearray(storage.read_bytes(target))
+    if how == "truncate":
+        raw = raw[: rng.randrange(len(raw))]
+        what = f"size {len(raw):,} != recorded {shard['bytes']:,} bytes"
+    else:
+        raw[rng.randrange(len(raw))] ^= 1 << rng.randrange(8)
+        what = "CRC-32C mismatch"
+    storage.write_bytes(target, bytes(raw))
+    print(json.dumps([target, what]))
+    sys.exit()
+# A field every reader needs: a value of the wrong type, or none.
+fields = ["label", "label_info", "schema", "stats", "splits", "rows_read", "rows_accepted",
+          "rows_rejected"]
+field = rng.choice(fields + ["sources"] if how == "garble-field" else fields)
+if how == "garble-field":
+    doc[field] = {"label": 7, "rows_read": "many"}.get(field, "x")
+else:
+    del doc[field]
+storage.write_json(target, doc)
+print(json.dumps([target, field]))
+"""
+#: How ``damaged`` trials damage a dataset.
+DAMAGES = ("truncate", "garble", "delete", "garble-field", "delete-field")
+
+
+def _verify(out: str, env) -> subprocess.CompletedProcess:
+    return subprocess.run(_cli("inspect", "--verify", out), env=env, capture_output=True, text=True)
+
+
+def damaged(rng, csv_path: Path, rows, out: str, env, reference: Path):
+    """A committed dataset damaged one way (:data:`DAMAGES`); ``inspect --verify`` names the
+    file and prints the repair command, which rebuilds it exactly."""
+    how = rng.choice(DAMAGES)
+    trial = Trial("damaged", f"{'minio' if out.startswith('s3') else 'local'}, {how}")
+    if out.startswith("s3://"):  # a dataset sharded there, as the other MinIO kinds do
+        subprocess.run(_cli(*_shard_args(csv_path, out, 1)), env=env, check=True,
+                       capture_output=True)  # fmt: skip
+    else:
+        shutil.copytree(reference, out)
+    damage = subprocess.run(
+        [sys.executable, "-c", _DAMAGE, out, how, str(rng.randrange(1 << 30))],
+        env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    target, what = json.loads(damage.stdout.strip().splitlines()[-1])
+    found = _verify(out, env)
+    named = [ln for ln in found.stdout.splitlines() if ln.strip()]
+    line = _one_line(found.stderr)
+    trial.facts.update(verify_exit=found.returncode, named=len(named))
+    if how.endswith("field"):
+        right = len(named) == 1 and named[0].startswith(f"{target}: ") and what in named[0]
+    else:
+        right = named == [f"{target}: {what}"] or (
+            len(named) == 1 and named[0].startswith(f"{target}: {what} (")
+        )
+    if found.returncode != 1 or not right or "Traceback" in found.stderr or "repair: " not in line:
+        trial.facts["error"] = (named[:2], line[:160])
+        return trial
+    repair = shlex.split(line.split("repair: ", 1)[1])
+    started = time.monotonic()
+    fixed = subprocess.run(_cli(*repair[1:]), env=env, capture_output=True, text=True)
+    trial.facts.update(repair_exit=fixed.returncode, repair_s=f"{time.monotonic() - started:.1f}")
+    if fixed.returncode != 0 or "nothing to do" in fixed.stdout:
+        trial.facts["error"] = _one_line(fixed.stdout + fixed.stderr)[:160]
+        return trial
+    again = _verify(out, env)
+    trial.facts["verify_after"] = again.returncode
+    if again.returncode == 0:
+        got, distinct, read = _rows_in_dataset(out, env)
+        trial.facts.update(rows=f"{got}/{rows[1]}", duplicated=got - distinct)
+        trial.ok = (read, got) == rows and got == distinct
+    return trial
+
+
 def _final_step(model_dir: Path) -> tuple[int | None, int | None]:
     latest = model_dir / "checkpoints" / "latest.json"
     metrics = model_dir / "eval" / "metrics.json"
@@ -325,7 +426,7 @@ def main() -> None:
         "--kinds",
         default=None,
         help="comma-separated kinds to run (shard-kill, minio-outage, train-kill, concurrent, "
-        "disk-full); default: all",
+        "disk-full, damaged); default: all",
     )
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -364,7 +465,7 @@ def main() -> None:
     trials: list[Trial] = []
     try:
         names = ["shard-kill"] * 4 + ["minio-outage"] + ["train-kill"] * 3
-        names += ["concurrent"] * 2 + ["disk-full"] * 2
+        names += ["concurrent"] * 2 + ["disk-full"] * 2 + ["damaged"] * 2
         per_round = sum(1 for n in names if kinds is None or n in kinds)
         for r in range(max(1, args.trials // max(1, per_round))):
             plan = [
@@ -380,6 +481,8 @@ def main() -> None:
                 lambda i: concurrent_run(rng, csv_path, rows, f"s3://bench/c-{i}", minio, 2 * t),
                 lambda i: disk_full(rng, csv_path, rows, work / f"full-{i}", env, dataset_bytes),
                 lambda i: disk_full(rng, csv_path, rows, work / f"full2-{i}", env, dataset_bytes),
+                lambda i: damaged(rng, csv_path, rows, str(work / f"d-{i}"), env, Path(data)),
+                lambda i: damaged(rng, csv_path, rows, f"s3://bench/d-{i}", minio, Path(data)),
             ]
             chosen = [p for p, n in zip(plan, names, strict=True) if kinds is None or n in kinds]
             for step in chosen:

@@ -9,8 +9,10 @@ this machine with ``kfp.local`` (:func:`shardtrain.kubeflow.client.run_local`):
    statistics, a deterministic train/eval split and the rejects accounted for;
 3. training on a local TFJob — a chief, one worker and a sidecar evaluator as processes with
    the ``TF_CONFIG`` the training operator would give their pods;
-4. evaluation (metrics, ROC curve, confusion matrix, a Markdown report) and the SavedModel
-   published under ``WORKDIR/serving``.
+4. evaluation (metrics, ROC curve, confusion matrix, a Markdown report and an HTML report of
+   pictures, ``WORKDIR/model/eval/report.html``) and the SavedModel published under
+   ``WORKDIR/serving``. A second run compares its data with the published model's: the HTML
+   report then overlays both distributions with the drift verdicts.
 
 Everything lands in ``WORKDIR``; re-running reuses what is done (the CSV, committed shards,
 a finished model, a published export).
@@ -43,12 +45,14 @@ class DemoResult:
         dataset: the sharded dataset.
         metadata: the dataset's ``metadata.json``.
         run: what the local pipeline run produced (model, export, metrics, report, logs).
+        html_report: the evaluate step's HTML report (None: it could not be made).
     """
 
     csv: str
     dataset: str
     metadata: DatasetMetadata
     run: client.LocalRun
+    html_report: str | None = None
 
 
 def run_demo(
@@ -98,4 +102,13 @@ def run_demo(
         },
         pipeline_root=os.path.join(workdir, "pipeline-runs"),
     )
-    return DemoResult(csv=csv, dataset=dataset, metadata=DatasetMetadata.load(dataset), run=run)
+    from shardtrain.htmlreport.build import REPORT_NAME
+
+    html_report = storage.join(run.model_dir, "eval", REPORT_NAME)
+    return DemoResult(
+        csv=csv,
+        dataset=dataset,
+        metadata=DatasetMetadata.load(dataset),
+        run=run,
+        html_report=html_report if storage.exists(html_report) else None,
+    )

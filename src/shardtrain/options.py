@@ -6,7 +6,7 @@ The configuration dataclasses (:class:`~shardtrain.data.sharding.ShardConfig`,
 user-facing field is declared with :func:`option`, which keeps a :class:`Spec` in the field's
 metadata: its help, and how a user writes it. From that
 
-* the CLI generates the command's flags (:mod:`shardtrain.cli.options`): name, type, range,
+* the CLI generates the command's flags (:mod:`shardtrain.commands`): name, type, range,
   choices, help and the default shown;
 * the Kubeflow steps turn pipeline parameters into field values (:func:`from_params`), the
   same conversion as the flags' (:meth:`Option.value`);

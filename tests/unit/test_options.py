@@ -1,7 +1,7 @@
 """One definition of the options: ShardConfig and TrainConfig, and what is derived from them.
 
 The ``shard`` and ``train`` flags are generated from the configuration dataclasses' fields
-(:mod:`shardtrain.options`, :mod:`shardtrain.cli.options`), and so are the signatures of the
+(:mod:`shardtrain.options`, :mod:`shardtrain.commands`), and so are the signatures of the
 pipeline and its components (:mod:`shardtrain.kubeflow.parameters`). Checked here on what KFP
 reads: every sharding option reaches the pipeline under the name, type and default its spec
 gives, through ``plan_shards`` and every ``shard`` worker alike, and ``shard_config`` turns
@@ -29,7 +29,7 @@ from shardtrain.cli.train import train_cmd
 from shardtrain.data import sharding
 from shardtrain.data.sharding import MIB, ShardConfig
 from shardtrain.errors import ConfigError
-from shardtrain.kubeflow import client, steps
+from shardtrain.kubeflow import client, parameters, steps
 from shardtrain.kubeflow.jobs import tfjob
 from shardtrain.options import METADATA_KEY, check, from_params, options, pipeline_help
 from shardtrain.train.config import TrainConfig
@@ -266,7 +266,7 @@ def test_pipeline_help_writes_flags_as_the_pipeline_parameters_that_carry_them()
     )
     # --output is the pipeline's dataset_uri; --overwrite-foreign has no parameter: it stays.
     text = pipeline_help(ShardConfig, overwrite)
-    assert "dataset at dataset_uri made from" in text and "(see --overwrite-foreign)" in text
+    assert "dataset at dataset_uri, whatever" in text and "(see --overwrite-foreign)" in text
     assert "--output" not in text
 
 
@@ -312,8 +312,9 @@ def test_plan_and_every_shard_worker_get_every_sharding_option(pipeline, tmp_pat
     from shardtrain.kubeflow.components.shard import shard
 
     pipeline_params = inspect.signature(pipeline.pipeline_func).parameters
+    checked = [p.name for p in parameters.CHECKED]  # the plan step checks the whole run
     for component, own in (
-        (plan_shards, ["num_workers"]),
+        (plan_shards, ["num_workers", *checked]),
         (shard, ["worker_index", "num_workers", "cpu"]),
     ):
         params = inspect.signature(component.python_func).parameters

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from shardtrain.cli.options import config_command
+from shardtrain.commands import config_command
 
 if TYPE_CHECKING:
     from shardtrain.data.metadata import DatasetMetadata
@@ -219,18 +219,50 @@ def finalize_cmd(output: str, max_bad_fraction: float | None, top_k: int | None)
     help="Rejected rows to show.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print metadata.json as is.")
-def inspect_cmd(uri: str, show_rejects: int, as_json: bool) -> None:
-    """Summarise the sharded dataset at URI: splits, schema, statistics, rejects."""
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Instead of the summary, check every shard against metadata.json: present, of its "
+    "recorded size and CRC-32C (reads every byte, streamed). Names each damaged file and the "
+    "command that repairs the dataset; exits 1 if any is damaged.",
+)
+def inspect_cmd(uri: str, show_rejects: int, as_json: bool, verify: bool) -> None:
+    """Summarise the sharded dataset at URI: splits, schema, statistics, rejects.
+
+    The summary reads metadata.json only: it does not check the shards (nor does
+    `validate`). `inspect --verify URI` does: every shard present, of the size and CRC-32C
+    metadata.json records; one line per damaged file, then the `shardtrain shard ...
+    --overwrite` command that rebuilds the dataset (exit 1); one summary line if all is well.
+    """
     import json
 
     from shardtrain.data.metadata import DatasetMetadata
     from shardtrain.data.report import render_dataset
 
+    if verify:
+        if as_json:
+            raise click.UsageError("--verify and --json do not go together")
+        _verify(uri)
+        return
     meta = DatasetMetadata.load(uri)
     if as_json:
         click.echo(json.dumps(meta.to_dict(), indent=2))
         return
     render_dataset(uri, meta, meta.iter_rejects(uri, limit=show_rejects), extra=_inputs(uri, meta))
+
+
+def _verify(uri: str) -> None:
+    """``inspect --verify``: a line per damaged file, then the verdict (an error, exit 1)."""
+    from shardtrain.data.verify import verify_dataset
+    from shardtrain.errors import DataError
+
+    result = verify_dataset(uri)
+    if result.ok:
+        click.echo(result.summary())
+        return
+    for line in result.lines():
+        click.echo(line)
+    raise DataError(result.summary())
 
 
 def _inputs(uri: str, meta: Any) -> list[Any]:
@@ -296,7 +328,8 @@ def validate_cmd(new_dataset: str, against: str, limits: str, json_report: str |
     drift.
 
     Prints a report; exits 0 when every check holds, 1 with one line naming the failing
-    columns and checks otherwise.
+    columns and checks otherwise. It compares the statistics metadata.json records and does
+    not read the shards: `shardtrain inspect --verify` checks those.
     """
     from shardtrain.data import validation
 

@@ -105,9 +105,20 @@ QUEUE_OPTION = click.option(
 )
 
 
+#: Check the cluster before anything is created (every `submit` command).
+PREFLIGHT_OPTION = click.option(
+    "--preflight/--no-preflight",
+    default=True,
+    show_default=True,
+    help="Before creating anything, check that the cluster has what the job needs (its API "
+    "and runtime, the namespace, the service account, the storage Secret with every key, "
+    "RBAC, URIs pods can read) and list every problem with the command that fixes it.",
+)
+
+
 def submit_options(kind: str) -> list[Any]:
     """`submit`'s own options for a job of ``kind``: a manifest file instead of the settings,
-    and how to wait (:data:`WAIT_OPTIONS`)."""
+    how to wait (:data:`WAIT_OPTIONS`), and the preflight (:data:`PREFLIGHT_OPTION`)."""
     file_option = click.option(
         "-f",
         "--file",
@@ -115,7 +126,20 @@ def submit_options(kind: str) -> list[Any]:
         default=None,
         help=f"Submit this {kind} manifest instead of building one from the options.",
     )
-    return [file_option, *WAIT_OPTIONS]
+    return [file_option, *WAIT_OPTIONS, PREFLIGHT_OPTION]
+
+
+def preflight_job(manifest: Any, *, logs: bool, delete: bool) -> None:
+    """Check the cluster of kubeconfig for what the job ``manifest`` (a TrainJob's or a
+    TFJob's, as a dict) needs (:mod:`shardtrain.kubeflow.preflight`), before it is created.
+
+    Raises:
+        PreflightError: one line per problem, each with the command that fixes it.
+    """
+    from shardtrain.kubeflow import preflight, preflight_cluster
+
+    needs = preflight.job_needs(manifest, logs=logs, delete=delete)
+    preflight.raise_for(needs, preflight_cluster.kubernetes_cluster())
 
 
 def pod_options(d: Callable[[str, str], dict[str, Any]], *, required: bool, per: str) -> list:
@@ -153,6 +177,30 @@ def pod_options(d: Callable[[str, str], dict[str, Any]], *, required: bool, per:
             help="Fail the job after this many seconds [default: no limit].",
         ),
     ]
+
+
+def check_for_pods(config: Any, *, uris: bool = True) -> Any:
+    """What a job's pods would refuse, refused before it is rendered or submitted: a
+    ``--data``/``--model-dir`` no pod can read (a local path: ``shardtrain run-local`` runs
+    jobs on this machine and takes them from a manifest or its own command line), and
+    train arguments ``shardtrain train`` would not accept, parsed by its own parser (the
+    settings' own checks ran when ``config`` was built: names, counts, quantities).
+    ``uris=False`` leaves the locations to the preflight, which lists them among its problems.
+
+    Returns:
+        ``config``.
+
+    Raises:
+        ConfigError: one line naming the setting or the argument.
+    """
+    from shardtrain.cli.train import train_cmd
+    from shardtrain.commands import check_arguments
+    from shardtrain.kubeflow.jobs import settings
+
+    if uris:
+        settings.check_pod_uris(**{"--data": config.data, "--model-dir": config.model_dir})
+    check_arguments(train_cmd, config.train_args, "train args (after --)")
+    return config
 
 
 def job_to_submit(
@@ -255,6 +303,7 @@ def tfjob_render_cmd(train_args: tuple[str, ...], **settings) -> None:
     from shardtrain.kubeflow.jobs import tfjob
 
     config = tfjob.JobConfig.from_overrides(train_args=train_args, **settings)
+    check_for_pods(config)
     click.echo(tfjob.to_yaml(tfjob.build_tfjob(config)), nl=False)
 
 
@@ -268,14 +317,17 @@ def tfjob_submit_cmd(
     poll_interval: float,
     logs: bool,
     delete: bool,
+    preflight: bool,
     train_args: tuple[str, ...],
     **settings,
 ) -> None:
     """Create the TFJob (kubeconfig or in-cluster credentials), stream the chief's log and wait
     until it ends; exit non-zero when it Failed or did not end within --wait-timeout.
 
-    A job in a Kueue queue (--queue) is reported as queued until Kueue admits it; the wait
-    timeout counts queue time too.
+    First (unless --no-preflight) the cluster is checked for what the job needs; every
+    problem is listed with the command that fixes it, and nothing is created. A job in a
+    Kueue queue (--queue) is reported as queued until Kueue admits it; the wait timeout
+    counts queue time too.
 
     Example: shardtrain tfjob submit --data s3://b/quest --model-dir s3://b/m --delete
     """
@@ -286,8 +338,14 @@ def tfjob_submit_cmd(
         train_args,
         settings,
         from_file=lambda path: tfjob.from_manifest(tfjob.load_manifest(path)),
-        from_settings=lambda **s: tfjob.build_tfjob(tfjob.JobConfig.from_overrides(**s)),
+        from_settings=lambda **s: tfjob.build_tfjob(
+            check_for_pods(tfjob.JobConfig.from_overrides(**s), uris=not preflight)
+        ),
     )
+    if preflight:
+        manifest = tfjob.to_manifest(job)
+        tfjob.validate(manifest)  # the job's own faults first: they need no cluster
+        preflight_job(manifest, logs=logs, delete=delete)
     tfjob.submit_and_wait(
         job,
         wait_timeout=wait_timeout,

@@ -21,6 +21,22 @@ _pipeline_params = click.option(
 )
 
 
+def _checked(arguments: dict, *, cluster: bool) -> dict:
+    """``arguments``, once every value a step would refuse is refused here
+    (:func:`shardtrain.kubeflow.parameters.check_arguments`, ``train_flags`` by
+    ``shardtrain train``'s own parser), before a run starts or a YAML is written.
+
+    Args:
+        arguments: typed pipeline arguments.
+        cluster: the run goes to a cluster (compile, submit): locations must be URIs pods
+            can read; ``run-local`` runs here and takes local paths.
+    """
+    from shardtrain.kubeflow.parameters import check_arguments
+
+    check_arguments(arguments, cluster=cluster)
+    return arguments
+
+
 @click.group("pipeline")
 def pipeline_group() -> None:
     """The Kubeflow pipeline csv_to_model (shard → TFJob → evaluate → export): compile it for
@@ -63,7 +79,7 @@ def pipeline_compile_cmd(output: str | None, all_to: str | None, params: tuple[s
             click.echo(f"wrote {path}")
         return
     assert output is not None
-    client.compile_pipeline(output, client.parse_arguments(params))
+    client.compile_pipeline(output, _checked(client.parse_arguments(params), cluster=True))
     click.echo(f"wrote {output}: upload it in the Kubeflow Pipelines UI (Pipelines → Upload)")
 
 
@@ -82,6 +98,14 @@ def pipeline_compile_cmd(output: str | None, all_to: str | None, params: tuple[s
     show_default=True,
     help="Seconds to wait with --wait.",
 )
+@click.option(
+    "--preflight/--no-preflight",
+    default=True,
+    show_default=True,
+    help="Before creating the run, check the server's version and that the cluster of "
+    "kubeconfig has what the run needs (job API and runtime, namespaces, service accounts, "
+    "the storage Secret with every key, the runner's RBAC) and list every problem.",
+)
 def pipeline_submit_cmd(
     host: str,
     params: tuple[str, ...],
@@ -91,8 +115,13 @@ def pipeline_submit_cmd(
     service_account: str | None,
     wait: bool,
     wait_timeout: float,
+    preflight: bool,
 ) -> None:
     """Create a csv_to_model run on a Kubeflow Pipelines server.
+
+    First (unless --no-preflight) the server's version and the cluster of kubeconfig are
+    checked for what the run needs (as the runner: --service-account, else pipeline-runner);
+    every problem is listed with the command that fixes it, and no run is created.
 
     Example: shardtrain pipeline submit --host http://localhost:8080 -p sources=s3://b/q.csv
     -p dataset_uri=s3://b/quest -p model_dir=s3://b/models/quest -p serving_uri=s3://b/serving
@@ -101,13 +130,14 @@ def pipeline_submit_cmd(
 
     run = client.submit(
         host,
-        client.parse_arguments(params),
+        _checked(client.parse_arguments(params), cluster=True),
         experiment=experiment,
         run_name=run_name,
         namespace=namespace,
         service_account=service_account,
         wait=wait,
         wait_timeout=wait_timeout,
+        preflight=preflight,
     )
     click.echo(f"run {run.run_id}{' ' + run.state if run.state else ''}: {run.url}")
 
@@ -143,7 +173,8 @@ def pipeline_run_local_cmd(params: tuple[str, ...], pipeline_root: str) -> None:
     """
     from shardtrain.kubeflow import client
 
-    run = client.run_local(client.parse_arguments(params), pipeline_root=pipeline_root)
+    arguments = _checked(client.parse_arguments(params), cluster=False)
+    run = client.run_local(arguments, pipeline_root=pipeline_root)
     _echo_local_run(run)
 
 
@@ -183,3 +214,5 @@ def demo_cmd(workdir: str, rows: int, train_steps: int) -> None:
         f"(inspect it with `shardtrain inspect {result.dataset}`)"
     )
     _echo_local_run(result.run)
+    if result.html_report:
+        click.echo(f"HTML report:  {result.html_report}")

@@ -14,11 +14,10 @@ from typing import Any
 
 import click
 
-from shardtrain.cli.options import config_command
+from shardtrain.commands import config_command, train_command
 
 
-@config_command("train", "shardtrain.train.config:TrainConfig")
-@click.option("--config", "config_file", default=None, help="YAML/JSON training config file.")
+@train_command
 def train_cmd(config_file: str | None, options: dict[str, Any]) -> None:
     """Train and evaluate on a sharded dataset, Estimator style, from TF_CONFIG.
 
@@ -56,7 +55,8 @@ def evaluate_cmd(options: dict[str, Any]) -> None:
     --serving-uri (its latest.json). Both are scored through their serving signatures on the
     eval split of --data; the candidate is blessed only if every --thresholds clause holds
     (relative clauses are skipped without a baseline). Writes MODEL_DIR/eval/blessing.json,
-    and with --slice-by the metrics per value into MODEL_DIR/eval/metrics.json.
+    with --slice-by the metrics per value into MODEL_DIR/eval/metrics.json, and the HTML
+    report MODEL_DIR/eval/report.html (see `shardtrain report`), whose path it prints.
 
     Exit codes: 0 blessed; 1 not blessed (one line names the failing threshold), or bad
     input.
@@ -66,7 +66,8 @@ def evaluate_cmd(options: dict[str, Any]) -> None:
     from shardtrain.train.blessing import EvaluateConfig, evaluate_model
     from shardtrain.train.evaluation import headline
 
-    blessing = evaluate_model(EvaluateConfig(**options))
+    config = EvaluateConfig(**options)
+    blessing = evaluate_model(config)
     info = blessing.baseline_info
     click.echo(f"candidate {blessing.export}: {headline(blessing.candidate)}")
     if blessing.baseline is not None and info is not None:
@@ -79,6 +80,11 @@ def evaluate_cmd(options: dict[str, Any]) -> None:
         click.echo(f"slices by {column}:")
         for row in rows:
             click.echo(f"  {row['value']}: {headline(row)} ({row['num_examples']:,} examples)")
+    from shardtrain.htmlreport.build import try_write_report
+
+    report = try_write_report(config.data, model_dir=config.model_dir, against=config.serving_uri)
+    if report:
+        click.echo(f"report: {report}")
     if not blessing.blessed:
         click.secho(blessing.summary(), err=True, fg="red")
         sys.exit(1)

@@ -14,9 +14,11 @@ import click
 from shardtrain.cli.jobs import (
     QUEUE_OPTION,
     SettingsOption,
+    check_for_pods,
     decorate_with,
     job_to_submit,
     pod_options,
+    preflight_job,
     submit_options,
 )
 
@@ -93,6 +95,7 @@ def trainjob_render_cmd(train_args: tuple[str, ...], **settings: Any) -> None:
     from shardtrain.kubeflow.jobs import trainjob
 
     config = trainjob.TrainJobConfig.from_overrides(train_args=train_args, **settings)
+    check_for_pods(config)
     click.echo(trainjob.to_yaml(trainjob.build_trainjob(config)), nl=False)
 
 
@@ -106,11 +109,17 @@ def trainjob_submit_cmd(
     poll_interval: float,
     logs: bool,
     delete: bool,
+    preflight: bool,
     train_args: tuple[str, ...],
     **settings: Any,
 ) -> None:
     """Create the TrainJob (kubeconfig or in-cluster credentials), stream the chief's log and
     wait until it ends; exit non-zero when it Failed or did not end within --wait-timeout.
+
+    First (unless --no-preflight) the cluster is checked for what the job needs: Trainer v2
+    and the runtime, the namespace, the service account, the storage Secret's keys, RBAC and
+    URIs pods can read; every problem is listed with the command that fixes it, and nothing
+    is created.
 
     Re-entrant: when the same TrainJob exists already (a repeated submit), it is attached to
     and waited for. A job in a Kueue queue (--queue) is reported as queued until admitted.
@@ -126,9 +135,12 @@ def trainjob_submit_cmd(
         settings,
         from_file=lambda path: load_manifest(path, trainjob.KIND),
         from_settings=lambda **s: trainjob.build_trainjob(
-            trainjob.TrainJobConfig.from_overrides(**s)
+            check_for_pods(trainjob.TrainJobConfig.from_overrides(**s), uris=not preflight)
         ),
     )
+    if preflight:
+        trainjob.validate(job)  # the job's own faults first: they need no cluster
+        preflight_job(job, logs=logs, delete=delete)
     trainjob.submit_and_wait(
         job,
         wait_timeout=wait_timeout,

@@ -22,10 +22,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from shardtrain import storage
+from shardtrain import documents, storage
+from shardtrain.data.repair import repair_hint
 from shardtrain.data.schema import TYPE_NOTES_OPTION, Schema
 from shardtrain.data.sources.base import SourceFile
-from shardtrain.errors import DataError, ShardtrainError
+from shardtrain.errors import DataError, ShardtrainError, StorageError, one_line
 
 METADATA_NAME = "metadata.json"
 #: The format tag of ``metadata.json`` (and of ``_plan.json``).
@@ -277,19 +278,31 @@ class DatasetMetadata:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any], where: str = "metadata.json") -> DatasetMetadata:
-        """Read the JSON of ``metadata.json``.
+    def from_dict(
+        cls, d: Mapping[str, Any], where: str = "metadata.json", hint: str = ""
+    ) -> DatasetMetadata:
+        """Read the JSON of ``metadata.json``, checked whole first
+        (:data:`shardtrain.documents.METADATA`).
+
+        Args:
+            d: the parsed file.
+            where: its URI, named by errors.
+            hint: what gets out of a damaged file
+                (:func:`~shardtrain.data.repair.repair_hint`), added to errors.
 
         Raises:
-            DataError: not a shardtrain dataset, an unknown format, or a required field
-                missing; the message names ``where``.
+            DataError: not a shardtrain dataset, an unknown format, a required field missing
+                or a field of the wrong type (:class:`~shardtrain.documents.DocumentError`);
+                the message names ``where`` and the field.
         """
         fmt = d.get("format") if isinstance(d, Mapping) else None
         if fmt not in READABLE_FORMATS:
             raise DataError(
                 f"{where}: not a shardtrain dataset of a known format "
                 f"(format {fmt!r}; this version reads {', '.join(READABLE_FORMATS)})"
+                + (f"; {hint}" if hint else "")
             )
+        documents.check(d, documents.METADATA, where, hint)
         try:
             stats = d["stats"]
             info = d["label_info"]
@@ -326,9 +339,12 @@ class DatasetMetadata:
                 ),
                 options=dict(d.get("options", {})),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, ShardtrainError) as exc:
+            # What the shape leaves to the dataclasses: a column's unknown field, a schema
+            # whose label is not one of its columns.
             raise DataError(
-                f"{where}: metadata.json lacks or mistypes {exc} (not a shardtrain dataset?)"
+                f"{where}: not a shardtrain dataset's metadata ({one_line(exc)})"
+                + (f"; {hint}" if hint else "")
             ) from exc
 
     @classmethod
@@ -337,13 +353,29 @@ class DatasetMetadata:
 
         Raises:
             NotCommittedError: the dataset is not complete (metadata.json missing).
-            DataError: the file is not a shardtrain dataset's metadata.
+            DataError: the file is not a shardtrain dataset's metadata (not JSON, not an
+                object, a field missing or mistyped); the message says which command shards
+                the dataset again over it (:func:`~shardtrain.data.repair.repair_hint`).
         """
-        return cls.from_dict(
-            storage.read_committed(uri, name=METADATA_NAME), storage.join(uri, METADATA_NAME)
-        )
+        target = storage.join(uri, METADATA_NAME)
+        try:
+            doc = storage.read_committed(uri, name=METADATA_NAME)
+        except StorageError as exc:
+            if not _unreadable(exc):
+                raise
+            raise DataError(f"{exc}; {repair_hint(uri)}") from exc
+        try:
+            return cls.from_dict(doc, target)
+        except DataError as exc:
+            raise DataError(f"{exc}; {repair_hint(uri, doc)}") from exc
 
     def publish(self, uri: str) -> None:
         """Write ``metadata.json`` at ``uri``: the dataset's commit (see
         :func:`shardtrain.storage.publish`)."""
         storage.publish(uri, self.to_dict(), name=METADATA_NAME)
+
+
+def _unreadable(exc: StorageError) -> bool:
+    """Whether a read of a document failed on its content (not JSON, not an object), not on
+    the storage (see :func:`shardtrain.storage.read_committed`)."""
+    return "not valid JSON" in str(exc) or "is not a JSON object" in str(exc)

@@ -308,7 +308,8 @@ class ShardConfig:
     )
     overwrite: bool = option(
         False,
-        help="Replace the shardtrain dataset at --output made from other inputs or options. "
+        help="Replace the shardtrain dataset at --output, whatever its state (complete, "
+        "partly written, damaged, made from other inputs or options): shard it afresh. "
         "Deletes only what a dataset consists of (its plan, metadata, shards, rejects and "
         "_tasks) and refuses when --output holds other files too (see --overwrite-foreign).",
     )

@@ -39,17 +39,24 @@ limits for datasets of a few thousand rows or less.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardtrain import storage
-from shardtrain.data.drift import histogram_js_divergence, linf_distance
-from shardtrain.data.histogram import Histogram
-from shardtrain.data.metadata import DatasetMetadata
-from shardtrain.data.profile import DataProfile, load_profile
 from shardtrain.data.report import fmt, markdown_table
 from shardtrain.errors import ConfigError, DataError, one_line
+
+if TYPE_CHECKING:
+    from shardtrain.data.metadata import DatasetMetadata
+    from shardtrain.data.profile import DataProfile
+
+# :class:`Limits` is light to import (no NumPy, no Arrow): the pipeline's first step parses
+# the data checks' limits before anything is sharded. The comparisons import the
+# statistics' modules when they run.
+
+#: What the data checks may do when one fails: stop the run, report it, or not run at all.
+DATA_CHECK_MODES = ("fail", "warn", "off")
 
 #: The checks with a numeric limit, and what their value measures.
 MEASURES = {
@@ -131,6 +138,24 @@ class Limits:
             else:
                 values[check] = value
         return cls(**values, columns=columns)
+
+    def check_columns(self, known: Iterable[str], where: str) -> None:
+        """Every column a limit names (``missing_rate.gold=0.2``) is one of ``known``: a
+        misspelled column's limit would never apply.
+
+        Raises:
+            ConfigError: one line naming the unknown column(s) and listing the known ones.
+        """
+        names = set(known)
+        unknown = sorted({column for _, column in self.columns if column not in names})
+        if unknown:
+            items = ", ".join(
+                f"{check}.{column}" for check, column in sorted(self.columns) if column in unknown
+            )
+            raise ConfigError(
+                f"data check limit(s) {items}: no column {', '.join(repr(c) for c in unknown)} "
+                f"in {where} (its columns: {', '.join(sorted(names)) or 'none'})"
+            )
 
     def describe(self) -> str:
         """The limits in the form :meth:`parse` reads."""
@@ -250,11 +275,18 @@ class Validation:
 
 
 def validate(new: DataProfile, baseline: DataProfile, limits: Limits | None = None) -> Validation:
-    """Compare ``new`` with ``baseline`` under ``limits`` (default: :class:`Limits`())."""
+    """Compare ``new`` with ``baseline`` under ``limits`` (default: :class:`Limits`()).
+
+    Raises:
+        ConfigError: a limit names a column neither dataset has
+            (:meth:`Limits.check_columns`).
+    """
     limits = limits or Limits()
     findings: list[Finding] = []
     notes: list[str] = []
     a, b = new.metadata, baseline.metadata
+    columns = {c.name for meta in (a, b) for c in meta.schema.columns} | {a.label, b.label}
+    limits.check_columns(columns, new.uri or new.source)
     findings += _schema_findings(a, b, limits)
     findings += _label_findings(a, b, limits, notes)
     where = (new.source, baseline.source)
@@ -285,6 +317,8 @@ def validate_uris(new: str, against: str, limits: Limits | None = None) -> Valid
         DataError, NotCommittedError: either is not a complete dataset or a model with
             its training data's statistics.
     """
+    from shardtrain.data.profile import load_profile
+
     return validate(load_profile(new), load_profile(against), limits)
 
 
@@ -383,6 +417,8 @@ def _label_drift(
         if not all(totals):
             notes.append(f"label '{a.label}': no values on one side; classes not compared")
             return []
+        from shardtrain.data.drift import linf_distance
+
         value = linf_distance(*counts, *totals)
         measure = "L-inf distance of class frequencies"
     finding = _numeric(a.label, "label_drift", value, limit, measure)
@@ -402,6 +438,9 @@ def _js_divergence(
         DataError: statistics that are not what a dataset writes (a hand-edited or truncated
             ``training_data.json``), naming the file.
     """
+    from shardtrain.data.drift import histogram_js_divergence
+    from shardtrain.data.histogram import Histogram
+
     read = []
     for st, uri in zip(sides, where, strict=True):
         try:
@@ -473,6 +512,8 @@ def _column_findings(
                 limit = limits.limit("numeric_drift", name)
                 out.append(_numeric(name, "numeric_drift", value, limit, "JS divergence"))
     elif kind == "categorical":
+        from shardtrain.data.drift import linf_distance
+
         value = linf_distance(
             {t["value"]: t["count"] for t in st_new.get("top", [])},
             {t["value"]: t["count"] for t in st_old.get("top", [])},

@@ -10,7 +10,8 @@ What ``shardtrain pipeline params|compile|submit|run-local`` call:
   ``pipelines/`` and ``components/`` folders of the repository).
 * :func:`submit` creates a run on a Kubeflow Pipelines server with ``kfp.Client``.
 * :func:`run_local` runs the whole pipeline on this machine with ``kfp.local``; the steps
-  execute the same component bodies as on a cluster (:mod:`shardtrain.kubeflow.steps`).
+  execute the same component bodies as on a cluster (:mod:`shardtrain.kubeflow.steps`),
+  in a :func:`local_session` that leaves no temporary folder and no replaced ``print``.
 
 Where the pipeline definition comes from
 ----------------------------------------
@@ -24,11 +25,16 @@ kfp itself (~0.4 s to import) is imported by the functions that need it, when th
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
+import logging
 import os
+import shutil
+import tempfile
+import threading
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +42,8 @@ from shardtrain import storage
 from shardtrain.errors import ConfigError, ShardtrainError, one_line
 from shardtrain.kubeflow.pipelines import PIPELINE_NAME
 from shardtrain.kubeflow.pointers import read_pointer
+
+log = logging.getLogger(__name__)
 
 
 def load_pipeline(name: str = PIPELINE_NAME) -> Any:
@@ -227,8 +235,13 @@ def submit(
     service_account: str | None = None,
     wait: bool = False,
     wait_timeout: float = 86400,
+    preflight: bool = True,
 ) -> SubmittedRun:
     """Create a ``csv_to_model`` run on the Kubeflow Pipelines server at ``host``.
+
+    With ``preflight`` the run is first checked against the server and the cluster of
+    kubeconfig (:func:`preflight_run`): a run that cannot start is refused, every problem
+    named, before it is created.
 
     Authentication is kfp.Client's: in a pod, the token at ``$KF_PIPELINES_SA_TOKEN_PATH``;
     from a workstation, a port-forward to ``ml-pipeline-ui`` needs none.
@@ -239,13 +252,17 @@ def submit(
         experiment: the experiment the run is filed under.
         run_name: the run's display name (default: KFP's).
         namespace: the Kubeflow profile namespace (multi-user installs).
-        service_account: the run's Kubernetes service account (must be allowed to create
-            TFJobs in the job's namespace; see ``k8s/rbac``).
+        service_account: the run's Kubernetes service account (default: Kubeflow Pipelines'
+            ``pipeline-runner``, in a profile namespace ``default-editor``); it must be
+            allowed to create TrainJobs (or TFJobs) in the job's namespace, and with
+            ``deploy`` InferenceServices: ``k8s/rbac`` and ``k8s/rbac/deploy`` grant that.
         wait: wait for the run to finish; a run that did not succeed is an error.
         wait_timeout: seconds to wait with ``wait``.
+        preflight: check what the run needs before creating it.
 
     Raises:
         ConfigError: a required argument is missing, or ``local`` is set.
+        PreflightError: the backend or the cluster lacks what the run needs (one line each).
         ShardtrainError: the server refused the run, or (``wait``) it did not succeed.
     """
     import datetime
@@ -260,6 +277,14 @@ def submit(
         warnings.simplefilter("ignore", FutureWarning)  # "only works with KFP v2.0.0-beta.2+"
         try:
             client = kfp.Client(host=host, namespace=namespace or "kubeflow")
+        except Exception as exc:  # the client raises ApiException, MaxRetryError, ValueError …
+            raise ShardtrainError(f"{host}: cannot reach the server: {one_line(exc)}") from exc
+        if preflight:
+            values = {p.name: p.default for p in parameters(pipeline) if not p.required}
+            preflight_run(
+                host, {**values, **arguments}, namespace, service_account, _backend_version(client)
+            )
+        try:
             run = client.create_run_from_pipeline_func(
                 pipeline,
                 arguments=dict(arguments),
@@ -283,6 +308,69 @@ def submit(
     if state != "SUCCEEDED":
         raise ShardtrainError(f"run {run.run_id} ended {state or 'without a state'}: {url}")
     return SubmittedRun(run.run_id, url, state)
+
+
+def _backend_version(client: Any) -> str | None:
+    """The Kubeflow Pipelines version the server at ``client``'s host reports, if any.
+
+    kfp 2.17's ``get_kfp_healthz`` (``/apis/v2beta1/healthz``) reports only ``multi_user``;
+    ``/apis/v1beta1/healthz`` of the UI server (``ml-pipeline-ui``, what a port-forward
+    reaches) also reports the API server's and the UI's release tags. Asked once, with the
+    client's credentials; no answer is no version (the check is then skipped).
+    """
+    api_client = getattr(getattr(client, "_healthz_api", None), "api_client", None)
+    if api_client is None:
+        return None
+    try:
+        answer = api_client.call_api(
+            "/apis/v1beta1/healthz", "GET", response_type="object",
+            auth_settings=["Bearer"], _return_http_data_only=True, _request_timeout=10,
+        )  # fmt: skip
+    except Exception as exc:  # an old server, a proxy in the way: the version stays unknown
+        log.info("the server does not report its version (%s)", one_line(exc))
+        return None
+    from shardtrain.kubeflow.preflight import backend_version
+
+    return backend_version(answer) if isinstance(answer, Mapping) else None
+
+
+def preflight_run(
+    host: str,
+    values: Mapping[str, Any],
+    namespace: str | None,
+    service_account: str | None,
+    version: str | None,
+    cluster: Any = None,
+) -> None:
+    """Refuse a run that cannot start, before it is created: the backend at ``host`` older
+    than the pipeline needs (``version``, where it reports one), and on the cluster of
+    kubeconfig (or ``cluster``) what the run's steps and training job need
+    (:func:`shardtrain.kubeflow.preflight.pipeline_needs`): the job API and runtime, the
+    namespaces, the runner's and the job's service accounts, the storage Secret's keys in
+    both namespaces, and the runner's RBAC (``pipeline-runner`` unless
+    ``service_account``).
+
+    Args:
+        values: every pipeline parameter (the defaults filled in).
+
+    Raises:
+        PreflightError: one line per problem, each with the command that fixes it.
+    """
+    from shardtrain.kubeflow import preflight, preflight_cluster
+    from shardtrain.kubeflow.jobs.trainjob.spec import runtime_name
+
+    if cluster is None:
+        cluster = preflight_cluster.kubernetes_cluster()
+    runner = preflight.runner_of(namespace, service_account)
+    runtime = runtime_name(str(values.get("gang_scheduler") or "") or None)
+    api = preflight.pipeline_job_api(str(values.get("job_api") or "auto"), cluster, runtime)
+    needs = preflight.pipeline_needs(values, runner, api)
+    problems = preflight.check(needs, cluster)
+    old = preflight.backend_problem(version, host)
+    if old is not None:
+        problems.insert(0, old)
+    if problems:
+        raise preflight.PreflightError(needs.what, problems)
 
 
 @dataclass(frozen=True)
@@ -352,8 +440,6 @@ def run_local(
         ConfigError: a required argument is missing.
         ShardtrainError: a task failed (its log is above).
     """
-    from kfp import local
-
     pipeline = load_pipeline()
     args = {**arguments, "local": not cluster}
     for name in _URI_PARAMETERS:
@@ -365,10 +451,7 @@ def run_local(
     _check_required(args, pipeline)
     root = os.path.abspath(pipeline_root)
     os.makedirs(root, exist_ok=True)
-    local.init(
-        runner=local.SubprocessRunner(use_venv=False), pipeline_root=root, raise_on_error=True
-    )
-    with warnings.catch_warnings():
+    with local_session(root), warnings.catch_warnings():
         # kfp.local warns that an image without "python" in its name may not be Python (ours
         # is), and that resource requests do not apply locally (they are for the cluster).
         warnings.filterwarnings(
@@ -395,6 +478,102 @@ def run_local(
         report=outputs["report"].path,
         pipeline_root=root,
     )
+
+
+@contextlib.contextmanager
+def local_session(pipeline_root: str) -> Iterator[None]:
+    """A ``kfp.local`` session (steps as subprocesses of this environment) for what runs
+    inside, which leaves neither temporary folders nor a replaced ``print`` behind.
+
+    Args:
+        pipeline_root: directory for the tasks' artifacts.
+    """
+    from kfp import local
+
+    with _scratch_of_steps() as scratch, _print_swaps_in_turn():
+        local.init(
+            runner=local.SubprocessRunner(use_venv=False),
+            pipeline_root=pipeline_root,
+            workspace_root=scratch,
+            raise_on_error=True,
+        )
+        yield
+
+
+@contextlib.contextmanager
+def _print_swaps_in_turn() -> Iterator[None]:
+    """Make kfp.local's indenting of the steps' logs safe for steps that run at once.
+
+    While a step runs, kfp.local (``logging_utils.indented_print``) sets ``builtins.print``
+    to a closure and then sets back what it found. The steps of a ``ParallelFor`` run in
+    threads, each swapping on its own: when the first to start ends first, the other
+    "restores" the first one's closure, which stays after the run (and indents every later
+    line once more). numba, imported after that (the demo's summary reads a columnar
+    dataset), checks that each builtin it types is its module's attribute by that name
+    (``@infer_global(print)``) and fails: ``AttributeError: module 'kfp.local.logging_utils'
+    has no attribute 'indented_print_function'``. Here the first step to start swaps and the
+    last to end restores, and ``print`` is this process's own again when the session ends.
+    """
+    import builtins
+
+    from kfp.local import logging_utils
+
+    original_print = builtins.print
+    kfp_swap = logging_utils.indented_print
+    lock = threading.Lock()
+    running = 0
+
+    @contextlib.contextmanager
+    def in_turn(num_spaces: int = 4) -> Iterator[None]:
+        nonlocal running
+        with lock:
+            running += 1
+            if running == 1:
+                pad = " " * num_spaces
+
+                def indented(*args: Any, **kwargs: Any) -> None:
+                    original_print(pad, end="")
+                    original_print(*args, **kwargs)
+
+                builtins.print = indented
+        try:
+            yield
+        finally:
+            with lock:
+                running -= 1
+                if not running:
+                    builtins.print = original_print
+
+    logging_utils.indented_print = in_turn
+    try:
+        yield
+    finally:
+        logging_utils.indented_print = kfp_swap
+        builtins.print = original_print
+
+
+@contextlib.contextmanager
+def _scratch_of_steps() -> Iterator[str]:
+    """A temporary folder for the steps of a local run, deleted when the run ends.
+
+    Each step's command (KFP's, for every Python component) starts with ``mktemp -d`` and
+    never deletes that folder, and kfp.local makes a workspace folder per run: left in
+    ``$TMPDIR``, they piled up run after run. The steps get this folder as their ``TMPDIR``
+    (what they and the processes they start leave there goes with it); this process keeps
+    its own temporary directory.
+    """
+    tempfile.gettempdir()  # this process's own, fixed before TMPDIR changes
+    scratch = tempfile.mkdtemp(prefix="shardtrain-run-local-")
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = scratch
+    try:
+        yield scratch
+    finally:
+        if before is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = before
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _published(report_path: str) -> str | None:

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 #: The data checks' outcome, beside the dataset's metadata.json.
 DATA_CHECKS_NAME = "data_checks.json"
 #: What ``data_checks`` may be.
-DATA_CHECK_MODES = ("fail", "warn", "off")
+DATA_CHECK_MODES = validation.DATA_CHECK_MODES
 
 
 def data_checks_step(

@@ -20,6 +20,10 @@ components' and the pipeline's signatures, and docstrings whose ``Args:`` and ``
 KFP turns into the description of every input and output (the UI shows them); the graph
 hands each component its pipeline parameters by the same lists (:func:`arguments`).
 
+:func:`check_arguments` reads a run's arguments with the parsers of the steps that use them,
+so that ``pipeline compile -p``/``submit``/``run-local`` and the first step (``plan_shards``,
+which receives every parameter for it: :data:`CHECKED`) refuse a bad run before it costs.
+
 KFP needs real Python functions: it reads their signatures and docstrings, and it embeds a
 component's *source* in the compiled YAML, where the step's pod runs it. So the functions are
 generated as source text (kept in :mod:`linecache`, where :func:`inspect.getsource` finds it)
@@ -36,9 +40,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from shardtrain.data.shard_config import ShardConfig
+from shardtrain.errors import ShardtrainError
 from shardtrain.kubeflow.jobs.tfjob import DEFAULT_IMAGE, JobConfig
 from shardtrain.kubeflow.serving import ServingConfig
-from shardtrain.options import Option, options, pipeline_help
+from shardtrain.options import Option, from_params, options, pipeline_help
 from shardtrain.train.blessing import EvaluateConfig
 from shardtrain.train.config import TrainConfig
 
@@ -271,7 +276,15 @@ def passed(source: str, name: str | None = None, default: Any = REQUIRED) -> Par
 # --------------------------------------------------------------------------------------------
 
 _SHARDING_INPUTS = tuple(passed(p.name) for p in SHARDING)
-PLAN_SHARDS = (*_SHARDING_INPUTS, passed("shard_workers", "num_workers"))
+#: The pipeline parameters the first step checks besides the sharding options
+#: (:func:`check_arguments`), each under its own name, defaulting to the pipeline's default
+#: ('' for a required one: not checked when left out).
+CHECKED = tuple(
+    passed(p.name, default="" if p.required else p.default)
+    for p in PIPELINE
+    if p.name not in {s.name for s in SHARDING} | {"shard_workers"}
+)
+PLAN_SHARDS = (*_SHARDING_INPUTS, passed("shard_workers", "num_workers"), *CHECKED)
 SHARD = (
     *_SHARDING_INPUTS,
     Param(
@@ -388,6 +401,13 @@ EVALUATE = (
     passed("serving_uri"),
     passed("thresholds"),
     passed("slice_by"),
+    Param(
+        "html_report",
+        "Output[HTML]",
+        "The same as pictures, one self-contained page: distributions and drift against the "
+        "served model's data, training curve, ROC, precision-recall, confusion, calibration "
+        "(a regression's predicted against actual, residuals), slices, rejects.",
+    ),
 )
 #: What ``evaluate`` returns (its ``Output``) and the pipeline outputs as ``blessed``: the
 #: export runs only when it is true.
@@ -411,6 +431,152 @@ DEPLOY = (
         "The ServiceAccount and the KServe InferenceService that serve serving_uri (YAML).",
     ),
 )
+
+
+# --------------------------------------------------------------------------------------------
+# The check of a run's arguments, before anything costs
+# --------------------------------------------------------------------------------------------
+
+#: What the train step's ``job_api`` may be.
+JOB_APIS = ("auto", "trainjob", "tfjob")
+#: The parameters naming locations the steps read or write.
+URI_PARAMETERS = ("sources", "dataset_uri", "model_dir", "serving_uri")
+
+
+def check_arguments(values: Mapping[str, Any], *, cluster: bool) -> None:
+    """Refuse a run whose arguments a later step would refuse, before anything is sharded
+    or trained: ``pipeline compile -p``, ``submit`` and ``run-local`` call it on the
+    arguments given, and the pipeline's first step (``plan_shards``) again on all of them,
+    so that a bad run ends there, not after training.
+
+    Each value is read by the parser of the step that uses it, so that the check and the
+    use never disagree: the sharding options by
+    :class:`~shardtrain.data.shard_config.ShardConfig`, ``thresholds`` and ``slice_by`` by
+    :class:`~shardtrain.train.blessing.EvaluateConfig` (with the metrics of ``task`` when it
+    is not ``auto``), ``data_check_limits`` by
+    :meth:`~shardtrain.data.validation.Limits.parse`, the training job's settings
+    (quantities, names, counts, ``train_flags``) by the TFJob's
+    :class:`~shardtrain.kubeflow.jobs.tfjob.JobConfig`, ``train_flags`` also by
+    ``shardtrain train``'s own parser (:func:`shardtrain.commands.train_command`), ``shard_cpu``
+    by the one quantity
+    parser. A parameter left out of ``values`` keeps the pipeline's default; a required one
+    left out is not checked (``compile`` takes some). ``label`` and ``key`` are not compared
+    with the sources' header here (the first step reads no data): each shard worker does, in
+    one line, before it writes anything.
+
+    Args:
+        values: pipeline arguments by name (typed: :func:`shardtrain.kubeflow.client.
+            parse_arguments`).
+        cluster: the steps and the training job run in pods: every location must be an
+            ``s3://`` or ``gs://`` URI (a local path names a file only one machine has).
+            False for ``kfp.local`` runs, whose steps run here and read local paths.
+
+    Raises:
+        ConfigError: the first value a step would refuse, in one line naming the parameter.
+    """
+    import shlex
+
+    from shardtrain.commands import check_arguments as check_flags
+    from shardtrain.commands import train_command
+    from shardtrain.data.validation import DATA_CHECK_MODES, Limits
+    from shardtrain.errors import ConfigError
+    from shardtrain.kubeflow.jobs import settings
+    from shardtrain.storage import uri as uris
+    from shardtrain.train.thresholds import check_task
+
+    given = {k: v for k, v in values.items() if v is not None}
+    v = {p.name: p.default for p in PIPELINE if not p.required} | given
+
+    def where(name: str, exc: Exception) -> ConfigError:
+        text = str(exc)
+        return ConfigError(text if text.startswith(name) else f"{name}: {text}")
+
+    # Locations: pods read only object storage; every step reads its scheme's store.
+    for name in URI_PARAMETERS:
+        value = given.get(name)
+        for location in value if isinstance(value, list | tuple) else [value]:
+            if not location:
+                continue
+            if cluster:
+                settings.check_pod_uris(**{name: location})
+            else:
+                try:
+                    uris.check_scheme(location)
+                except ShardtrainError as exc:
+                    raise where(name, exc) from None
+    # The sharding options, as every shard step builds them.
+    sharding = {p.name: v[p.name] for p in SHARDING if p.name in v}
+    if all(v.get(name) for name in ("sources", "dataset_uri")):
+        ShardConfig(**from_params(ShardConfig, sharding))
+    else:
+        from_params(ShardConfig, {k: x for k, x in sharding.items() if k in given})
+    if int(v["shard_workers"]) < 1:
+        raise ConfigError(f"shard_workers must be at least 1, not {v['shard_workers']}")
+    settings.check_quantities(shard_cpu=v["shard_cpu"])
+    # The evaluation's thresholds and slices, as the evaluate step reads them.
+    evaluation = _check_options(
+        EvaluateConfig, {p.name: v[p.name] for p in EVALUATION if p.name in v}
+    )
+    task = str(v.get("task") or "auto")
+    if task != "auto":
+        check_task(evaluation["thresholds"], task, f"task '{task}'")
+    # The data checks, as the step that commits the dataset runs them.
+    if v["data_checks"] not in DATA_CHECK_MODES:
+        raise ConfigError(
+            f"data_checks must be one of {', '.join(DATA_CHECK_MODES)}, not '{v['data_checks']}'"
+        )
+    Limits.parse(v["data_check_limits"])
+    # The training job, as the train step builds it (its name and namespace come from the
+    # run; the URIs were checked above).
+    if v["job_api"] not in JOB_APIS:
+        raise ConfigError(f"job_api '{v['job_api']}' is not one of {', '.join(JOB_APIS)}")
+    _check_options(TrainConfig, {p.name: v[p.name] for p in TRAINING if p.name in v})
+    try:
+        flags = tuple(shlex.split(str(v["train_flags"] or "")))
+    except ValueError as exc:
+        raise ConfigError(f"train_flags: {exc}") from None
+    if flags:  # by `shardtrain train`'s own parser, as every replica will parse them
+        check_flags(train_command(), flags, "train_flags")
+    job = {
+        "image": v["image"],
+        "namespace": v["namespace"] or JobConfig.default("namespace"),
+        "workers": int(v["tfjob_workers"]),
+        "gpus_per_worker": int(v["gpus_per_worker"]),
+        "evaluator": bool(v["evaluator"]),
+        "secret": v["secret_name"] or None,
+        "service_account": v["service_account"],
+        "queue": v["queue"] or None,
+        "gang_scheduler": v["gang_scheduler"] or None,
+        "priority_class": v["priority_class"] or None,
+    }
+    settings.check_quantities(worker_cpu=v["worker_cpu"], worker_memory=v["worker_memory"])
+    JobConfig(
+        data=v.get("dataset_uri") or "s3://unset/dataset",
+        model_dir=v.get("model_dir") or "s3://unset/model",
+        cpu=v["worker_cpu"],
+        memory=v["worker_memory"],
+        train_args=flags,
+        **job,
+    )
+
+
+def _check_options(cls: type, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The field values of ``cls``'s pipeline parameters (:func:`shardtrain.options.
+    from_params`), each checked against its option's range and choices as the class's own
+    ``__post_init__`` checks them.
+
+    Raises:
+        ConfigError: a value that does not parse or is out of range, named by its option.
+    """
+    fields = from_params(cls, params)
+    for opt in options(cls):
+        if opt.path in fields:
+            try:
+                opt.check(fields[opt.path])
+            except ShardtrainError as exc:  # named by its flag: say the parameter's name
+                named = str(exc).replace(opt.flag, opt.spec.pipeline or opt.flag, 1)
+                raise type(exc)(named) from None
+    return fields
 
 
 def arguments(params: Iterable[Param], values: Mapping[str, Any]) -> dict[str, Any]:

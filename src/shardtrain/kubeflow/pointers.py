@@ -19,6 +19,7 @@ import json
 import os
 from typing import Any
 
+from shardtrain import documents
 from shardtrain.errors import ConfigError
 
 
@@ -62,4 +63,4 @@ def read_pointer(artifact: Any) -> dict[str, Any]:
             ) from exc
     if not isinstance(pointer, dict) or not pointer.get("uri"):
         raise ConfigError(f"artifact {artifact.path} is not a shardtrain pointer (no 'uri')")
-    return pointer
+    return documents.check(pointer, documents.ARTIFACT_POINTER, f"artifact {artifact.path}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from shardtrain import storage
+from shardtrain import documents, storage
 from shardtrain.errors import DataError, NotCommittedError, StaleDecisionError
 from shardtrain.kubeflow.serving import version_number
 from shardtrain.train.blessing import BLESSING_NAME, SERVING_POINTER
@@ -128,10 +128,18 @@ def point_latest(serving_uri: str, version: str, *, step: int | None, source: st
                     version,
                 )
                 said = True
-        current = storage.read_json(pointer_uri) if storage.exists(pointer_uri) else None
+        current = _serving_pointer(pointer_uri)
         if current == wanted:
             return
         storage.write_json(pointer_uri, wanted)
+
+
+def _serving_pointer(pointer_uri: str) -> dict[str, Any] | None:
+    """``SERVING_URI/latest.json`` (:data:`~shardtrain.documents.SERVING_POINTER`), None when
+    nothing was published."""
+    if not storage.exists(pointer_uri):
+        return None
+    return documents.check(storage.read_json(pointer_uri), documents.SERVING_POINTER, pointer_uri)
 
 
 def check_still_served(model_dir: str, serving_uri: str, export_uri: str) -> None:
@@ -147,7 +155,7 @@ def check_still_served(model_dir: str, serving_uri: str, export_uri: str) -> Non
     blessing_uri = storage.join(model_dir, "eval", BLESSING_NAME)
     if not storage.exists(blessing_uri):
         raise NotCommittedError(f"{blessing_uri}: missing; evaluate the model before publishing")
-    blessing = storage.read_json(blessing_uri)
+    blessing = documents.check(storage.read_json(blessing_uri), documents.BLESSING, blessing_uri)
     if not blessing.get("blessed"):
         raise StaleDecisionError(f"{blessing_uri}: not blessed ({blessing.get('summary')})")
     blessed = (blessing.get("candidate") or {}).get("export")
@@ -156,7 +164,7 @@ def check_still_served(model_dir: str, serving_uri: str, export_uri: str) -> Non
             f"{blessing_uri} blessed {blessed}, not the newest export {export_uri}: evaluate again"
         )
     pointer_uri = storage.join(serving_uri, SERVING_POINTER)
-    now = storage.read_json(pointer_uri) if storage.exists(pointer_uri) else None
+    now = _serving_pointer(pointer_uri)
     if now is not None and now.get("source") == export_uri:
         return  # this export is already served (a re-run after its publication)
     then = blessing.get("baseline")

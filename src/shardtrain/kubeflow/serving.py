@@ -44,7 +44,6 @@ import yaml
 
 from shardtrain import storage
 from shardtrain.errors import ConfigError, DataError, NotCommittedError, one_line
-from shardtrain.kubeflow import pods
 from shardtrain.kubeflow.jobs import settings
 from shardtrain.kubeflow.jobs.settings import JobSettings
 
@@ -64,6 +63,9 @@ LABELS = {"app.kubernetes.io/name": "shardtrain", "app.kubernetes.io/component":
 #: Workload Identity's annotation: the Google service account a Kubernetes one acts as.
 GCP_SERVICE_ACCOUNT_ANNOTATION = "iam.gke.io/gcp-service-account"
 _GCP_ACCOUNT = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]@[-A-Za-z0-9_.]+\.gserviceaccount\.com")
+#: A container image tag, as the OCI distribution spec defines it (``runtimeVersion`` is the
+#: tag of the runtime's ``tensorflow/serving`` image).
+_IMAGE_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 #: The schemes KServe's storage initializer reads (it knows no s3a:// or gcs://).
 _SCHEMES = {"s3": "s3", "gs": "gs"}
 
@@ -160,10 +162,13 @@ class ServingConfig(JobSettings):
             raise ConfigError(
                 f"max_replicas {self.max_replicas} is below min_replicas {self.min_replicas}"
             )
-        for what, value in (("cpu", self.cpu), ("memory", self.memory)):
-            if pods.quantity(value) <= 0:
-                raise ConfigError(f"{what} '{value}' must be a positive quantity")
+        settings.check_quantities(cpu=self.cpu, memory=self.memory)
         version = self.runtime_version
+        if version is not None and not _IMAGE_TAG.fullmatch(version):
+            raise ConfigError(
+                f"runtime_version '{version}' is not an image tag (letters, digits, '_', '.' "
+                "and '-', at most 128 characters, not starting with '.' or '-')"
+            )
         if version is not None and (self.gpus > 0) != version.endswith("-gpu"):
             raise ConfigError(
                 f"runtime_version '{version}' does not match gpus {self.gpus}: KServe refuses "

@@ -19,11 +19,12 @@ import json
 import logging
 import math
 import os
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from shardtrain import storage
-from shardtrain.errors import ConfigError
+from shardtrain import documents, storage
+from shardtrain.errors import ConfigError, DataError, ShardtrainError, one_line
 from shardtrain.kubeflow import pods
 from shardtrain.options import from_params
 from shardtrain.progress import setup_logging
@@ -33,6 +34,24 @@ if TYPE_CHECKING:
     from shardtrain.data.metadata import DatasetMetadata
 
 log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """Around a step's call in its component's body: a user error
+    (:class:`~shardtrain.errors.ShardtrainError`: a bad parameter, missing data, a failed
+    job) ends the step's process with one line on stderr and the error's exit code, as the
+    ``shardtrain`` command does, instead of a traceback in the step's log; anything else (a
+    bug) propagates with its traceback.
+
+    Written to ``sys.stderr`` itself: ``kfp.local`` replaces ``print`` while a step runs.
+    """
+    try:
+        yield
+    except ShardtrainError as exc:
+        sys.stderr.write(f"error: {one_line(exc)}\n")
+        sys.stderr.flush()
+        raise SystemExit(exc.exit_code) from None
 
 
 def _setup_logging() -> None:
@@ -100,7 +119,8 @@ def _spread(config: sharding.ShardConfig, num_workers: int) -> int:
     if num_workers < 1:
         raise ConfigError(f"shard_workers must be at least 1, not {num_workers}")
     listed = task_rule.listed_tasks(config)
-    return num_workers if listed is None else min(num_workers, listed)
+    # At least one, as the fan-out (plan_step): worker 0 runs whatever the plan holds.
+    return num_workers if listed is None else max(1, min(num_workers, listed))
 
 
 def plan_step(*, num_workers: int, **options: Any) -> list[int]:
@@ -116,21 +136,36 @@ def plan_step(*, num_workers: int, **options: Any) -> list[int]:
     whose tasks the listing cannot count, it plans the run (as the workers will, without
     storing it) and returns one worker per task.
 
+    Before that, it checks every parameter of the run
+    (:func:`shardtrain.kubeflow.parameters.check_arguments`: thresholds, limits, quantities,
+    the training job's settings, locations pods can read), so that a run a later step would
+    refuse ends here, before sharding or training.
+
     Args:
         num_workers: shard workers asked for (the pipeline's ``shard_workers``).
         **options: the pipeline's sharding parameters (``sources``, ``dataset_uri``,
             ``label``, ``splits``, ``task_mb``...: see :func:`shard_config`), the same as
-            every :func:`shard_step` gets.
+            every :func:`shard_step` gets, and the other pipeline parameters, by name, to
+            check (:data:`~shardtrain.kubeflow.parameters.CHECKED`; one left out keeps the
+            pipeline's default; ``local`` left out checks the locations as a local run's).
 
     Returns:
-        The worker indices to fan out over, ``[0, 1, …]``.
+        The worker indices to fan out over, ``[0, 1, …]``: at least one.
 
     Raises:
-        ConfigError, DataError, StorageError: the inputs cannot be sharded as asked.
+        ConfigError, DataError, StorageError: the inputs cannot be sharded as asked, or a
+            parameter is invalid.
     """
     from shardtrain.data import task_rule
+    from shardtrain.kubeflow.parameters import CHECKED, check_arguments
 
     _setup_logging()
+    checked = {p.name: options.pop(p.name) for p in CHECKED if p.name in options}
+    # The run's parameters first: a bad one ends the run here, before anything costs.
+    check_arguments(
+        {**options, **checked, "shard_workers": num_workers},
+        cluster=checked.get("local") is False,
+    )
     config = shard_config(options)
     workers = _spread(config, int(num_workers))
     if not task_rule.counts_by_listing(config):
@@ -138,6 +173,9 @@ def plan_step(*, num_workers: int, **options: Any) -> list[int]:
 
         plan = sharding.build_plan(sharding.keep_stored_layout(config))
         workers = min(workers, len(plan.tasks))
+    # Never none: KFP's driver fails on dsl.Collected of a loop without iterations (a run of
+    # no task still has one worker, which commits the empty dataset or says what is wrong).
+    workers = max(1, workers)
     log.info(
         "%d shard worker(s)%s",
         workers,
@@ -240,7 +278,7 @@ def settle_step(
     from shardtrain.data.sharding.signals import stop_on_sigterm
 
     _setup_logging()
-    for r in sorted((json.loads(r) for r in worker_reports), key=lambda r: r.get("worker", 0)):
+    for r in sorted(_worker_reports(worker_reports), key=lambda r: r["worker"]):
         log.info("shard worker %s: %s", r.get("worker"), r)
     config = shard_config(options)
     handed = ""  # what the finalize step takes over: nothing unless committed here
@@ -312,10 +350,9 @@ def finalize_step(
     from shardtrain.kubeflow.pointers import write_pointer
 
     _setup_logging()
-    reports = [json.loads(r) for r in worker_reports]
-    for r in sorted(reports, key=lambda r: r.get("worker", 0)):
+    for r in sorted(_worker_reports(worker_reports), key=lambda r: r["worker"]):
         log.info("shard worker %s: %s", r.get("worker"), r)
-    handed = json.loads(settled) if settled else None
+    handed = _document(settled, documents.SETTLED_HANDOVER, "settle_shards' settled output") or None
     if handed is not None and handed["dataset_uri"] == dataset_uri:
         log.info("%s: committed and checked by the settle step", dataset_uri)
         write_pointer(dataset, dataset_uri, **handed["facts"])
@@ -340,6 +377,30 @@ def finalize_step(
         report_path=getattr(data_checks_report, "path", None),
     )
     return meta
+
+
+def _worker_reports(reports: list[str]) -> list[dict[str, Any]]:
+    """The shard workers' JSON reports (:func:`shard_step`'s outputs), each checked
+    (:data:`~shardtrain.documents.WORKER_REPORT`)."""
+    return [
+        _document(r, documents.WORKER_REPORT, f"shard worker report {i}")
+        for i, r in enumerate(reports)
+    ]
+
+
+def _document(text: str, shape: documents.Shape, where: str) -> Any:
+    """A step's JSON input (``""``: none, returned as ``{}``), of ``shape``.
+
+    Raises:
+        DataError: not JSON, or not of its shape; the message names ``where`` and the field.
+    """
+    if not text:
+        return {}
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise DataError(f"{where}: not valid JSON ({exc}): {text[:80]!r}") from exc
+    return documents.check(doc, shape, where)
 
 
 def dataset_facts(meta: DatasetMetadata) -> dict[str, Any]:

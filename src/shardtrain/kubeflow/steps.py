@@ -7,7 +7,8 @@ components (:mod:`shardtrain.kubeflow.components`), and each component body is o
 =================  ======================  =================================================
 component          library function        does
 =================  ======================  =================================================
-plan_shards        :func:`plan_step`       choose the shard workers from the listing
+plan_shards        :func:`plan_step`       check every parameter of the run; choose the
+                                           shard workers from the listing (at least one)
 shard (x N)        :func:`shard_step`      one shard worker (``dsl.ParallelFor``)
 settle_shards      :func:`settle_step`     decide what the workers checked; name the
                                            workers to run again (a second ``ParallelFor``,
@@ -58,6 +59,10 @@ deploy             :func:`deploy_step`     a KServe InferenceService of it (``de
   serving that location (:mod:`shardtrain.kubeflow.serving`), records it as an artifact and,
   on a cluster, applies it.
 
+A component body runs its step under :func:`user_errors`: a user error (a
+:class:`~shardtrain.errors.ShardtrainError`) ends the step's process with one line and the
+error's exit code, as the ``shardtrain`` command does, never with a traceback in the log.
+
 The logic lives here, not in the component bodies, because KFP embeds a body's source in the
 compiled YAML: here it is plain Python, tested without KFP (the steps take any object with
 the artifact attributes they use), and the same in every image that has ``shardtrain``.
@@ -92,6 +97,7 @@ from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.errors import ConfigError, NotCommittedError, ShardtrainError
 from shardtrain.kubeflow.jobs import tfjob, trainjob
 from shardtrain.kubeflow.local import processes
+from shardtrain.kubeflow.parameters import JOB_APIS as JOB_APIS  # re-exported
 from shardtrain.kubeflow.pointers import read_pointer, write_pointer
 from shardtrain.kubeflow.publish import check_still_served, publish_export
 from shardtrain.kubeflow.report import fmt, render_report
@@ -102,6 +108,7 @@ from shardtrain.kubeflow.shard_steps import plan_step as plan_step
 from shardtrain.kubeflow.shard_steps import settle_step as settle_step
 from shardtrain.kubeflow.shard_steps import shard_config as shard_config
 from shardtrain.kubeflow.shard_steps import shard_step as shard_step
+from shardtrain.kubeflow.shard_steps import user_errors as user_errors
 from shardtrain.options import from_params
 from shardtrain.train.blessing import EvaluateConfig, evaluate_model
 from shardtrain.train.evaluation import headline_keys
@@ -244,10 +251,6 @@ def _task_args(task: str, extra: list[str]) -> tuple[str, ...]:
     if any(g != task for g in given):
         raise ConfigError(f"task '{task}' and train_flags' --task {given[0]} disagree")
     return ("--task", task)
-
-
-#: What the train step's ``job_api`` may be.
-JOB_APIS = ("auto", "trainjob", "tfjob")
 
 
 def resolve_job_api(job_api: str, runtime: str = trainjob.RUNTIME_NAME) -> str:
@@ -445,6 +448,7 @@ def evaluate_step(
     serving_uri: str = "",
     thresholds: str = "",
     slice_by: str = "",
+    html_report: Any = None,
 ) -> bool:
     """Compare the trained model with the served one, bless it or not, and show it all in the UI.
 
@@ -463,7 +467,13 @@ def evaluate_step(
     * ``sliced`` (``dsl.SlicedClassificationMetrics``): a classifier's ROC curve and
       confusion matrix per slice (:func:`_log_slices`);
     * ``report`` (``dsl.Markdown``): :func:`render_report`, with the decision, both models'
-      metrics, the thresholds and the slices.
+      metrics, the thresholds and the slices, and a link to the HTML report;
+    * ``html_report`` (``dsl.HTML``): the same as pictures (:mod:`shardtrain.htmlreport`):
+      the data's distributions beside the served model's training data with the drift
+      verdicts, the training curve, ROC, precision-recall, confusion and calibration (a
+      regression's predicted against actual and residuals), the slices, the rejects. A copy
+      goes to ``MODEL_DIR/eval/report.html``. A report that cannot be made is a warning and
+      a page saying why, never the step's failure.
 
     A candidate that is not blessed is not an error: the step says why in one line and
     returns False, and the pipeline skips the export (``dsl.If``), so the run ends green with
@@ -476,6 +486,7 @@ def evaluate_step(
         classification: the ``dsl.ClassificationMetrics`` output.
         sliced: the ``dsl.SlicedClassificationMetrics`` output.
         report: the ``dsl.Markdown`` output.
+        html_report: the ``dsl.HTML`` output (None: no HTML report, outside KFP).
         serving_uri: where the served model is published ('' → no baseline).
         thresholds: the clauses of :mod:`shardtrain.train.thresholds` ('' → none).
         slice_by: categorical columns, comma-separated ('' → no slices).
@@ -518,8 +529,14 @@ def evaluate_step(
             metrics.log_metric(f"baseline_{key}", baseline[key])
     _log_classification(classification, values)
     _log_slices(sliced, values.get("slices") or {})
+    html_uri = _write_html_report(html_report, dataset_uri, model_dir, serving_uri)
     text = render_report(
-        values, meta, dataset_uri=dataset_uri, model=model_pointer, blessing=blessing.to_dict()
+        values,
+        meta,
+        dataset_uri=dataset_uri,
+        model=model_pointer,
+        blessing=blessing.to_dict(),
+        html_report=html_uri,
     )
     os.makedirs(os.path.dirname(report.path) or ".", exist_ok=True)
     with open(report.path, "w", encoding="utf-8") as f:
@@ -535,6 +552,33 @@ def evaluate_step(
     else:
         log.warning("%s; not exporting", blessing.summary())
     return blessing.blessed
+
+
+def _write_html_report(
+    html_report: Any, dataset_uri: str, model_dir: str, serving_uri: str
+) -> str | None:
+    """The HTML report into the ``dsl.HTML`` output and ``MODEL_DIR/eval/report.html``;
+    returns the latter's URI (None: no output asked for, or not made: a page says why)."""
+    if html_report is None:
+        return None
+    import html
+
+    from shardtrain.errors import one_line
+    from shardtrain.htmlreport.build import REPORT_NAME, make_report
+
+    target = storage.join(model_dir, "eval", REPORT_NAME)
+    try:
+        text = make_report(dataset_uri, model_dir=model_dir, against=serving_uri or None)
+        storage.write_text(target, text)
+    except Exception as exc:  # the decision stands without its pictures
+        log.warning("HTML report not made: %s", one_line(exc))
+        why = html.escape(one_line(exc))
+        text = f"<!DOCTYPE html><p>The HTML report could not be made: {why}</p>\n"
+        target = ""
+    os.makedirs(os.path.dirname(html_report.path) or ".", exist_ok=True)
+    with open(html_report.path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return target or None
 
 
 def _log_classification(classification: Any, values: Mapping[str, Any]) -> None:

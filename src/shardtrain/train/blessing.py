@@ -43,6 +43,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
+from shardtrain import documents
 from shardtrain.errors import DataError, NotCommittedError, one_line
 from shardtrain.options import check, option
 from shardtrain.train.slices import MAX_SLICES, parse_columns
@@ -171,6 +172,9 @@ def find_baseline(serving_uri: str | None) -> dict[str, Any] | None:
     if not storage.exists(pointer_uri):
         return None
     pointer = storage.read_json(pointer_uri)
+    documents.check(pointer, documents.SERVING_POINTER, pointer_uri)
+    if not (pointer.get("path") or pointer.get("version")):
+        raise DataError(f"{pointer_uri}: names no version (neither 'path' nor 'version')")
     uri = storage.join(serving_uri, str(pointer.get("path") or pointer.get("version")))
     if not storage.exists(storage.join(uri, "saved_model.pb")):
         raise DataError(f"{pointer_uri} names {uri}, which holds no saved_model.pb")
@@ -198,7 +202,7 @@ def evaluate_model(config: EvaluateConfig) -> Blessing:
     """
     from shardtrain import storage
     from shardtrain.data.metadata import DatasetMetadata
-    from shardtrain.train.export import latest_export
+    from shardtrain.train.export import MODEL_INFO, latest_export
     from shardtrain.train.scoring import ExportedModel, incompatibility, score_split
     from shardtrain.train.slices import slice_values
 
@@ -209,9 +213,15 @@ def evaluate_model(config: EvaluateConfig) -> Blessing:
     trained = storage.read_json(metrics_uri)
     task = trained.get("task") or ("regression" if "rmse" in trained else "binary")
     check_task(config.thresholds, str(task), config.model_dir)
-    meta = DatasetMetadata.load(config.data) if config.slice_by else None
+    # Always read: a model is never blessed against data that is not there or not its own.
+    meta = DatasetMetadata.load(config.data)
+    if storage.exists(storage.join(export_uri, MODEL_INFO)):
+        model = ExportedModel.read(export_uri)
+        reason = _label_mismatch(model, meta) or incompatibility(model, model, meta)
+        if reason:
+            raise DataError(f"{config.model_dir}: cannot be evaluated on {config.data}: {reason}")
     slices = {}
-    if meta is not None:
+    if config.slice_by:
         slices = slice_values(
             meta, config.slice_by, where=config.data, max_values=config.max_slices
         )
@@ -283,6 +293,16 @@ def evaluate_model(config: EvaluateConfig) -> Blessing:
     blessing = Blessing(decision, scores["candidate"], scored, baseline_info, export_uri)
     _write(config, blessing, scores["candidate"].get("slices"))
     return blessing
+
+
+def _label_mismatch(model: Any, meta: Any) -> str:
+    """Why the dataset of ``meta`` is not one ``model`` (an ``ExportedModel``) predicts
+    ('' if it is): another label column, or a regression's label that is not a number."""
+    if model.label != meta.label:
+        return f"the model predicts '{model.label}', the dataset's label is '{meta.label}'"
+    if model.task == "regression" and meta.label_info.type in ("string", "image"):
+        return f"the model is a regression, the dataset's label '{meta.label}' is not a number"
+    return ""
 
 
 def _without_baseline(info: dict[str, Any], why: str, data: str) -> str:

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from shardtrain import storage
+from shardtrain import documents, storage
 from shardtrain.errors import StorageError
 
 log = logging.getLogger(__name__)
@@ -75,16 +75,13 @@ class CheckpointStore:
         pointer = storage.join(self.uri, POINTER)
         if not storage.exists(pointer):
             return None
-        data = storage.read_json(pointer)
-        try:
-            return CheckpointInfo(
-                step=int(data["step"]),
-                prefix=str(data["prefix"]),
-                files=tuple(data["files"]),
-                final=bool(data.get("final", False)),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StorageError(f"{pointer}: not a checkpoint pointer ({exc})") from exc
+        data = documents.check(storage.read_json(pointer), documents.CHECKPOINT_POINTER, pointer)
+        return CheckpointInfo(
+            step=data["step"],
+            prefix=data["prefix"],
+            files=tuple(data["files"]),
+            final=bool(data.get("final", False)),
+        )
 
     def fetch(self, info: CheckpointInfo) -> str:
         """Download ``info``'s files (unless staged here already); returns the local prefix."""
@@ -152,7 +149,8 @@ class CheckpointStore:
         pointer = storage.join(self.uri, POINTER)
         if not storage.exists(pointer):
             return []
-        return list(storage.read_json(pointer).get("history", []))
+        data = documents.check(storage.read_json(pointer), documents.CHECKPOINT_POINTER, pointer)
+        return list(data.get("history") or [])
 
     def _prune_local(self, keep_steps: set[int]) -> None:
         for path in glob.glob(os.path.join(self.local_dir, "ckpt-*")):

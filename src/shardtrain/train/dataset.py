@@ -29,8 +29,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from shardtrain import storage
+from shardtrain.data import verify
 from shardtrain.data.metadata import DatasetMetadata
-from shardtrain.errors import ConfigError, DataError, ShardtrainError
+from shardtrain.data.repair import repair_command
+from shardtrain.errors import (
+    ConfigError,
+    DataError,
+    ShardtrainError,
+    StorageError,
+    StorageFullError,
+    StorageUnavailableError,
+    one_line,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,13 +68,8 @@ def verify_shard(local_path: str, shard: ShardFile) -> None:
     """
     if not shard.crc32c:
         return
-    from shardtrain.kernels.crc32c import crc32c
-
-    crc, size = 0, 0
     with open(local_path, "rb", buffering=0) as f:
-        while chunk := f.read(_VERIFY_CHUNK):
-            crc = crc32c(chunk, crc)
-            size += len(chunk)
+        crc, size = verify.file_crc32c(f, _VERIFY_CHUNK)
     if f"{crc:08x}" != shard.crc32c.lower() or size != shard.bytes:
         raise DataError(
             f"{shard.uri}: corrupt (CRC-32C {crc:08x} of {size:,} bytes, expected "
@@ -114,23 +119,65 @@ def input_error(
     by TensorFlow directly and are not verified on the input path, which stays as fast as
     TensorFlow's reader). A corrupt record in a shard whose checksum matches (written
     corrupt) names the dataset and the splits.
+
+    A shard that vanished after training started (TensorFlow's ``NotFoundError``, a 63-line
+    "Graph execution error", or the shard cache's missing object) becomes
+    :func:`shardtrain.data.verify.damaged_error`: the missing or cut-short files of
+    ``splits`` (a listing, nothing read) and the command that repairs the dataset. Storage
+    that stayed unreachable or is full while the cache downloaded keeps its own error (exit 3).
     """
     if isinstance(exc, ShardtrainError):
         return None  # already one line (an interruption, a storage error)
     for cache in caches:
+        if isinstance(cache.error, (StorageUnavailableError, StorageFullError)):
+            return cache.error
+        if isinstance(cache.error, StorageError):  # a shard gone from the store
+            return _vanished(cache.error, data_uri, metadata, splits)
+        if isinstance(cache.error, DataError):  # a download that failed its CRC-32C
+            return _with_repair(cache.error, data_uri, metadata)
         if cache.error is not None:
             return cache.error
+    if type(exc).__name__ == "NotFoundError":
+        return _vanished(exc, data_uri, metadata, splits)
     if type(exc).__name__ != "DataLossError":
         return None
     shards = [s for split in splits for s in split_shards(data_uri, metadata, split)]
     found = find_corrupt_shard([s for s in shards if s.num_records])
     if found is not None:
-        return found
+        return _with_repair(found, data_uri, metadata)
     reason = str(getattr(exc, "message", exc)).strip().splitlines()
+    return _with_repair(
+        DataError(
+            f"{data_uri}: a corrupt record in split {' or '.join(map(repr, splits))} "
+            f"({reason[-1] if reason else 'DataLossError'}) although every shard matches its "
+            "CRC-32C; re-shard the dataset"
+        ),
+        data_uri,
+        metadata,
+    )
+
+
+def _with_repair(error: ShardtrainError, data_uri: str, metadata: DatasetMetadata) -> DataError:
+    """``error`` (a corrupt shard's line, which names no dataset) with the command that
+    repairs the dataset it belongs to."""
+    return DataError(f"{error}: `{repair_command(data_uri, metadata.to_dict())}`")
+
+
+def _vanished(
+    exc: BaseException, data_uri: str, metadata: DatasetMetadata, splits: Sequence[str]
+) -> DataError:
+    """The one line for a shard that could not be opened mid-run: the damaged shards of
+    ``splits`` as a listing shows them now, or, if the listing shows none, the reader's own
+    words (the last line of TensorFlow's message names the file)."""
+    problems, _, _ = verify.check_shards(data_uri, metadata, splits, with_records=True)
+    if problems:
+        return verify.damaged_error(data_uri, metadata, problems, splits)
+    lines = [ln.strip() for ln in str(getattr(exc, "message", exc)).splitlines() if ln.strip()]
+    named = [ln for ln in lines if "No such file" in ln or "not found" in ln.lower()]
+    reason = one_line(Exception((named or lines or [type(exc).__name__])[-1]))
     return DataError(
-        f"{data_uri}: a corrupt record in split {' or '.join(map(repr, splits))} "
-        f"({reason[-1] if reason else 'DataLossError'}) although every shard matches its "
-        "CRC-32C; re-shard the dataset"
+        f"{data_uri}: a shard of split {' or '.join(map(repr, splits))} could not be read "
+        f"({reason}); repair: {repair_command(data_uri, metadata.to_dict())}"
     )
 
 
@@ -222,8 +269,9 @@ class ShardCache:
         self._counter = 0
         self.downloaded = 0  # files fetched so far (for tests and logs)
         self.peak_bytes = 0
-        #: The first downloaded shard that failed its CRC-32C check (see :func:`input_error`).
-        self.error: DataError | None = None
+        #: The first shard whose download failed (a missing object, storage unreachable) or
+        #: that failed its CRC-32C check (see :func:`input_error`).
+        self.error: ShardtrainError | None = None
         self._retain: set[str] = set()  # URIs kept after reading
         self._kept: dict[str, str] = {}  # URI -> local path of a kept download
 
@@ -261,7 +309,12 @@ class ShardCache:
                 self.max_bytes >> 20,
             )
         local = os.path.join(self.directory, f"{n:08d}-{storage.basename(shard.uri)}")
-        storage.download_file(shard.uri, local)
+        try:
+            storage.download_file(shard.uri, local)
+        except ShardtrainError as exc:  # TensorFlow's error about it would not say why
+            with self._cond:
+                self.error = self.error or exc
+            raise
         with self._cond:
             self._sizes[local] = shard.bytes
             self.downloaded += 1
@@ -399,11 +452,18 @@ def record_dataset(
 
     def all_paths() -> Iterator[str]:
         epoch = 0
-        while True:
-            yield from cache.paths(ordered(epoch))
-            epoch += 1
-            if not repeat:
-                return
+        try:
+            while True:
+                yield from cache.paths(ordered(epoch))
+                epoch += 1
+                if not repeat:
+                    return
+        except ShardtrainError:
+            # cache.error holds it (a shard gone or corrupt): a path that does not exist
+            # fails the read in TensorFlow's own code (NotFoundError, which input_error turns
+            # into cache.error's line) instead of a generator error, which TensorFlow logs
+            # with the Python traceback of its py_func (60 lines) before our one line.
+            yield os.path.join(cache.directory, "shard-not-read-see-the-error-below")
 
     paths = tf.data.Dataset.from_generator(all_paths, output_signature=tf.TensorSpec((), tf.string))
 

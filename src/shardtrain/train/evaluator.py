@@ -25,7 +25,7 @@ import tempfile
 import time
 from typing import Any
 
-from shardtrain import storage
+from shardtrain import documents, storage
 from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.errors import ShardtrainError, TrainingInterrupted
 from shardtrain.train import dataset
@@ -270,7 +270,8 @@ def _evaluated_step(model_dir: str) -> int | None:
     target = storage.join(model_dir, "eval", METRICS_NAME)
     if not storage.exists(target):
         return None
-    return int(storage.read_json(target).get("step", -1))
+    metrics = documents.check(storage.read_json(target), documents.METRICS, target)
+    return int(metrics.get("step", -1))
 
 
 def final_metrics(

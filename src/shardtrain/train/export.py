@@ -39,6 +39,10 @@ picks up a half-uploaded export)::
     MODEL_DIR/export/<unix-seconds>/saved_model.pb, variables/, shardtrain_model.json,
                                     training_data.json
     MODEL_DIR/export/latest.json   {"path": "export/<unix-seconds>", "step": N, ...}
+
+``shardtrain_model.json`` is uploaded last: a folder without it is an upload that failed or
+runs. A failed upload deletes its folder; the next export deletes older folders without it
+(an exporter killed mid-upload), so ``export/`` holds complete exports only.
 """
 
 from __future__ import annotations
@@ -53,9 +57,9 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from shardtrain import storage
+from shardtrain import documents, storage
 from shardtrain.data.profile import write_profile
-from shardtrain.errors import NotCommittedError
+from shardtrain.errors import NotCommittedError, StorageError
 from shardtrain.train.features import FeatureSpec
 from shardtrain.train.models import model_inputs
 
@@ -190,12 +194,14 @@ def export_saved_model(
             "feature_spec": asdict(spec),
             **(extra or {}),
         }
-        with open(os.path.join(path, MODEL_INFO), "w") as f:
+        # Beside the SavedModel's folder, not in it: it is uploaded last (see _upload).
+        info_file = os.path.join(local, MODEL_INFO)
+        with open(info_file, "w") as f:
             json.dump(info, f, indent=2, default=str)
         if dataset is not None:
             write_profile(path, dataset)
         target = storage.join(model_dir, "export", version)
-        storage.upload_dir(path, target)
+        _upload(path, info_file, target)
     finally:
         shutil.rmtree(local, ignore_errors=True)
     storage.write_json(
@@ -203,7 +209,39 @@ def export_saved_model(
         {"path": f"export/{version}", "step": step, "time": time.time()},
     )
     log.info("exported SavedModel (step %d) to %s", step, target)
+    try:
+        _remove_incomplete_exports(model_dir, version)
+    except StorageError as exc:  # published already: a leftover is no reason to fail
+        log.warning("%s: partial exports not removed: %s", model_dir, exc)
     return target
+
+
+def _upload(saved_model: str, info_file: str, target: str) -> None:
+    """Upload the staged export to ``target``, ``shardtrain_model.json`` last: an export
+    folder holding it is complete. A failed upload (a full disk, a lost connection, a
+    SIGTERM) deletes what it wrote, so a rerun leaves no partial export behind."""
+    try:
+        storage.upload_dir(saved_model, target)
+        storage.upload_file(info_file, storage.join(target, MODEL_INFO))
+    except BaseException:
+        try:
+            storage.delete(target, recursive=True)
+        except Exception as exc:  # the next export removes it (_remove_incomplete_exports)
+            log.warning("%s: partial export not removed: %s", target, exc)
+        raise
+
+
+def _remove_incomplete_exports(model_dir: str, published: str) -> None:
+    """Delete the export folders older than ``published`` that lack ``shardtrain_model.json``:
+    what an exporter killed mid-upload (kill -9, a lost node) left behind. Newer folders are
+    left alone: they may be another exporter's upload in progress."""
+    for uri in storage.ls(storage.join(model_dir, "export")):
+        version = storage.basename(uri)
+        if not version.isdigit() or int(version) >= int(published):
+            continue
+        if not storage.exists(storage.join(uri, MODEL_INFO)):
+            log.info("removing the partial export %s (an earlier export stopped mid-upload)", uri)
+            storage.delete(uri, recursive=True)
 
 
 def latest_export(model_dir: str) -> dict[str, Any]:
@@ -215,5 +253,5 @@ def latest_export(model_dir: str) -> dict[str, Any]:
     pointer = storage.join(model_dir, "export", EXPORT_POINTER)
     if not storage.exists(pointer):
         raise NotCommittedError(f"{model_dir}: no exported model (export/{EXPORT_POINTER})")
-    data = storage.read_json(pointer)
+    data = documents.check(storage.read_json(pointer), documents.EXPORT_POINTER, pointer)
     return {**data, "uri": storage.join(model_dir, data["path"])}

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from shardtrain import storage
+from shardtrain import documents, storage
 from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.errors import DataError, one_line
 from shardtrain.train import dataset
@@ -70,7 +70,7 @@ class ExportedModel:
         info_uri = storage.join(uri, MODEL_INFO)
         if not storage.exists(info_uri):
             raise DataError(f"{uri}: not a shardtrain export (no {MODEL_INFO})")
-        info = storage.read_json(info_uri)
+        info = documents.check(storage.read_json(info_uri), documents.MODEL_INFO, info_uri)
         spec = info.get("feature_spec") or {}
         classes = tuple(str(c) for c in spec.get("classes") or ())
         task = spec.get("task") or ("binary" if len(classes) == 2 else "multiclass")

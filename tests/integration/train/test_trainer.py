@@ -734,7 +734,7 @@ def test_a_corrupt_shard_ends_training_with_one_line_naming_it(local_data, tmp_p
     last = proc.stderr.strip().splitlines()[-1]
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert last.startswith(f"error: {shard}: corrupt (CRC-32C "), last
-    assert last.endswith("re-shard the dataset")
+    assert "re-shard the dataset: `shardtrain shard " in last and last.endswith("--overwrite`")
 
 
 def test_train_refuses_a_model_dir_holding_a_users_own_files(all_types, tmp_path):

@@ -58,7 +58,9 @@ writing its manifest after its shards; the dataset commits by writing ``metadata
 everything else. Re-running the same command after a crash (``kill -9`` at any point) skips
 committed tasks and redoes the others from scratch, overwriting their shards, so every input row
 ends up in exactly one shard exactly once. Re-running after success finds ``metadata.json`` and
-does nothing.
+does nothing. ``--overwrite`` shards afresh over whatever is there: a complete dataset (its
+shards intact or not), a half-written one, a damaged one (a ``metadata.json`` or
+``_plan.json`` that does not read, whose error names the field and the command that gets out).
 """
 
 from shardtrain.data.shard_config import MIB, ShardConfig, parse_splits, validate_splits

@@ -83,9 +83,12 @@ def take_lease(output: str, worker_index: int, num_workers: int) -> Lease:
     """
     mine = (worker_index, num_workers)
     uri = lease_uri(output, *mine)
-    deadline = time.monotonic() + lease_wait()
+    wait = lease_wait()
+    # The wait runs from the first sight of a live owner: on an object store the first try
+    # (conditional put, reads, listing) takes a while, and counting it would announce, and
+    # wait, less than SHARDTRAIN_LEASE_WAIT says.
+    deadline: float | None = None
     info = {"worker_index": worker_index, "num_workers": num_workers}
-    said = False
     while True:
         got = try_acquire(uri, info)
         owner: Holder | None = None
@@ -102,19 +105,20 @@ def take_lease(output: str, worker_index: int, num_workers: int) -> Lease:
             owner = earlier[0]
         else:
             owner = got
+        if deadline is None:
+            deadline = time.monotonic() + wait
+            if wait > 0:
+                log.warning(
+                    "%s: another run holds the lease of these tasks (%s); waiting up to %ss "
+                    "(SHARDTRAIN_LEASE_WAIT)",
+                    output,
+                    owner.describe(),
+                    f"{wait:.1f}".removesuffix(".0"),
+                )
         if time.monotonic() >= deadline:
             raise OutputBusyError(
                 f"{output}: another run is writing worker {worker_index} of {num_workers}'s "
                 f"tasks ({owner.describe()}); wait for it to end and run the same command "
                 "again (it resumes or finds the dataset complete), or stop it first"
             )
-        if not said:
-            log.warning(
-                "%s: another run holds the lease of these tasks (%s); waiting up to %.0fs "
-                "(SHARDTRAIN_LEASE_WAIT)",
-                output,
-                owner.describe(),
-                deadline - time.monotonic(),
-            )
-            said = True
         time.sleep(min(2.0, max(0.05, deadline - time.monotonic())))

@@ -19,7 +19,7 @@ import zlib
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from shardtrain import storage
+from shardtrain import documents, storage
 from shardtrain.data import column_blocks, examples, task_rule
 from shardtrain.data.histogram import HistogramBins, plan_bins
 from shardtrain.data.metadata import FORMAT
@@ -319,10 +319,12 @@ def needs_settling(plan: Plan) -> bool:
 
 def _stored_plan(output: str) -> dict[str, Any] | None:
     """The plan stored at ``output`` by an earlier run or another worker, if any and readable
-    (a source may take what it found from it; see :meth:`Source.recall`)."""
+    and of a plan's shape (a source may take what it found from it; see
+    :meth:`Source.recall`)."""
     uri = storage.join(output, PLAN_NAME)
     try:
-        return storage.read_json(uri) if storage.exists(uri) else None
+        doc = storage.read_json(uri) if storage.exists(uri) else None
+        return documents.check(doc, documents.PLAN, uri) if doc is not None else None
     except (ShardtrainError, ValueError):
         return None
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shardtrain import storage
+from shardtrain import documents, storage
 from shardtrain.data.metadata import METADATA_NAME, DatasetMetadata
 from shardtrain.data.shard_config import ShardConfig
 from shardtrain.data.sharding.finalize import finalize
@@ -19,9 +20,10 @@ from shardtrain.data.sharding.plan import PLAN_NAME, Plan, Task, build_plan
 from shardtrain.data.sharding.pool import WorkerPool, run_tasks
 from shardtrain.data.sharding.settle import Settlement, settle
 from shardtrain.data.sharding.stored_layout import keep_stored_layout
-from shardtrain.data.sharding.summary import write_summary
+from shardtrain.data.sharding.summary import read_manifest, write_summary
 from shardtrain.data.sharding.task import TaskResult, task_manifest, task_uri
 from shardtrain.errors import DataError, StorageError
+from shardtrain.options import options
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +43,13 @@ class ShardOutcome:
 
 
 class _Damaged(Exception):
-    """A dataset document (``_plan.json``, ``metadata.json``) that cannot be read."""
+    """A dataset document (``_plan.json``, ``metadata.json``) that cannot be read: not JSON,
+    not an object, or not of its shape (:mod:`shardtrain.documents`)."""
 
 
-def _read_document(uri: str) -> dict | None:
-    """A dataset document, None when absent; :class:`_Damaged` when unreadable."""
+def _read_document(uri: str, shape: documents.Shape | None = None) -> dict | None:
+    """A dataset document, None when absent; :class:`_Damaged` when unreadable or, given a
+    ``shape``, not of it."""
     try:
         doc = storage.read_json_if_exists(uri)
     except StorageError as exc:
@@ -56,40 +60,83 @@ def _read_document(uri: str) -> dict | None:
         return None
     if not isinstance(doc, dict):
         raise _Damaged(f"{uri}: not a JSON object")
+    if shape is not None:
+        try:
+            documents.check(doc, shape, uri)
+        except documents.DocumentError as exc:
+            raise _Damaged(str(exc)) from exc
     return doc
+
+
+def _read_metadata(uri: str) -> dict | None:
+    """The dataset's ``metadata.json``, None when absent; :class:`_Damaged` when it does not
+    read as a dataset's metadata (:meth:`DatasetMetadata.from_dict`)."""
+    doc = _read_document(uri)
+    if doc is not None:
+        try:
+            DatasetMetadata.from_dict(doc, uri)
+        except DataError as exc:
+            raise _Damaged(str(exc)) from exc
+    return doc
+
+
+def overwrite_command(config: ShardConfig) -> str:
+    """This run's ``shardtrain shard`` command with ``--overwrite``: the options it was given
+    (those that are not their defaults), as flags."""
+    words = ["shardtrain", "shard"]
+    flags: list[str] = []
+    for opt in options(ShardConfig):
+        value = getattr(config, opt.name)
+        if opt.name in ("overwrite", "overwrite_foreign", "worker_index", "num_workers"):
+            continue
+        if opt.name in config.auto_resolved or value == opt.default:
+            continue
+        user = opt.to_user(value)
+        if isinstance(user, float) and opt.spec.unit != 1:  # MiB: the shortest that reads back
+            shortest = (f"{user:.{p}g}" for p in range(6, 18))
+            user = next((t for t in shortest if int(float(t) * opt.spec.unit) == value), user)
+        if opt.spec.argument:
+            words += [str(v) for v in (user if isinstance(user, tuple) else (user,))]
+        elif user is True:
+            flags.append(opt.flag)
+        elif user is not None and user is not False:
+            for v in user if opt.spec.multiple else (user,):
+                flags += [opt.flag, str(v)]
+    flags += ["--overwrite", *(["--overwrite-foreign"] if config.overwrite_foreign else [])]
+    return shlex.join(words + flags)
 
 
 def _damaged_error(config: ShardConfig, why: _Damaged) -> DataError:
     return DataError(
-        f"{why}; the dataset at {config.output} is damaged: --overwrite deletes it and shards "
-        "again (add --overwrite-foreign if other files share the folder)"
+        f"{why}; the dataset at {config.output} is damaged: shard it again with "
+        f"`{overwrite_command(config)}` (it deletes the dataset; add --overwrite-foreign if "
+        "other files share the folder)"
     )
 
 
 def _check_existing(config: ShardConfig, plan: Plan) -> str | None:
-    """Compare with what is already at the output; returns 'complete' if nothing to do."""
+    """Compare with what is already at the output (not with ``--overwrite``: it rewrites
+    whatever is there); returns 'complete' if nothing is to be done."""
     try:
         return _compare_existing(config, plan)
     except _Damaged as why:
-        if config.overwrite:
-            log.warning("%s; --overwrite deletes the damaged dataset", why)
-            return None
         raise _damaged_error(config, why) from None
 
 
 def _compare_existing(config: ShardConfig, plan: Plan) -> str | None:
     plan_uri = storage.join(config.output, PLAN_NAME)
     meta_uri = storage.join(config.output, METADATA_NAME)
-    existing_plan = _read_document(plan_uri)
+    existing_plan = _read_document(plan_uri, documents.PLAN)
     if existing_plan is None:
         occupied = storage.exists(meta_uri) or any(
             not _is_lease(config.output, u) for u in storage.walk_files(config.output)
         )
         if occupied:
             # Another worker of the same job wrote its plan (then files) since we looked.
-            existing_plan = _read_document(plan_uri)
+            existing_plan = _read_document(plan_uri, documents.PLAN)
     if existing_plan is None:
-        if occupied and not config.overwrite:
+        if occupied:
+            _read_metadata(meta_uri)  # a damaged dataset says so, and what gets out
             raise DataError(
                 f"{config.output}: not empty and not a shardtrain dataset in progress; "
                 "choose an empty --output (--overwrite --overwrite-foreign would delete "
@@ -97,48 +144,44 @@ def _compare_existing(config: ShardConfig, plan: Plan) -> str | None:
             )
         return None
     if existing_plan.get("fingerprint") == plan.fingerprint:
-        return "complete" if _read_document(meta_uri) is not None else "resume"
+        return "complete" if _read_metadata(meta_uri) is not None else "resume"
     earlier = plan.earlier_fingerprint()
     if earlier is not None and existing_plan.get("fingerprint") == earlier:
         # Written by a version that kept columnar rows in source order: complete, it is
         # read correctly (its rows are permuted as they are read); half-written, resuming
         # would mix both orders.
-        if _read_document(meta_uri) is not None:
+        if _read_metadata(meta_uri) is not None:
             log.info(
                 "%s: complete, written before columnar blocks were hash-ordered: kept as it "
                 "is (--overwrite re-shards it)",
                 config.output,
             )
             return "complete"
-        if not config.overwrite:
-            raise DataError(
-                f"{config.output}: holds a partly written dataset of an earlier shardtrain "
-                "version (columnar blocks in source order), which cannot be resumed; pass "
-                "--overwrite to start it again"
-            )
+        raise DataError(
+            f"{config.output}: holds a partly written dataset of an earlier shardtrain "
+            "version (columnar blocks in source order), which cannot be resumed; start it "
+            f"again with `{overwrite_command(config)}`"
+        )
     if plan.same_but_alignment(existing_plan):
         # Written by a version that cut CSV files at record starts while planning: complete,
         # it is the same dataset; half-written, its tasks are not this plan's.
-        if _read_document(meta_uri) is not None:
+        if _read_metadata(meta_uri) is not None:
             log.info(
                 "%s: complete, its CSV files cut where an earlier version's planner found "
                 "record starts: kept as it is (--overwrite re-shards it)",
                 config.output,
             )
             return "complete"
-        if not config.overwrite:
-            raise DataError(
-                f"{config.output}: holds a partly written dataset of an earlier shardtrain "
-                "version (CSV pieces cut while planning), which cannot be resumed; pass "
-                "--overwrite to start it again"
-            )
-    if not config.overwrite:
         raise DataError(
-            f"{config.output}: holds a dataset sharded from other inputs or options "
-            f"(plan {existing_plan.get('fingerprint')} vs {plan.fingerprint}); "
-            "use another --output or pass --overwrite"
+            f"{config.output}: holds a partly written dataset of an earlier shardtrain "
+            "version (CSV pieces cut while planning), which cannot be resumed; start it "
+            f"again with `{overwrite_command(config)}`"
         )
-    return None
+    raise DataError(
+        f"{config.output}: holds a dataset sharded from other inputs or options "
+        f"(plan {existing_plan.get('fingerprint')} vs {plan.fingerprint}); "
+        "use another --output or pass --overwrite"
+    )
 
 
 def _is_lease(output: str, uri: str) -> bool:
@@ -150,26 +193,24 @@ def _is_lease(output: str, uri: str) -> bool:
 def _foreign_files(output: str, splits_now: list[str]) -> list[str]:
     """Files under ``output`` (relative paths) that are not part of the shardtrain dataset
     there: all of them when there is none (neither ``_plan.json`` nor ``metadata.json``).
-    The split names come from those documents; from ``splits_now`` (the new plan's) when
-    every one present is unreadable."""
+    The split names come from those documents, as far as they are readable (a mistyped
+    ``metadata.json`` may still name them in its plan); from ``splits_now`` (the new plan's)
+    when none names any."""
     base = storage.filesystem(output)[1].rstrip("/") + "/"
     files = [storage.filesystem(u)[1].removeprefix(base) for u in storage.walk_files(output)]
     splits: set[str] = set()
-    documents = [storage.join(output, n) for n in (PLAN_NAME, METADATA_NAME)]
-    present = [uri for uri in documents if storage.exists(uri)]
+    kept = [storage.join(output, n) for n in (PLAN_NAME, METADATA_NAME)]
+    present = [uri for uri in kept if storage.exists(uri)]
     lease = rf"{LEASES_DIR}/worker-\d{{5}}-of-\d{{5}}\.json"
     if not present:
         return [f for f in files if not re.fullmatch(lease, f)]
-    readable = 0
     for uri in present:
         try:
             doc = _read_document(uri)
         except _Damaged:
             continue
-        readable += 1
-        for split in (doc or {}).get("splits", ()):
-            splits.add(split[0] if isinstance(split, list) else str(split))
-    if not readable:
+        splits |= _split_names(doc)
+    if not splits:
         splits.update(splits_now)
     shards = "|".join(map(re.escape, sorted(splits))) or "(?!)"
     own = re.compile(
@@ -178,6 +219,22 @@ def _foreign_files(output: str, splits_now: list[str]) -> list[str]:
         rf"|(?:{shards})/part-\d{{5}}-of-\d{{5}}\.tfrecord(?:\.gz)?)(?:\.tmp-[0-9a-f]{{12}})?"
     )
     return [f for f in files if not own.fullmatch(f)]
+
+
+def _split_names(doc: dict | None) -> set[str]:
+    """The split names a ``_plan.json`` (``[[name, fraction], ...]``) or ``metadata.json``
+    (``{name: ...}``) gives, those that are names (the document may be damaged)."""
+    found = (doc or {}).get("splits")
+    if isinstance(found, dict):
+        return {n for n in found if _SPLIT_DIR.fullmatch(n)}
+    if isinstance(found, list):
+        names = (s[0] for s in found if isinstance(s, list) and s and isinstance(s[0], str))
+        return {n for n in names if _SPLIT_DIR.fullmatch(n)}
+    return set()
+
+
+#: What a split's folder may be called (:func:`~shardtrain.data.shard_config.validate_splits`).
+_SPLIT_DIR = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _delete_previous(config: ShardConfig, plan: Plan) -> None:
@@ -210,19 +267,22 @@ def publish_plan(config: ShardConfig) -> tuple[Plan, bool]:
     before its tasks; returns the plan and whether the dataset there is already complete
     (then nothing is written).
 
-    An output holding another plan is an error unless ``--overwrite``, which first deletes the
-    dataset there; the same plan is a resume and is kept. The plan is written atomically,
-    after any deletion. Run once before the workers start (the pipeline's plan step does), it
-    lets each worker take what is costly to find (CSV record starts, types by all rows) from
-    the stored plan (:meth:`~shardtrain.data.sources.base.Source.recall`) instead of reading
-    the data again.
+    An output holding another plan, or a damaged dataset (a ``_plan.json`` or
+    ``metadata.json`` that does not read), is an error unless ``--overwrite``, which first
+    deletes whatever dataset is there, in whatever state: complete (its shards intact or
+    not), half-written, damaged; the same plan without ``--overwrite`` is a resume and is
+    kept. The plan is written atomically, after any deletion. Run once before the workers
+    start (the pipeline's plan step does), it lets each worker take what is costly to find
+    (CSV record starts, types by all rows) from the stored plan
+    (:meth:`~shardtrain.data.sources.base.Source.recall`) instead of reading the data again.
     """
     plan = build_plan(config)
-    state = _check_existing(config, plan)
-    if state == "complete":
-        return plan, True
-    if state is None and config.overwrite:
+    if config.overwrite:
+        # Whatever is there: --overwrite rewrites it (only a single worker may pass it, and
+        # this one holds the lease of every task).
         _delete_previous(config, plan)
+    elif _check_existing(config, plan) == "complete":
+        return plan, True
     storage.write_json(storage.join(config.output, PLAN_NAME), plan.to_dict())
     return plan, False
 
@@ -365,5 +425,5 @@ def _summarize_worker(
 
 def _committed_manifest(plan: Plan, index: int) -> dict[str, Any] | None:
     """Task ``index``'s manifest when it is committed under ``plan``, else None."""
-    manifest = storage.read_json_if_exists(task_uri(plan.output, index))
-    return manifest if manifest is not None and manifest.get("plan") == plan.fingerprint else None
+    manifest = read_manifest(task_uri(plan.output, index))
+    return manifest if manifest is not None and manifest["plan"] == plan.fingerprint else None

@@ -31,7 +31,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from shardtrain import storage
+from shardtrain import documents, storage
+from shardtrain.data.repair import repair_hint
 from shardtrain.data.schema import Schema
 from shardtrain.data.shard_config import ShardConfig
 from shardtrain.data.sharding.alignment import settle_alignment
@@ -80,12 +81,14 @@ def stored_plan(output: str) -> Plan:
     """The plan stored at ``output``.
 
     Raises:
-        DataError: there is none.
+        DataError: there is none, or it does not read as a plan (a field missing or
+            mistyped: :class:`~shardtrain.documents.DocumentError`).
     """
     uri = storage.join(output, PLAN_NAME)
     if not storage.exists(uri):
         raise DataError(f"{output}: no sharding run found ({PLAN_NAME} is missing)")
-    return Plan.from_dict(output, storage.read_json(uri))
+    doc = storage.read_json(uri)
+    return Plan.from_dict(output, documents.check(doc, documents.PLAN, uri, repair_hint(output)))
 
 
 def settle(config: ShardConfig) -> Settlement:

@@ -34,12 +34,13 @@ again writes its summary again, over the old one.
 
 from __future__ import annotations
 
+import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from shardtrain import storage
+from shardtrain import documents, storage
 from shardtrain.data.histogram import Histogram
 from shardtrain.data.sharding.plan import Plan
 from shardtrain.data.sharding.task import task_uri
@@ -51,7 +52,10 @@ from shardtrain.data.statistics import (
     new_stats,
     stats_from_dict,
 )
+from shardtrain.documents import DocumentError
 from shardtrain.errors import DataError, StorageError
+
+log = logging.getLogger(__name__)
 
 #: Bumped when the summary's layout changes: summaries of another version are not used.
 SUMMARY_VERSION = 1
@@ -236,12 +240,12 @@ def read_committed(plan: Plan) -> tuple[Committed, list[int]]:
         committed.histograms.append(s["histograms"])
     rest = [t.index for t in plan.tasks if t.index not in by_task and t.index in present]
 
-    def read(index: int) -> dict[str, Any]:
-        return storage.read_json(task_uri(plan.output, index))
+    def read(index: int) -> dict[str, Any] | None:
+        return read_manifest(task_uri(plan.output, index), listed=True)
 
     with ThreadPoolExecutor(MANIFEST_READERS, thread_name_prefix="manifests") as pool:
         for index, found in zip(rest, pool.map(read, rest), strict=True):
-            if found.get("plan") == plan.fingerprint:
+            if found is not None and found["plan"] == plan.fingerprint:
                 by_task[index] = found
     missing = []
     for t in plan.tasks:
@@ -250,6 +254,21 @@ def read_committed(plan: Plan) -> tuple[Committed, list[int]]:
         else:
             missing.append(t.index)
     return committed, missing
+
+
+def read_manifest(uri: str, *, listed: bool = False) -> dict[str, Any] | None:
+    """The task manifest at ``uri`` (``listed``: a listing found it); None when there is none,
+    or when it does not read as one (not JSON, a field missing or mistyped:
+    :data:`~shardtrain.documents.TASK_MANIFEST`): the task is then not committed, and runs
+    again (said in one warning naming the file and the field)."""
+    try:
+        doc = storage.read_json(uri) if listed else storage.read_json_if_exists(uri)
+        return None if doc is None else documents.check(doc, documents.TASK_MANIFEST, uri)
+    except (DocumentError, StorageError) as exc:
+        if isinstance(exc, StorageError) and "not valid JSON" not in str(exc):
+            raise
+        log.warning("%s; the task is not taken as committed: it runs again", exc)
+        return None
 
 
 def committed_tasks(plan: Plan) -> Committed:
@@ -271,13 +290,19 @@ def committed_tasks(plan: Plan) -> Committed:
 def _read_summary(plan: Plan, worker: int, num_workers: int) -> dict[str, Any] | None:
     """A summary, or None when it is not of ``plan`` (or is gone, or unreadable: its tasks
     are then read one by one)."""
+    uri = summary_uri(plan.output, worker, num_workers)
     try:
-        s = storage.read_json(summary_uri(plan.output, worker, num_workers))
+        s = storage.read_json(uri)
     except (FileNotFoundError, StorageError):
         return None
-    if s.get("version") != SUMMARY_VERSION or s.get("plan") != plan.fingerprint:
+    if not isinstance(s, dict) or s.get("version") != SUMMARY_VERSION:
         return None
-    return s
+    try:
+        documents.check(s, documents.WORKER_SUMMARY, uri)
+    except DocumentError as exc:
+        log.warning("%s; its tasks are read one by one", exc)
+        return None
+    return s if s["plan"] == plan.fingerprint else None
 
 
 def delete_summaries(output: str, tasks: set[int] | None = None) -> None:

@@ -5,7 +5,8 @@ generated from the component's parameter list in :mod:`shardtrain.kubeflow.param
 signature, and a docstring that describes every input and output, which KFP shows in its UI)
 whose body is one call into :mod:`shardtrain.kubeflow.steps` (the sharding steps before
 finalize: :mod:`shardtrain.kubeflow.shard_steps`, lighter to import), where the logic lives and is
-tested. KFP embeds each body's source in the compiled pipeline and runs it in :data:`IMAGE`
+tested; the call runs under ``user_errors``, so that a user error ends the step in one line,
+not a traceback. KFP embeds each body's source in the compiled pipeline and runs it in :data:`IMAGE`
 (the project image, which has ``shardtrain`` and ``kfp`` installed, so
 ``install_kfp_package=False``: no ``pip install`` when a pod starts). The body therefore
 imports everything it needs itself.
@@ -56,14 +57,18 @@ def step_component(
     """
     from kfp import dsl
 
-    call = "".join(f"    {p.name}={p.name},\n" for p in params)
-    body = f"from shardtrain.kubeflow import {module}\n\n{'return ' if returns else ''}"
+    call = "".join(f"        {p.name}={p.name},\n" for p in params)
+    # A user error ends the step in one line, not a traceback (shard_steps.user_errors).
+    body = (
+        f"from shardtrain.kubeflow import {module}\n\nwith {module}.user_errors():\n"
+        f"    {'return ' if returns else ''}"
+    )
     function = define(
         name,
         params,
         module=f"{__name__}.{name}",
         doc=docstring(summary, params, [returns] if returns else []),
-        body=f"{body}{module}.{step}(\n{call})",
+        body=f"{body}{module}.{step}(\n{call}    )",
         returns=returns.annotation if returns else None,
     )
     return dsl.component(function, base_image=IMAGE, install_kfp_package=False)

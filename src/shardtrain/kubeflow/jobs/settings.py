@@ -9,12 +9,15 @@ value fails with one line before anything is rendered or sent to a cluster.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any, ClassVar, Self
 
-from shardtrain.errors import ConfigError
+from shardtrain.errors import ConfigError, ShardtrainError
+from shardtrain.kubeflow import pods
+from shardtrain.storage import uri as uris
 
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -46,6 +49,50 @@ def check_namespace(namespace: str) -> None:
 def check_image(image: str) -> None:
     if not image or any(c.isspace() for c in image):
         raise ConfigError(f"image '{image}' is not an image reference")
+
+
+def check_quantities(**quantities: str) -> None:
+    """CPU and memory settings (``cpu="4"``, ``memory="16Gi"``): positive Kubernetes
+    quantities, read by the one quantity parser (:func:`shardtrain.kubeflow.pods.quantity`),
+    so that what a render or a pipeline parameter check accepts is what the steps use and
+    the API server takes.
+
+    Raises:
+        ConfigError: a value that is no quantity (``lots``), or not above zero (``-1Gi``,
+            ``0``), naming the setting.
+    """
+    for what, value in quantities.items():
+        try:
+            number = pods.quantity(value)
+        except ConfigError:
+            raise ConfigError(
+                f"{what} '{value}' is not a Kubernetes quantity (e.g. 4, 500m, 16Gi)"
+            ) from None
+        if not math.isfinite(number) or number <= 0:
+            raise ConfigError(f"{what} '{value}' must be a positive quantity (e.g. 4, 500m, 16Gi)")
+
+
+def check_pod_uris(**locations: str | None) -> None:
+    """Locations a cluster's pods read or write (``data``, ``model_dir``...): ``s3://`` or
+    ``gs://`` URIs. A local path names a file on this machine only (every pod has its own
+    file system), so a job given one fails inside its pods; local runs (``shardtrain
+    run-local``, ``pipeline run-local``) take local paths and do not call this.
+
+    Raises:
+        ConfigError: a local path or an unsupported scheme, naming the setting.
+    """
+    for what, location in locations.items():
+        if location is None:
+            continue
+        if uris.is_local(location):
+            raise ConfigError(
+                f"{what} '{location}' is a local path, which no pod can read (each pod has its "
+                "own file system): give an s3:// or gs:// URI"
+            )
+        try:
+            uris.check_scheme(location)
+        except ShardtrainError as exc:
+            raise ConfigError(f"{what}: {exc}") from None
 
 
 def check_object_names(**names: str | None) -> None:

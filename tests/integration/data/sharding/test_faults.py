@@ -172,7 +172,11 @@ def test_overwrite_deletes_a_damaged_dataset(quest_csv, sharded, tmp_path, damag
     stuck = run_cli(*_shard_args(quest_csv, out))
     assert stuck.returncode == 1
     line = _last_line(stuck.stderr)
-    assert "not valid JSON" in line and "--overwrite deletes it" in line
+    assert "not valid JSON" in line and "is damaged: shard it again with `shardtrain shard" in line
+    assert line.endswith(
+        "--overwrite` (it deletes the dataset; add --overwrite-foreign if other "
+        "files share the folder)"
+    )
     again = run_cli(*_shard_args(quest_csv, out, "--overwrite"))
     assert again.returncode == 0, again.stderr
     _assert_every_row_once(out)

@@ -105,6 +105,7 @@ class JobConfig(JobSettings):
                 ("termination_grace_seconds", self.termination_grace_seconds, 0),
             )
         )
+        settings.check_quantities(cpu=self.cpu, memory=self.memory)
         settings.check_queue(self.queue)
         if self.gang_scheduler is not None and self.gang_scheduler not in GANG_SCHEDULERS:
             raise ConfigError(

@@ -44,7 +44,8 @@ class TrainJobConfig(JobSettings):
         service_account: the pods' Kubernetes service account.
         train_args: extra ``shardtrain train`` arguments, e.g. ``("--train-steps", "1000")``.
         env: extra plain (non-secret) environment variables of every node.
-        cpu: CPU request per node.
+        cpu: CPU request per node; also its limit without GPUs (see
+            :func:`shardtrain.kubeflow.pods.resources`).
         memory: memory request (and limit) per node.
         active_deadline_seconds: seconds the job may run before it is failed; None: no limit.
         termination_grace_seconds: time a node gets between SIGTERM and SIGKILL to finish its
@@ -100,6 +101,7 @@ class TrainJobConfig(JobSettings):
         settings.check_object_names(
             secret=self.secret, service_account=self.service_account, runtime=self.runtime
         )
+        settings.check_quantities(cpu=self.cpu, memory=self.memory)
         settings.check_queue(self.queue)
         if self.gang_scheduler is not None and self.gang_scheduler not in GANG_SCHEDULERS:
             raise ConfigError(

@@ -1,4 +1,5 @@
-"""Commands whose options are generated from a configuration dataclass.
+"""Commands whose options are generated from a configuration dataclass, and the parser
+check that uses them without running a command.
 
 ``shard`` and ``train`` take one flag per field of their configuration
 (:class:`~shardtrain.data.sharding.ShardConfig`, :class:`~shardtrain.train.config.TrainConfig`):
@@ -6,6 +7,10 @@
 names, type, range or choices, help, the default in its user form), so a new field gets a flag
 without touching the CLI. A flag's value is converted to the field's value as the pipeline's
 parameters are (``--task-mb 64`` → ``task_bytes``; ``--split``, ``--resize`` parsed).
+
+Below the library's layers (no command runs from here), so that a step that is not the CLI
+can parse the flags it will hand to one: the pipeline's first step parses ``train_flags`` with
+``shardtrain train``'s own parser (:func:`check_arguments`), as ``pipeline compile -p`` does.
 
 The options are made the first time the command needs them (to parse its arguments or print
 its help), not when the CLI is imported, which every command and every TFJob replica pays for.
@@ -21,6 +26,26 @@ from typing import Any
 
 import click
 from click.core import ParameterSource
+
+#: The configuration whose fields are ``shardtrain train``'s flags (every replica's command).
+TRAIN_CONFIG = "shardtrain.train.config:TrainConfig"
+
+
+def train_command(function: Callable[..., Any] | None = None) -> ConfigCommand:
+    """``shardtrain train``'s command: a flag per field of :data:`TRAIN_CONFIG` and
+    ``--config`` (a YAML/JSON file), running ``function(config_file, options)``.
+
+    Without ``function``: the same parser with nothing to run, for :func:`check_arguments`
+    where the CLI is out of reach (the pipeline's first step checks ``train_flags`` with it).
+    """
+
+    def nothing(config_file: str | None, options: dict[str, Any]) -> None:
+        return None
+
+    config_file = click.option(
+        "--config", "config_file", default=None, help="YAML/JSON training config file."
+    )
+    return config_command("train", TRAIN_CONFIG)(config_file(function or nothing))
 
 
 def config_command(name: str, config: str) -> Callable[[Callable[..., Any]], ConfigCommand]:
@@ -107,3 +132,25 @@ def _parameter(opt: Any) -> click.Parameter:
         help=spec.help,
         callback=convert,
     )
+
+
+def check_arguments(command: click.Command, args: tuple[str, ...] | list[str], what: str) -> None:
+    """Parse ``args`` with ``command``'s own click parser, without running it: what a render
+    checks of the arguments its pods will pass (``shardtrain train`` in every replica), so
+    that an unknown flag or a value out of range fails here, in one line, not in the pods.
+
+    ``--data`` and ``--model-dir`` are the job's own settings (refused in ``args`` by the
+    job's checks): placeholders stand in for them. No file is read and nothing runs (a
+    ``--config`` file is read by the trainer).
+
+    Raises:
+        ConfigError: the parser refuses ``args``, with its message, prefixed by ``what``.
+    """
+    from shardtrain.errors import ConfigError
+
+    fixed = ["--data", "s3://render-check/data", "--model-dir", "s3://render-check/model"]
+    try:
+        # No help option: ``--help`` would print the command's help and exit.
+        command.make_context(command.name, [*fixed, *args], help_option_names=[])
+    except click.ClickException as exc:
+        raise ConfigError(f"{what}: {' '.join(exc.format_message().split())}") from None
