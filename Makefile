@@ -3,6 +3,7 @@
 #   make demo   create the environment, install, run the main job end to end on local storage
 #   make test   create the environment, install, build MinIO and fake-gcs-server, lint, run the
 #               whole suite (the tests start and stop the servers)
+#   make docs   build the documentation site (docs/) into site/, broken links as errors
 #   make test-fast   the fast tier alone (tests/unit: no TensorFlow, no servers), for the edit loop
 #   make test-pythons   the fast tier and one end-to-end shard + train on the other supported
 #                       Pythons (3.12, 3.13), each in its own .venv-3.X (CI runs it after `make test`)
@@ -26,7 +27,7 @@ PYTEST_ARGS ?=
 # The Pythons `make test-pythons` checks besides the main one (found by scripts/find-python).
 EXTRA_PYTHONS ?= 3.12 3.13
 
-.PHONY: demo test test-fast test-pythons smoke lint env minio gcs crd k8s pipeline-yaml clean help
+.PHONY: demo test test-fast test-pythons smoke lint docs env minio gcs crd k8s pipeline-yaml clean help
 
 help:
 	@echo "make demo   run the end-to-end demo on local storage (no server needed)"
@@ -42,7 +43,7 @@ $(STAMP): pyproject.toml constraints.txt
 	  echo "$(VENV) is not a Python $(PY_VERSION) environment: re-creating it"; rm -rf $(VENV); fi
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24,<27"
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,docs]'
 	$(BIN)/shardtrain warm-up  # compile the kernels once, into numba's cache
 	@touch $(STAMP)
 
@@ -62,7 +63,12 @@ crd:
 k8s:
 	@scripts/install-k8s >/dev/null
 
-PY_DIRS := src tests benchmarks
+# Debian's chromium and chromedriver: the HTML report's browser tests (installed once, apt-get).
+.PHONY: chromium
+chromium:
+	@scripts/install-chromium >/dev/null
+
+PY_DIRS := src tests benchmarks docs
 
 lint: env
 	$(BIN)/ruff check $(PY_DIRS)
@@ -71,7 +77,7 @@ lint: env
 	$(BIN)/mypy
 	$(BIN)/hadolint Dockerfile
 
-test: env minio gcs crd k8s lint
+test: env minio gcs crd k8s chromium lint
 	$(BIN)/python -m pytest -v --durations=15 $(PYTEST_ARGS)
 
 test-fast: env
@@ -100,6 +106,11 @@ smoke: env
 
 demo: env
 	$(BIN)/shardtrain demo
+
+# The documentation site (mkdocs.yml, docs/) into site/ (gitignored); --strict makes every
+# warning an error: a broken link or anchor, a page missing from the nav. CI runs it.
+docs: env
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # The compiled pipeline and components checked in at pipelines/ and components/ (a unit test
 # fails when they differ from the package's definitions).

@@ -12,6 +12,7 @@ subject and are attached to the root group here:
 * :mod:`.data`: ``gen-data quest|images``, ``shard``, ``settle``, ``finalize``, ``inspect``,
   ``warm-up``, ``validate``;
 * :mod:`.train`: ``train``, ``evaluate``, ``run-local``;
+* :mod:`.report`: ``report`` (the HTML report of a dataset and a model);
 * :mod:`.trainjob`: ``trainjob render|submit`` (Kubeflow Trainer v2);
 * :mod:`.jobs`: ``tfjob render|submit`` (the training operator v1);
 * :mod:`.serve`: ``serve render`` (a KServe InferenceService of a published model);
@@ -33,7 +34,7 @@ import sys
 import click
 
 from shardtrain import __version__
-from shardtrain.cli import data, jobs, node, pipeline, serve, train, trainjob
+from shardtrain.cli import data, jobs, node, pipeline, report, serve, train, trainjob
 from shardtrain.errors import ShardingStopped, ShardtrainError
 
 
@@ -58,6 +59,7 @@ cli.add_command(data.validate_cmd)
 cli.add_command(train.train_cmd)
 cli.add_command(train.evaluate_cmd)
 cli.add_command(train.run_local_cmd)
+cli.add_command(report.report_cmd)
 cli.add_command(trainjob.trainjob_group)
 cli.add_command(jobs.tfjob_group)
 cli.add_command(serve.serve_group)

@@ -13,7 +13,8 @@ curve it logs. One page answers "is this model any good, on what data, and where
 * the data: the dataset summary of :mod:`shardtrain.data.report` — the same one
   ``shardtrain inspect`` prints — rows read, accepted and rejected (by reason), the splits,
   the label's classes and per-column statistics (numeric, categorical, image);
-* where things are: the model directory, the SavedModel, the TensorBoard command, the dataset.
+* where things are: the model directory, the SavedModel, the TensorBoard command, the dataset,
+  and the HTML report that shows all of it as pictures (:mod:`shardtrain.htmlreport`).
 
 Pure formatting (no storage, no kfp), so it is tested on plain values.
 """
@@ -43,6 +44,7 @@ def render_report(
     dataset_uri: str,
     model: Mapping[str, Any],
     blessing: Mapping[str, Any] | None = None,
+    html_report: str | None = None,
 ) -> str:
     """The Markdown report of a run: the decision, model metrics, the data's statistics,
     where things are.
@@ -53,11 +55,19 @@ def render_report(
         dataset_uri: the dataset's URI.
         model: the model pointer (``uri``, ``export``, ``step``, ``tensorboard``).
         blessing: ``MODEL_DIR/eval/blessing.json`` (None: no decision section).
+        html_report: where the HTML report is (None: not made).
 
     Returns:
         Markdown for a ``dsl.Markdown`` artifact (the UI renders it as a static card).
     """
     out = [f"# {PIPELINE_NAME}: {model['uri']}", ""]
+    if html_report:
+        out += [
+            f"Pictures of all of it (distributions and drift, ROC, calibration, slices, the "
+            f"training curve): this step's `html_report` artifact, also at "
+            f"[`{html_report}`]({html_report}).",
+            "",
+        ]
     if blessing is not None:
         out += _blessing(blessing, headline_keys(metrics))
     out += ["## Evaluation", ""]
@@ -99,6 +109,7 @@ def render_report(
         f"* SavedModel (step {fmt(model.get('step'))}): `{model.get('export', 'n/a')}`",
         f"* TensorBoard: `tensorboard --logdir {model.get('tensorboard', 'n/a')}`",
         f"* dataset: `{dataset_uri}` (`shardtrain inspect {dataset_uri}`)",
+        *([f"* HTML report: `{html_report}`"] if html_report else []),
         "",
     ]
     return "\n".join(out)

@@ -1,5 +1,5 @@
 """The ``evaluate`` component: the blessing decision, the evaluation and the data's statistics
-in the UI."""
+in the UI, as tables (Markdown) and as pictures (HTML)."""
 
 from dataclasses import replace
 
@@ -18,8 +18,10 @@ evaluate = step_component(
     with slice_by, the metrics per slice into MODEL_DIR/eval/metrics.json. Logs Metrics
     scalars (a classifier's auc, accuracy, log_loss; a regression's rmse, mae, r2,
     mean_error, label_std; blessed; the served model's as baseline_<metric>), a classifier's
-    ClassificationMetrics ROC curve and confusion matrix (and per slice), and a Markdown
-    report of the decision, the metrics and the data's statistics. Returns blessed: the
-    pipeline exports only then. See shardtrain.kubeflow.steps.evaluate_step.
+    ClassificationMetrics ROC curve and confusion matrix (and per slice), a Markdown
+    report of the decision, the metrics and the data's statistics, and the same as
+    pictures in an HTML report (also MODEL_DIR/eval/report.html; see shardtrain report).
+    Returns blessed: the pipeline exports only then. See
+    shardtrain.kubeflow.steps.evaluate_step.
     """,
 )

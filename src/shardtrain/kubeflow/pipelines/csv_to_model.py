@@ -46,7 +46,14 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from kfp import dsl, kubernetes
-from kfp.dsl import ClassificationMetrics, Markdown, Metrics, Model, SlicedClassificationMetrics
+from kfp.dsl import (
+    HTML,
+    ClassificationMetrics,
+    Markdown,
+    Metrics,
+    Model,
+    SlicedClassificationMetrics,
+)
 
 from shardtrain.kubeflow.components import STORAGE_SECRET_KEYS
 from shardtrain.kubeflow.components.deploy import deploy
@@ -92,6 +99,7 @@ class Outputs(NamedTuple):
     classification: ClassificationMetrics
     sliced: SlicedClassificationMetrics
     report: Markdown
+    html_report: HTML
     blessed: bool
 
 
@@ -173,6 +181,7 @@ def _graph(p: Mapping[str, Any]) -> Outputs:
         classification=evaluation.outputs["classification"],
         sliced=evaluation.outputs["sliced"],
         report=evaluation.outputs["report"],
+        html_report=evaluation.outputs["html_report"],
         blessed=evaluation.outputs["Output"],
     )
 
@@ -188,6 +197,7 @@ OUTPUTS = (
     _output(EVALUATE, "classification"),
     _output(EVALUATE, "sliced"),
     _output(EVALUATE, "report"),
+    _output(EVALUATE, "html_report"),
     BLESSED,
 )
 

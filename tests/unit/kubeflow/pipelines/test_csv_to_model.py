@@ -173,7 +173,14 @@ def test_graph_fans_out_shard_workers_and_collects_them(compiled):
     run_id = root["train"]["inputs"]["parameters"]["run_id"]["runtimeValue"]["constant"]
     assert run_id == dsl.PIPELINE_JOB_ID_PLACEHOLDER
     outputs = spec["root"]["outputDefinitions"]
-    assert set(outputs["artifacts"]) == {"model", "metrics", "classification", "sliced", "report"}
+    assert set(outputs["artifacts"]) == {
+        "model",
+        "metrics",
+        "classification",
+        "sliced",
+        "report",
+        "html_report",
+    }
     assert outputs["parameters"]["blessed"]["parameterType"] == "BOOLEAN"
 
 
