@@ -263,11 +263,34 @@ def _padded_fields(values: pa.Array, dialect: CsvDialect | None) -> bool:
     return bool(pc.all(pc.match_substring_regex(present, r"^ +\S")).as_py())
 
 
-def _first_value(values: pa.ChunkedArray) -> str:
+def _first_comma_number(values: pa.ChunkedArray) -> str:
     import pyarrow.compute as pc
 
     found = pc.filter(values, pc.match_substring_regex(values, DECIMAL_COMMA_PATTERN))
     return repr(found[0].as_py()) if len(found) else "?"
+
+
+def _first_present(values: pa.ChunkedArray) -> str:
+    return repr(values.drop_null()[0].as_py())
+
+
+#: Text columns of a sample that are likely something else, read with the wrong flags: how
+#: to tell (from the column's values and the dialect), the value a warning shows (from the
+#: first such column) and the warning (the file, the columns, that value).
+_TEXT_LOOKALIKES = (
+    (
+        _decimal_comma_numbers,
+        _first_comma_number,
+        "%s: column(s) %s hold numbers written with a decimal comma (e.g. %s), read as text; "
+        "if they are numbers, shard with --decimal ,",
+    ),
+    (
+        _padded_fields,
+        _first_present,
+        "%s: every value of column(s) %s starts with spaces (e.g. %s), kept as text; if the "
+        "fields are padded after the delimiter, shard with --skip-initial-space",
+    ),
+)
 
 
 #: The key, in a plan's (and ``metadata.json``'s) options, of the lines saying what the values
@@ -433,16 +456,16 @@ def infer_schema(
         )
     decimal = dialect.decimal if dialect is not None else "."
     columns = []
-    comma_numbers = []
-    padded: list[str] = []
+    lookalikes: list[list[str]] = [[] for _ in _TEXT_LOOKALIKES]
     for name, values in zip(names, table.columns, strict=True):
         typ = overrides.types.get(name)
         if typ is None:
             typ = infer_type(values.combine_chunks(), decimal)
-            if typ == "string" and _decimal_comma_numbers(values.combine_chunks(), dialect):
-                comma_numbers.append(name)
-            if typ == "string" and _padded_fields(values.combine_chunks(), dialect):
-                padded.append(name)
+            if typ == "string":
+                text = values.combine_chunks()
+                for found, (looks, _, _) in zip(lookalikes, _TEXT_LOOKALIKES, strict=True):
+                    if looks(text, dialect):
+                        found.append(name)
             if typ is None and table.num_rows:
                 log.warning(
                     "column '%s' is empty in the sample of %s: treated as string "
@@ -452,20 +475,8 @@ def infer_schema(
                 )
             typ = typ or "string"
         columns.append(Column(name=name, type=typ, drop=name in overrides.drop))
-    if comma_numbers:
-        log.warning(
-            "%s: column(s) %s hold numbers written with a decimal comma (e.g. %s), read as "
-            "text; if they are numbers, shard with --decimal ,",
-            source,
-            _preview([f"'{n}'" for n in comma_numbers], limit=5),
-            _first_value(table.column(comma_numbers[0])),
-        )
-    if padded:
-        log.warning(
-            "%s: every value of column(s) %s starts with spaces (e.g. %r), kept as text; if "
-            "the fields are padded after the delimiter, shard with --skip-initial-space",
-            source,
-            _preview([f"'{n}'" for n in padded], limit=5),
-            table.column(padded[0]).drop_null()[0].as_py(),
-        )
+    for found, (_, example, message) in zip(lookalikes, _TEXT_LOOKALIKES, strict=True):
+        if found:
+            shown = _preview([f"'{n}'" for n in found], limit=5)
+            log.warning(message, source, shown, example(table.column(found[0])))
     return Schema(columns=tuple(columns), label=label, key=key, null_values=tuple(null_values))

@@ -18,7 +18,8 @@ Importing the module has no side effects: kernels compile on first use and are c
 (``cache=True``); they release the GIL (``nogil``), so threads can parse blocks in parallel.
 The parser is built from three modules: this one (the line loop, the columns, the public
 API), :mod:`.csv_fields` (null tokens, field ends, UTF-8, int64 and bool fields) and
-:mod:`.csv_float` (correctly rounded float32 values).
+:mod:`.csv_float` (correctly rounded float32 values); the lines of a block come from
+:func:`.csv_records.line_bounds` (re-exported here).
 
 What "the same as Arrow" means, value by value
 ---------------------------------------------
@@ -84,7 +85,6 @@ from shardtrain.kernels.csv_fields import (
     OUT_OF_RANGE,
     PARSED,
     field_stops,
-    in_every_byte,
     is_null,
     null_addresses,
     null_tokens,
@@ -102,6 +102,7 @@ from shardtrain.kernels.csv_float import (
     parse_float_loop,
     powers_of_ten,
 )
+from shardtrain.kernels.csv_records import line_bounds
 from shardtrain.kernels.csv_types import field_code
 from shardtrain.kernels.native import (
     as_bytes_array,
@@ -111,7 +112,6 @@ from shardtrain.kernels.native import (
     load_u8,
     load_u64,
     store_u64,
-    trailing_zeros,
 )
 
 __all__ = [
@@ -144,7 +144,6 @@ _DONE, _ABORT = 0, 1
 _MAX_OFFSET = 2**31 - 1  # Arrow string offsets are int32
 _UTF8_BOM = b"\xef\xbb\xbf"
 
-_LF, _CR = ord("\n"), ord("\r")
 _QUOTE, _COMMA = ord('"'), ord(",")
 _MINUS_SIGN, _ZERO_DIGIT, _POINT = ord("-"), ord("0"), ord(".")
 # csv_types' codes, as constants the kernel compiles in.
@@ -346,34 +345,37 @@ def _parse_lines(
         labelled = True
         unreadable = False  # a field the type pass would not count the row for (not UTF-8)
         while True:
-            if col < ncols:
-                kind = kinds[col]
-                slot = slots[col]
-                s = p
-                code = NOT_PARSED
-                number = 0
-                plain = False
-                point = False
-                if kind == KIND_FLOAT:
-                    q, number, code, point = parse_float_loop(buf, p, end, pow10_buf, delim)
-                    plain = code >= 0
-                    if code < 0:
-                        q, number, code = parse_float(buf, p, end, pow10_buf, delim)
-                    p = q
-                elif kind == KIND_INT:
-                    q, number, code = parse_int_loop(buf, p, end, delim)
-                    plain = code >= 0
-                    if code < 0:
-                        q, number, code = parse_int(buf, p, end, delim)
-                    p = q
-                high = False
-                if code == NOT_PARSED:
-                    p, high, stop = scan_field(buf, p, end, size, delim, quote, delims, quotes)
-                    if stop:
-                        if not defer:
-                            return _ABORT, pending
-                        status = STATUS_DEFERRED
-                        break
+            # A field past the last column (a line with too many fields) is only scanned:
+            # counted, and checked for quotes.
+            known = col < ncols
+            kind = kinds[col] if known else KIND_STRING
+            slot = slots[col] if known else 0
+            s = p
+            code = NOT_PARSED
+            number = 0
+            plain = False
+            point = False
+            if kind == KIND_FLOAT:
+                q, number, code, point = parse_float_loop(buf, p, end, pow10_buf, delim)
+                plain = code >= 0
+                if code < 0:
+                    q, number, code = parse_float(buf, p, end, pow10_buf, delim)
+                p = q
+            elif kind == KIND_INT:
+                q, number, code = parse_int_loop(buf, p, end, delim)
+                plain = code >= 0
+                if code < 0:
+                    q, number, code = parse_int(buf, p, end, delim)
+                p = q
+            high = False
+            if code == NOT_PARSED:
+                p, high, stop = scan_field(buf, p, end, size, delim, quote, delims, quotes)
+                if stop:
+                    if not defer:
+                        return _ABORT, pending
+                    status = STATUS_DEFERRED
+                    break
+            if known:
                 present = (code != NOT_PARSED and not numeric_nulls) or not is_null(
                     buf, s, p, tokens
                 )
@@ -445,13 +447,6 @@ def _parse_lines(
                         events[0, n_events] = col
                         events[1, n_events] = found
                         n_events += 1
-            else:  # an extra field: only counted (and checked for quotes)
-                p, high, stop = scan_field(buf, p, end, size, delim, quote, delims, quotes)
-                if stop:
-                    if not defer:
-                        return _ABORT, pending
-                    status = STATUS_DEFERRED
-                    break
             col += 1
             if p >= end:
                 break
@@ -525,78 +520,6 @@ def _resolve_pending(
     for col in np.flatnonzero(kinds == KIND_FLOAT).tolist():
         beyond = convert_pending(buf, starts, ends, col, delim, out.float_bits[slots[col]])
         out.out_of_range[beyond[out.row_status[beyond] == STATUS_OK]] = True
-
-
-_LFS = in_every_byte(_LF)
-_LOW7 = in_every_byte(0x7F)
-
-
-@numba.njit(cache=True, nogil=True)
-def _find_lines(block, position, starts, ends, count):
-    """Record lines from byte ``position`` on as ``starts[count:]``/``ends[count:]``.
-
-    Returns ``(position, count, done)``: where to resume and the lines recorded when the
-    arrays are full, or ``done``. A line's end excludes its line feed and one carriage
-    return before it; a last line without a line feed ends at the block's end.
-
-    Eight bytes at a time, with the exact zero-byte test (no false marks, unlike
-    :func:`_zero_bytes`), in one pass: NumPy's ``flatnonzero(block == 10)`` makes two, and
-    its ``nonzero`` is the slower one.
-    """
-    buf = block.ctypes.data
-    size = block.shape[0]
-    capacity = starts.shape[0]
-    line = position  # start of the line being looked at
-    p = position
-    while True:
-        if count == capacity:
-            return line, count, False
-        q = -1
-        while p + 8 <= size:
-            x = load_u64(buf, p) ^ _LFS
-            marks = ~(((x & _LOW7) + _LOW7) | x | _LOW7)
-            if marks:
-                q = p + (trailing_zeros(marks) >> 3)
-                break
-            p += 8
-        if q < 0:
-            while p < size:
-                if load_u8(buf, p) == _LF:
-                    q = p
-                    break
-                p += 1
-        if q < 0:  # no more line feeds
-            if line < size:
-                end = size - 1 if load_u8(buf, size - 1) == _CR else size
-                starts[count] = line
-                ends[count] = max(end, line)
-                count += 1
-            return size, count, True
-        end = q - 1 if q > line and load_u8(buf, q - 1) == _CR else q
-        starts[count] = line
-        ends[count] = end
-        count += 1
-        line = q + 1
-        p = line
-
-
-def line_bounds(block: np.ndarray | bytes) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end (exclusive, without ``\\r\\n``) of every line of a block, as int64.
-
-    A block that ends with a line feed has no empty line after it; one that does not ends
-    with its unterminated last line. Blank lines are included (``start == end``).
-    """
-    buf = as_bytes_array(block)
-    capacity = len(buf) // 128 + 16  # grows below if lines are shorter on average
-    starts = np.empty(capacity, dtype=np.int64)
-    ends = np.empty(capacity, dtype=np.int64)
-    position, count, done = _find_lines(buf, 0, starts, ends, 0)
-    while not done:
-        capacity = 2 * capacity
-        starts = np.concatenate((starts[:count], np.empty(capacity - count, dtype=np.int64)))
-        ends = np.concatenate((ends[:count], np.empty(capacity - count, dtype=np.int64)))
-        position, count, done = _find_lines(buf, position, starts, ends, count)
-    return starts[:count], ends[:count]
 
 
 # --------------------------------------------------------------------------------------------

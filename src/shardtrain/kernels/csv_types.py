@@ -435,6 +435,16 @@ def _line_end(buf, p, n):
     return -1
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _unescape(buf, p, n, scratch, m):
+    """The escape byte at ``p``: the byte after it (if the block has one) is literal and is
+    appended to ``scratch`` at ``m``. Returns ``(p, m)`` past both."""
+    if p + 1 < n:
+        store_u8(scratch, m, load_u8(buf, p + 1))
+        m += 1
+    return p + 2, m
+
+
 @numba.njit(cache=True, nogil=True)
 def _classify(
     block,
@@ -488,10 +498,7 @@ def _classify(
                 while p < n:
                     c = load_u8(buf, p)
                     if c == escape:
-                        if p + 1 < n:
-                            store_u8(sc, m, load_u8(buf, p + 1))
-                            m += 1
-                        p += 2
+                        p, m = _unescape(buf, p, n, sc, m)
                         continue
                     if c == quote:
                         if p + 1 < n and load_u8(buf, p + 1) == quote:
@@ -522,11 +529,7 @@ def _classify(
                                     break
                                 bad = True
                             if c == escape and not first_byte:
-                                if p + 1 < n:
-                                    store_u8(sc, m, load_u8(buf, p + 1))
-                                    m += 1
-                                p += 2
-                                first_byte = False
+                                p, m = _unescape(buf, p, n, sc, m)
                                 continue
                             store_u8(sc, m, c)
                             m += 1

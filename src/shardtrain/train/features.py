@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -39,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from shardtrain.data import column_blocks
 from shardtrain.data.task import choose_task
 from shardtrain.errors import ConfigError, DataError
-from shardtrain.train import dates
+from shardtrain.train import csv_input, dates
 from shardtrain.train.image_size import image_size_from_stats
 from shardtrain.train.names import input_names
 from shardtrain.train.screening import LeftOut, no_signal
@@ -55,11 +54,6 @@ NUMERIC_TYPES = ("int", "float", "bool")
 #: What a missing int/bool parses as before it becomes NaN (the one int64 never seen in data
 #: a model could use: it would also be read as missing). Columnar blocks store it explicitly.
 INT_MISSING = column_blocks.INT_MISSING
-
-
-#: What ``predict_csv`` reads as a number (``tf.strings.to_number``'s decimal forms): digits
-#: with a point and an exponent, signed, or inf/infinity/nan in any case.
-_NUMERAL = r"[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|(?i:inf|infinity|nan))"
 
 
 class _DefaultInputName:
@@ -662,16 +656,11 @@ class FeatureSpec:
     def parse_csv(self, lines):
         """Parse a batch of raw CSV lines (no header, the source's column order) into features.
 
-        The label and any other columns are read and ignored. Missing values follow the
-        dataset's ``null_values``; ``true``/``false`` spellings become 1/0 as in the sharder.
-        Lines are read in the source's dialect: its delimiter and decimal mark, and with
-        ``--skip-initial-space`` the spaces after each delimiter (before a quoted field, and
-        at the start of an unquoted one) are skipped; a quoted field's own leading spaces are
-        then lost too (``serving_default`` takes values exactly).
-
-        A line may end with its line end, as ``readlines()`` gives it (``\\n``, or a Windows
-        file's ``\\r\\n`` read with ``newline=""``): one is taken off, as the sharder ends a
-        line before its line feed and one carriage return.
+        The lines are read as the sharder read the source (:mod:`shardtrain.train.csv_input`):
+        in its dialect (delimiter, decimal mark, ``--skip-initial-space``), with its null
+        values, ``true``/``false`` spellings as 1/0, and one line end taken off each line as
+        ``readlines()`` leaves it (``\\n``, or ``\\r\\n`` read with ``newline=""``). The label
+        and any other columns are read and ignored.
 
         Args:
             lines: string tensor ``[batch]``.
@@ -679,80 +668,22 @@ class FeatureSpec:
         Returns:
             The same ``features`` dict as :meth:`parse_examples`.
         """
-        import tensorflow as tf
-
-        lines = tf.strings.regex_replace(lines, "\r?\n$|\r$", "", replace_global=False)
-        names = [n for n, _ in self.csv_columns]
-        # A line with another number of fields: one message naming the expected columns
-        # instead of decode_csv's bare "Expect N fields". Separators inside quotes (a quoted
-        # field, doubled quotes included) are not counted.
-        delim = self.csv_delimiter
-        escaped = re.escape(delim)
-        if self.csv_skip_initial_space:
-            lines = tf.strings.regex_replace(lines, f'(^|{escaped}) +"', '\\1"')
-        unquoted = tf.strings.regex_replace(lines, '"[^"]*"', "")
-        separators = tf.strings.length(unquoted) - tf.strings.length(
-            tf.strings.regex_replace(unquoted, escaped, "")
+        fields = csv_input.read_fields(
+            lines,
+            [n for n, _ in self.csv_columns],
+            delimiter=self.csv_delimiter,
+            skip_initial_space=self.csv_skip_initial_space,
         )
-        shown = ", ".join(names[:20]) + (f", ... ({len(names)} in all)" if len(names) > 20 else "")
-        separated = "comma-separated" if delim == "," else f"{delim!r}-separated"
-        check = tf.debugging.assert_equal(
-            separators + 1,
-            tf.fill(tf.shape(separators), len(names)),
-            message=(
-                f"predict_csv: every line must have {len(names)} {separated} fields, the "
-                f"dataset's columns in their source order, without a header: {shown}; a line "
-                "has another number of fields"
-            ),
-            summarize=1,
-        )
-        with tf.control_dependencies([check]):
-            lines = tf.identity(lines)
-        fields = tf.io.decode_csv(
-            lines, record_defaults=[[""]] * len(names), field_delim=delim, na_value="\x00"
-        )
-        if self.csv_skip_initial_space:
-            fields = [tf.strings.regex_replace(f, "^ +", "") for f in fields]
-        by_name = dict(zip(names, fields, strict=True))
-        nulls = tf.constant(list(self.null_values) or [""])
-
-        def is_null(text):
-            return tf.reduce_any(tf.equal(tf.expand_dims(text, -1), nulls), axis=-1)
-
-        features = {}
-        for f in self.numeric:
-            if f.source:
-                continue
-            text = by_name[f.name]
-            missing = is_null(text)
-            if f.type == "bool":
-                lowered = tf.strings.lower(tf.strings.strip(text))
-                value = tf.cast(tf.equal(lowered, "true"), tf.float32)
-            else:
-                number = tf.strings.strip(text)
-                if self.csv_decimal != ".":
-                    number = tf.strings.regex_replace(number, re.escape(self.csv_decimal), ".")
-                safe = tf.where(missing, tf.fill(tf.shape(text), "0"), number)
-                # A value that is not a number (spreadsheet junk such as '#REF!', which the
-                # sharder rejects as bad_value): one message naming the column and the
-                # value, not to_number's bare "could not correctly convert string".
-                numeral = tf.strings.regex_full_match(safe, _NUMERAL)
-                check = tf.debugging.Assert(
-                    tf.reduce_all(numeral),
-                    [
-                        f"predict_csv: column {f.name!r} takes numbers (or a null value); a "
-                        "line holds:",
-                        tf.boolean_mask(text, tf.logical_not(numeral)),
-                    ],
-                    summarize=1,
-                )
-                with tf.control_dependencies([check]):
-                    value = tf.strings.to_number(safe, tf.float32)
-            features[f.name] = tf.where(missing, float("nan"), value)
-        for c in self.categorical:
-            text = by_name[c.name]
-            features[c.name] = tf.where(is_null(text), tf.fill(tf.shape(text), ""), text)
-        features.update(self.date_parts({d.name: by_name[d.name] for d in self.dates}))
+        nulls = csv_input.null_table(self.null_values)
+        features = {
+            f.name: csv_input.number(
+                fields[f.name], f.name, f.type, nulls, decimal=self.csv_decimal
+            )
+            for f in self.numeric
+            if not f.source
+        }
+        features.update({c.name: csv_input.text(fields[c.name], nulls) for c in self.categorical})
+        features.update(self.date_parts({d.name: fields[d.name] for d in self.dates}))
         return features
 
     def date_parts(self, texts: Mapping[str, Any]) -> dict[str, Any]:

@@ -133,7 +133,7 @@ def _find_records(
         bounds is not None or (bool(special) and any(block.find(c) >= 0 for c in special))
     )
     if not quoted:
-        starts, ends = csv_parse.line_bounds(arr)
+        starts, ends = csv_records.line_bounds(arr)
         return _Records(arr, starts, ends, None, int(starts.size), quoted=False)
     if bounds is not None:
         starts, ends, first_lines = bounds.starts, bounds.ends, bounds.first_lines
