@@ -27,6 +27,7 @@ KUSTOMIZATIONS = (
     "overlays/kueue",
     "overlays/volcano",
     "rbac",
+    "rbac/deploy",
     "serving/base",
     "serving/overlays/gcp",
     "serving/overlays/gpu",
@@ -132,6 +133,7 @@ def test_overlays_hold_the_resources_they_promise():
     assert kinds["overlays/gcp"] == ["ServiceAccount", "TFJob"]
     assert kinds["overlays/kueue"] == kinds["overlays/volcano"] == ["ServiceAccount", "TFJob"]
     assert kinds["rbac"] == ["Role", "RoleBinding", "ServiceAccount"]
+    assert kinds["rbac/deploy"] == ["Role", "RoleBinding"]
     for kustomization in EXPECTED_SERVING:
         assert kinds[kustomization] == ["InferenceService", "ServiceAccount"], kustomization
 
@@ -412,8 +414,59 @@ def test_the_launcher_role_is_minimal():
         "name": role["metadata"]["name"],
     }
     assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": NAMESPACE}
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": NAMESPACE},
+        # Kubeflow Pipelines' runner (standalone installs), whose own role lacks TrainJobs.
+        {"kind": "ServiceAccount", "name": "pipeline-runner", "namespace": "kubeflow"},
     ]
+
+
+def _granted(kustomizations: tuple[str, ...], subject: tuple[str, str]) -> set[tuple[str, ...]]:
+    """(group, resource, verb) that ``subject`` (namespace, name) gets in the namespace from
+    the Roles the kustomizations bind it to."""
+    docs = [d for k in kustomizations for d in render(k)]
+    roles = {r["metadata"]["name"]: r for r in _of_kind(docs, "Role")}
+    granted = set()
+    for binding in _of_kind(docs, "RoleBinding"):
+        names = {(s.get("namespace"), s["name"]) for s in binding["subjects"]}
+        if subject not in names:
+            continue
+        for rule in roles[binding["roleRef"]["name"]]["rules"]:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    granted |= {(group, resource, verb) for verb in rule["verbs"]}
+    return granted
+
+
+@pytest.mark.parametrize("deploy", [False, True])
+@pytest.mark.parametrize("job_api", ["TrainJob", "TFJob"])
+def test_rbac_grants_pipeline_runner_everything_the_preflight_checks_for_a_run(job_api, deploy):
+    """What the preflight asks of the runner (:func:`shardtrain.kubeflow.preflight.
+    pipeline_needs`: the train step's job, pods, logs and events; with deploy the
+    InferenceService) is what `kubectl apply -k k8s/rbac` (and `k8s/rbac/deploy`) grants
+    ``kubeflow/pipeline-runner`` in the job's namespace: the two cannot drift apart."""
+    from shardtrain.kubeflow import preflight
+
+    runner = preflight.runner_of(None, None)
+    assert (runner.namespace, runner.service_account) == ("kubeflow", "pipeline-runner")
+    api = preflight.TRAINJOB_API if job_api == "TrainJob" else preflight.TFJOB_API
+    arguments = {"namespace": NAMESPACE, "deploy": deploy, "deploy_namespace": NAMESPACE}
+    needs = preflight.pipeline_needs(arguments, runner, api)
+    wanted = {
+        (a.group, f"{a.resource}/{a.subresource}" if a.subresource else a.resource, a.verb)
+        for grant in needs.grants
+        for a in grant.access
+    }
+    assert {g.namespace for g in needs.grants} == {NAMESPACE}
+    kustomizations = ("rbac", "rbac/deploy") if deploy else ("rbac",)
+    missing = wanted - _granted(kustomizations, ("kubeflow", "pipeline-runner"))
+    assert not missing
+    if not deploy:  # deploying is a grant of its own
+        assert not {w for w in wanted if w[0] == "serving.kserve.io"}
+        assert not {
+            g
+            for g in _granted(("rbac",), ("kubeflow", "pipeline-runner"))
+            if g[0] == "serving.kserve.io"
+        }
 
 
 YAMLLINT = YamlLintConfig(

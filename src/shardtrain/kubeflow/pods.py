@@ -80,3 +80,18 @@ def quantity(text: Any) -> float:
         return float(s)
     except ValueError:
         raise ConfigError(f"'{text}' is not a Kubernetes quantity (e.g. 4, 500m, 16Gi)") from None
+
+
+def resources(cpu: str, memory: str, gpus: int = 0) -> dict[str, dict[str, str]]:
+    """A training pod's requests and limits: ``cpu`` and ``memory`` requested, memory limited
+    to its request; with ``gpus`` the ``nvidia.com/gpu`` limit, else the CPU limited to its
+    request. A CPU-only pod needs that limit: the Kubeflow SDK names a node's device from its
+    limits (GPU, TPU, …, else ``cpu``) and fails every job call ("Unknown device type in the
+    container resources") on a job whose limits name none. A GPU pod's CPU stays unlimited,
+    so its input pipeline is never throttled."""
+    limits = {"memory": memory}
+    if gpus:
+        limits["nvidia.com/gpu"] = str(gpus)
+    else:
+        limits = {"cpu": cpu, **limits}
+    return {"requests": {"cpu": cpu, "memory": memory}, "limits": limits}

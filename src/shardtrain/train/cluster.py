@@ -28,15 +28,19 @@ cluster with ps                             ConfigError         (parameter serve
 ``master`` is the old name of ``chief``: it is accepted and reported as ``chief``.
 
 **Kubeflow Trainer v2 (TrainJob).** Trainer writes no ``TF_CONFIG`` (its plainML policy only
-sets the node count), so a TrainJob's pod derives it here, from what JobSet, the Job
+sets the pod count), so a TrainJob's pod derives it here, from what JobSet, the Job
 controller and our runtime (``k8s/trainer-v2``) give it (:func:`tf_config_from_trainjob`):
 ``JOB_COMPLETION_INDEX`` (the Job controller, from the pod's completion-index annotation),
 the JobSet's name, replicated job and job index (labels the runtime passes down through the
-downward API) and the node count (``trainer.env``, written by ``shardtrain trainjob render``
-beside ``numNodes``). Node ``i`` is reachable at JobSet's headless-service name
-``<trainjob>-<replicated job>-<job index>-<i>.<trainjob>:2222``; node 0 is the chief (it
-evaluates every ``eval_every`` steps and the final checkpoint in process, and exports), nodes
-1..N-1 are workers 0..N-2. One node is a local run, as a one-replica TFJob is.
+downward API) and the node count. Neither JobSet nor the Job controller tells a pod how many
+pods its Job has, and Trainer's plainML policy writes nothing; our runtime therefore names
+Trainer's JAX policy, whose only effect is three variables, one of them the count
+(``JAX_NUM_PROCESSES`` = ``trainer.numNodes``), so a TrainJob needs nothing but
+``numNodes``. ``SHARDTRAIN_NUM_NODES`` (``trainer.env``, written by ``shardtrain trainjob
+render``) gives the count where a runtime does not. Node ``i`` is reachable at JobSet's
+headless-service name ``<trainjob>-<replicated job>-<job index>-<i>.<trainjob>:2222``; node
+0 is the chief (it evaluates every ``eval_every`` steps and the final checkpoint in process,
+and exports), nodes 1..N-1 are workers 0..N-2. One node is a local run, as a one-replica TFJob is.
 MirroredStrategy mirrors over all GPUs of the node, or runs on the CPU when there are none.
 
 Why the evaluator stays out of the collective: it is TF Estimator's *sidecar evaluation*.
@@ -240,6 +244,9 @@ TRAINJOB_NAME_ENV = "SHARDTRAIN_TRAINJOB"
 TRAINJOB_REPLICATED_JOB_ENV = "SHARDTRAIN_REPLICATED_JOB"
 TRAINJOB_JOB_INDEX_ENV = "SHARDTRAIN_JOB_INDEX"
 TRAINJOB_NUM_NODES_ENV = "SHARDTRAIN_NUM_NODES"
+#: The node count Trainer itself writes into every node: its JAX policy (the runtime's
+#: ``mlPolicy.jax``) sets it to ``trainer.numNodes``; plainML writes no count at all.
+TRAINER_NUM_NODES_ENV = "JAX_NUM_PROCESSES"
 COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
 #: Where a stand-in for cluster DNS (the local node agent) maps ``host:port`` names to the
 #: addresses that reach them: a JSON object, applied to every derived address when set.
@@ -260,6 +267,33 @@ def _trainjob_int(env: Mapping[str, str], name: str, low: int) -> int:
     return value
 
 
+def _trainjob_nodes(env: Mapping[str, str]) -> tuple[str, int]:
+    """The node count and the variable it came from: :data:`TRAINER_NUM_NODES_ENV`
+    (Trainer's, from ``trainer.numNodes``) or :data:`TRAINJOB_NUM_NODES_ENV` (ours: a runtime
+    without the JAX policy); both set must agree."""
+    ours = (env.get(TRAINJOB_NUM_NODES_ENV) or "").strip()
+    trainers = (env.get(TRAINER_NUM_NODES_ENV) or "").strip()
+    if not ours and not trainers:
+        raise ConfigError(
+            f"TrainJob node: neither {TRAINJOB_NUM_NODES_ENV} nor {TRAINER_NUM_NODES_ENV} is "
+            "set (our runtime k8s/trainer-v2 has Trainer write the latter: reinstall it, or "
+            f"set {TRAINJOB_NUM_NODES_ENV} = trainer.numNodes in trainer.env)"
+        )
+    nodes = {
+        name: _trainjob_int(env, name, 1)
+        for name, raw in ((TRAINJOB_NUM_NODES_ENV, ours), (TRAINER_NUM_NODES_ENV, trainers))
+        if raw
+    }
+    if len(set(nodes.values())) > 1:
+        raise ConfigError(
+            f"TrainJob node: {TRAINJOB_NUM_NODES_ENV}={nodes[TRAINJOB_NUM_NODES_ENV]} but "
+            f"{TRAINER_NUM_NODES_ENV}={nodes[TRAINER_NUM_NODES_ENV]} (Trainer's, = "
+            "trainer.numNodes): the nodes would wait for peers that never come"
+        )
+    source, count = next(iter(nodes.items()))
+    return source, count
+
+
 def trainjob_node_addresses(
     name: str, replicated_job: str, job_index: int, nodes: int
 ) -> list[str]:
@@ -274,8 +308,11 @@ def tf_config_from_trainjob(environ: Mapping[str, str]) -> str | None:
 
     A pure function of ``environ``: :data:`TRAINJOB_NAME_ENV` marks a TrainJob pod; with it,
     :data:`COMPLETION_INDEX_ENV`, :data:`TRAINJOB_REPLICATED_JOB_ENV`,
-    :data:`TRAINJOB_JOB_INDEX_ENV` and :data:`TRAINJOB_NUM_NODES_ENV` must describe a node of
-    the job. Node 0 is the chief, node ``i`` worker ``i - 1``; a one-node job is local (None).
+    :data:`TRAINJOB_JOB_INDEX_ENV` and the node count must describe a node of the job. The
+    count is Trainer's :data:`TRAINER_NUM_NODES_ENV` (our runtime's JAX policy: every
+    TrainJob, however submitted, e.g. by the Kubeflow SDK's ``num_nodes`` alone), or
+    :data:`TRAINJOB_NUM_NODES_ENV` for a runtime that gives none; both set must agree.
+    Node 0 is the chief, node ``i`` worker ``i - 1``; a one-node job is local (None).
     :data:`LOCAL_ADDRESSES_ENV`, when set, maps each address to the one that reaches it.
 
     Raises:
@@ -291,7 +328,7 @@ def tf_config_from_trainjob(environ: Mapping[str, str]) -> str | None:
     name = (environ.get(TRAINJOB_NAME_ENV) or "").strip()
     if not name:
         return None
-    nodes = _trainjob_int(environ, TRAINJOB_NUM_NODES_ENV, 1)
+    source, nodes = _trainjob_nodes(environ)
     index = _trainjob_int(environ, COMPLETION_INDEX_ENV, 0)
     job_index = _trainjob_int(environ, TRAINJOB_JOB_INDEX_ENV, 0)
     replicated_job = (environ.get(TRAINJOB_REPLICATED_JOB_ENV) or "").strip()
@@ -299,8 +336,8 @@ def tf_config_from_trainjob(environ: Mapping[str, str]) -> str | None:
         raise ConfigError(f"TrainJob node: {TRAINJOB_REPLICATED_JOB_ENV} is not set")
     if index >= nodes:
         raise ConfigError(
-            f"TrainJob node: {COMPLETION_INDEX_ENV}={index} but {TRAINJOB_NUM_NODES_ENV}={nodes}: "
-            "trainer.numNodes and the SHARDTRAIN_NUM_NODES of trainer.env disagree"
+            f"TrainJob node: {COMPLETION_INDEX_ENV}={index} but {source}={nodes}: "
+            "trainer.numNodes and the node count disagree"
         )
     if nodes == 1:
         return None

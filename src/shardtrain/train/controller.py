@@ -18,6 +18,8 @@ and reports the global step reached; :class:`Controller` decides everything arou
 * **checkpoints** every ``checkpoint_every`` steps and at ``train_steps``;
 * **in-process evaluation** (the chief of a job without an evaluator replica) at the first
   checkpoint at least ``eval_every`` steps after the previous evaluation, and at the end;
+* **the TrainJob's status** (the chief, under Trainer's ``TrainJobStatus`` gate): progress,
+  ETA and the latest eval metrics, at a bounded rate (:mod:`shardtrain.train.status_report`);
 * **the hand-off**: :meth:`Controller.run` returns once the final checkpoint (at
   ``train_steps`` exactly) is written, and the trainer exports from it.
 
@@ -41,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from shardtrain.errors import DataError, TrainingInterrupted
+from shardtrain.train.status_report import StatusReport
 
 #: The trainer's log lines keep one logger name, whichever of its modules they come from.
 log = logging.getLogger("shardtrain.train.trainer")
@@ -226,6 +229,8 @@ class Controller:
         collective_seconds: what a step's all-reduces between the replicas take
             (measured by :func:`shardtrain.train.loop.measure_all_reduce`; 0: no collective).
             When it exceeds :data:`COLLECTIVE_DOMINATES` of a step, a warning says so once.
+        status: where the chief reports progress, ETA and eval metrics (its TrainJob's
+            status, :mod:`shardtrain.train.status_report`); none by default.
     """
 
     def __init__(
@@ -245,6 +250,7 @@ class Controller:
         checkpoint_uri: str = "",
         clock: Callable[[], float] = time.monotonic,
         collective_seconds: float = 0.0,
+        status: StatusReport | None = None,
     ):
         if steps_per_loop < 1:
             raise ValueError(f"steps_per_loop must be >= 1, got {steps_per_loop}")
@@ -264,6 +270,7 @@ class Controller:
         self.collective_seconds = collective_seconds
         self._calls = 0
         self._warned_collective = False
+        self.status = status or StatusReport(None)
 
     def loop_steps(self, step: int) -> int:
         """Steps of the next call from ``step``: at most ``steps_per_loop``, ending on the
@@ -303,8 +310,10 @@ class Controller:
                 self._checkpoint(step)
                 eval_due = step - last_eval >= self.eval_every or final
                 if self._evaluate is not None and eval_due:
-                    self._evaluate(step, final)
+                    if isinstance(result := self._evaluate(step, final), dict):
+                        self.status.evaluated(result)
                     last_eval = step
+        self.status.finish(step, self.train_steps)
         return step
 
     def _report(self, step: int, n: int, out: LoopOutput, seconds: float) -> None:
@@ -334,6 +343,7 @@ class Controller:
                 out.loss_sum / examples,
                 rate,
             )
+        self.status.progress(step, self.train_steps, values)
 
     def _check_collective(self, step_seconds: float) -> None:
         """Warn once when the all-reduce between replicas takes most of each step."""

@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shardtrain import storage
+from shardtrain.data import verify
 from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.errors import ConfigError, ShardtrainError, peer_lost
 from shardtrain.train import cluster, dataset, loop
@@ -74,6 +75,7 @@ from shardtrain.train.evaluator import (
 from shardtrain.train.features import FeatureSpec
 from shardtrain.train.image_size import image_size_from_stats
 from shardtrain.train.loop import build_train_loop
+from shardtrain.train.status_report import StatusReport
 from shardtrain.train.summaries import Summaries
 
 __all__ = [
@@ -190,10 +192,10 @@ def _train(
         else:
             store.discard_local(step)
 
-    def evaluate(step: int, final: bool) -> None:
+    def evaluate(step: int, final: bool) -> dict[str, Any]:
         assert evaluator is not None  # only the chief evaluates in process
         evaluator.restore(store.local_prefix(step))
-        evaluator.evaluate(step, sample=final)
+        return evaluator.evaluate(step, sample=final)
 
     controller = Controller(
         loop.DistributedSteps(train_loop, iterator, state, spec),
@@ -210,6 +212,7 @@ def _train(
         summaries=summaries,
         checkpoint_uri=store.uri,
         collective_seconds=collective,
+        status=StatusReport.from_environ() if role.is_chief else None,
     )
     try:
         step = controller.run(int(state.global_step.numpy()))
@@ -468,8 +471,11 @@ def train_and_evaluate(config: TrainConfig, environ: dict[str, str] | None = Non
         task=config.task,
     )
     log_features(spec)
-    for split in (config.input.train_split, config.input.eval_split):
+    splits = (config.input.train_split, config.input.eval_split)
+    for split in splits:
         dataset.split_shards(config.data, metadata, split)  # fail early on a missing split
+    # A deleted or cut-short shard: one line now, not a traceback when the reader gets there.
+    verify.require_shards(config.data, metadata, splits)
     scratch = tempfile.mkdtemp(prefix=f"shardtrain-{role.task_type}-{role.task_index}-")
     stop = StopFlag()
     try:

@@ -87,7 +87,10 @@ REQUIRED = {
 def test_submit_creates_a_run_and_reports_how_it_ended():
     import kfp
 
-    with mock.patch.object(kfp, "Client", autospec=True) as client_cls:
+    with (
+        mock.patch.object(kfp, "Client", autospec=True) as client_cls,
+        mock.patch.object(client, "preflight_run", autospec=True) as preflight_run,
+    ):
         kfp_client = client_cls.return_value
         kfp_client.create_run_from_pipeline_func.return_value.run_id = "run-42"
         run = client.submit(
@@ -103,6 +106,11 @@ def test_submit_creates_a_run_and_reports_how_it_ended():
         assert call.kwargs["arguments"] == REQUIRED
         assert call.kwargs["service_account"] == "default-editor"
         kfp_client.wait_for_run_completion.assert_not_called()
+        # Checked first, as the runner, with every parameter (the defaults filled in).
+        host, values, namespace, account, _ = preflight_run.call_args.args
+        assert host == "http://kfp.example:8080/"
+        assert (namespace, account) == ("team-a", "default-editor")
+        assert values["secret_name"] == "shardtrain-storage" and values["model_dir"] == "s3://b/m"
 
         kfp_client.wait_for_run_completion.return_value.state = "FAILED"
         with pytest.raises(ShardtrainError, match="run run-42 ended FAILED"):

@@ -359,6 +359,21 @@ def test_an_explicit_tf_config_wins_over_the_trainjob_variables():
     assert (role.task_type, role.task_index) == ("worker", 1)
 
 
+def test_the_node_count_comes_from_trainer_without_any_variable_of_ours():
+    """A TrainJob built by the Kubeflow SDK (``num_nodes`` only): the count is the
+    ``JAX_NUM_PROCESSES`` Trainer's JAX policy writes from ``trainer.numNodes``; an equal
+    ``SHARDTRAIN_NUM_NODES`` (what ``trainjob render`` writes) is accepted beside it."""
+    sdk_node = {k: v for k, v in _NODE.items() if k != "SHARDTRAIN_NUM_NODES"}
+    for env in ({**sdk_node, "JAX_NUM_PROCESSES": "2"}, {**_NODE, "JAX_NUM_PROCESSES": "2"}):
+        for index in (0, 1):
+            role = resolve_role({**env, "JOB_COMPLETION_INDEX": str(index)})
+            assert (role.num_workers, role.is_chief) == (2, index == 0)
+    one = resolve_role({**sdk_node, "JAX_NUM_PROCESSES": "1"})
+    assert one.is_local
+    # Our own variable alone still works (a runtime without the JAX policy: plainML).
+    assert resolve_role({**_NODE, "JOB_COMPLETION_INDEX": "1"}).num_workers == 2
+
+
 def test_the_local_address_table_stands_in_for_cluster_dns():
     table = {
         "quest-node-0-0.quest:2222": "127.0.0.1:4000",
@@ -373,9 +388,11 @@ def test_the_local_address_table_stands_in_for_cluster_dns():
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"SHARDTRAIN_NUM_NODES": ""}, "SHARDTRAIN_NUM_NODES='' is not an integer >= 1"),
+        ({"SHARDTRAIN_NUM_NODES": "x"}, "SHARDTRAIN_NUM_NODES='x' is not an integer >= 1"),
+        ({"SHARDTRAIN_NUM_NODES": ""}, "neither SHARDTRAIN_NUM_NODES nor JAX_NUM_PROCESSES"),
+        ({"JAX_NUM_PROCESSES": "3"}, "SHARDTRAIN_NUM_NODES=2 but JAX_NUM_PROCESSES=3"),
         ({"JOB_COMPLETION_INDEX": "x"}, "JOB_COMPLETION_INDEX='x'"),
-        ({"JOB_COMPLETION_INDEX": "2"}, "trainer.numNodes and the SHARDTRAIN_NUM_NODES"),
+        ({"JOB_COMPLETION_INDEX": "2"}, "JOB_COMPLETION_INDEX=2 but SHARDTRAIN_NUM_NODES=2"),
         ({"SHARDTRAIN_REPLICATED_JOB": ""}, "SHARDTRAIN_REPLICATED_JOB is not set"),
         ({"SHARDTRAIN_LOCAL_ADDRESSES": "{"}, "SHARDTRAIN_LOCAL_ADDRESSES is not JSON"),
     ],

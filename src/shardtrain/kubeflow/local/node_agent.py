@@ -21,6 +21,9 @@ What :class:`NodeAgent` does, as a kubelet (and the scheduler) would:
   new session, with the container's environment: plain values, ``secretKeyRef`` and
   ``configMapKeyRef`` read from the API server, ``fieldRef`` (name, namespace, labels …) and
   ``envFrom``;
+* writes the ``projected``, ``configMap`` and ``secret`` volumes the container mounts
+  (service-account tokens from the TokenRequest API, e.g. the one Trainer's status server
+  wants) into the pod's directory (:mod:`.volumes`);
 * reports the pod's status through the status subresource: phase, conditions, ``podIP``,
   ``containerStatuses`` with the running state or the exit code (128 + signal for a process
   killed by a signal; a Job's ``podFailurePolicy`` and JobSet's failure policy go by it);
@@ -45,15 +48,19 @@ What differs from a kubelet:
 
 * The image is ignored: the command runs in this machine's environment (this Python
   environment's ``shardtrain``: the image's entrypoint ``shardtrain`` and ``python`` map to
-  this interpreter, see :func:`shardtrain.kubeflow.pods.local_argv`). Volumes, resources
-  and security settings are not applied. A pod must have exactly one container and no init
-  containers (TFJob pods have one, ``tensorflow``).
+  this interpreter, see :func:`shardtrain.kubeflow.pods.local_argv`). Nothing is mounted:
+  environment values and arguments that start with a mount path are rewritten to the
+  volume's directory (:mod:`.volumes`); other volume types, resources and security settings
+  are not applied. A pod must have exactly one container and no init containers (TFJob pods
+  have one, ``tensorflow``).
 * There is one network: every pod's IP is 127.0.0.1. Service host names in the environment and
   arguments (``<service>.<namespace>.svc[.cluster.local]:<port>``, e.g. in the operator's
   TF_CONFIG) are rewritten to ``127.0.0.1:<port of its own>``; each service name and port
   keeps its local port for the agent's lifetime, so a recreated pod finds its peers again.
   A JobSet's pods get an address table (``SHARDTRAIN_LOCAL_ADDRESSES``) mapping every pod
   host name of their JobSet to a local port instead of cluster DNS (:mod:`.pod_dns`).
+  Services of k8s-up's controllers (Trainer's status server) map to their real ports, read
+  from k8s-up's ``env`` file next to the kubeconfig.
 * The process inherits this agent's environment except storage credentials and cluster
   settings (``AWS_*``, ``GOOGLE_APPLICATION_CREDENTIALS``, ``TF_CONFIG``, ``KUBECONFIG``
   …): a pod gets those only from its spec, as on a cluster.
@@ -61,7 +68,7 @@ What differs from a kubelet:
 Its parts: this module (the Node, binding, the pods' life cycle and status);
 :mod:`.pod_env` (a container's environment and command line here); :mod:`.pod_dns` (local
 addresses for host names); :mod:`.containers` (the processes, and stopping them);
-:mod:`.pod_logs` (the log endpoint).
+:mod:`.pod_logs` (the log endpoint); :mod:`.volumes` (the volumes it writes).
 """
 
 from __future__ import annotations
@@ -81,9 +88,10 @@ from typing import Any
 
 from shardtrain.errors import ShardtrainError, one_line
 from shardtrain.kubeflow.local.containers import Container, now, pod_status, stop_all
-from shardtrain.kubeflow.local.pod_dns import ServicePorts
+from shardtrain.kubeflow.local.pod_dns import ServicePorts, control_plane_services
 from shardtrain.kubeflow.local.pod_env import JobSetReader, PodConfigError, PodEnvironment
 from shardtrain.kubeflow.local.pod_logs import LogEndpoint
+from shardtrain.kubeflow.local.volumes import PodVolumes
 from shardtrain.kubeflow.pods import quantity
 
 log = logging.getLogger(__name__)
@@ -163,7 +171,12 @@ class NodeAgent:
         # Logs and working directories of pods (their output may hold secrets): owner only.
         self.log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._containers: dict[str, Container] = {}
-        self._pod_env = PodEnvironment(self.core, ServicePorts(), jobsets)
+        # With a kubeconfig of scripts/k8s-up: its controllers' Services map to their ports.
+        services = control_plane_services(cfg.kubeconfig) if core is None else {}
+        for (ns, svc, port), local in services.items():
+            log.info("node %s: %s.%s.svc:%d is 127.0.0.1:%d", cfg.name, svc, ns, port, local)
+        self._pod_env = PodEnvironment(self.core, ServicePorts(services), jobsets)
+        self._volumes = PodVolumes(self.core)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._logs = LogEndpoint(cfg.name, self.log_dir, self._ca_pem, self._runs)
@@ -409,6 +422,7 @@ class NodeAgent:
         pod_dir.mkdir(parents=True, exist_ok=True)
         c = Container(uid, ns, name, spec.name, pod_dir / f"{spec.name}-0.log")
         try:
+            mounts = self._volumes.mount(pod, spec, pod_dir)
             env = self._pod_env.environment(pod, spec)
         except PodConfigError as exc:
             # As a kubelet: the pod stays Pending with the reason; retried on the next sync.
@@ -419,7 +433,9 @@ class NodeAgent:
                 log.warning("pod %s/%s: %s", ns, name, exc)
                 self._patch_status(pod, pod_status(pod, c, state=waiting, phase="Pending"))
             return None
-        c.argv, c.env, c.cwd = self._pod_env.argv(spec, env), env, pod_dir
+        env = {k: mounts.localise(v) for k, v in env.items()}  # the imitation of mounts
+        argv = [mounts.localise(a) for a in self._pod_env.argv(spec, env)]
+        c.argv, c.env, c.cwd = argv, env, pod_dir
         with self._lock:
             self._containers[uid] = c
         self._spawn(c)

@@ -24,13 +24,23 @@ Addresses the agent can see (in the environment and arguments) are rewritten dir
 ``<service>.<namespace>.svc[.cluster.local]:<port>`` (a Service, e.g. in the training
 operator's TF_CONFIG) and ``<hostname>.<subdomain>.<namespace>.svc[...]:<port>`` (a JobSet
 pod, the same local port as its table entry).
+
+Services of the control plane's controllers are not pods of this node: they run on this
+machine as processes of ``scripts/k8s-up`` on ports of their own, and their names map to those
+ports (``host_services`` of :class:`ServicePorts`, as kube-proxy maps a Service to its
+endpoints). Trainer's status server (``TrainJobStatus``: its pods POST to
+``https://kubeflow-trainer-controller-manager.kubeflow-system.svc:<port>/...``) is one: k8s-up
+writes its port into the state directory's ``env`` file, next to the kubeconfig it writes
+(:func:`control_plane_services`); its certificate is valid for 127.0.0.1.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from shardtrain.kubeflow.local.processes import free_port
@@ -54,10 +64,14 @@ class ServicePorts:
     ``quest-worker-1.team.svc:2222`` (or ``...svc.cluster.local:2222``) always maps to the same
     local port, so a recreated pod and its peers find each other again; likewise a JobSet pod's
     ``<hostname>.<subdomain>`` in its namespace.
+
+    ``host_services`` maps ``(namespace, service, port)`` of Services served by processes on
+    this machine (the control plane's, see :func:`control_plane_services`) to their real local
+    ports.
     """
 
-    def __init__(self) -> None:
-        self._ports: dict[tuple[str, str, int], int] = {}
+    def __init__(self, host_services: Mapping[tuple[str, str, int], int] | None = None) -> None:
+        self._ports: dict[tuple[str, str, int], int] = dict(host_services or {})
         self._lock = threading.Lock()
 
     def local_port(self, namespace: str, host: str, port: int) -> int:
@@ -75,6 +89,31 @@ class ServicePorts:
             return f"127.0.0.1:{self.local_port(m.group(2), m.group(1), int(m.group(3)))}"
 
         return _SERVICE_ADDRESS.sub(local, text)
+
+
+#: Trainer's status server: its Service (the webhook's, ``certManagement.webhookServiceName``)
+#: in the operator's namespace.
+TRAINER_SERVICE = ("kubeflow-system", "kubeflow-trainer-controller-manager")
+
+
+def control_plane_services(kubeconfig: str | None) -> dict[tuple[str, str, int], int]:
+    """The Services of ``scripts/k8s-up``'s controllers that pods reach, ``(namespace, service,
+    port) -> local port``, read from the ``env`` file k8s-up writes next to its kubeconfig
+    (``TRAINER_STATUS_PORT``: Trainer names its status server by the Service and that port).
+    Empty for a kubeconfig of another cluster (no such file)."""
+    path = kubeconfig or (os.environ.get("KUBECONFIG") or "").split(os.pathsep)[0]
+    if not path:
+        return {}
+    try:
+        text = (Path(path).expanduser().resolve().parent / "env").read_text()
+    except OSError:
+        return {}
+    values = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    services = {}
+    status_port = values.get("TRAINER_STATUS_PORT", "").strip()
+    if status_port.isdigit():
+        services[(*TRAINER_SERVICE, int(status_port))] = int(status_port)
+    return services
 
 
 def jobset_hostnames(jobset: Mapping[str, Any]) -> Iterator[str]:

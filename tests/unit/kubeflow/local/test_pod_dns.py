@@ -88,3 +88,26 @@ def test_the_address_table_maps_every_host_and_port_to_a_local_port_of_its_own()
         pod_dns.address_table(other, [2222], ports)["train-node-0-0.train:2222"]
         != (table["train-node-0-0.train:2222"])
     )
+
+
+def test_trainers_status_server_maps_to_the_port_k8s_up_gave_it(tmp_path, monkeypatch):
+    """Trainer names its status server by its Service and port; the agent routes that name to
+    the port k8s-up wrote into its state ``env`` file, next to the kubeconfig."""
+    (tmp_path / "kubeconfig").write_text("apiVersion: v1\n")
+    (tmp_path / "env").write_text("API_PORT=6443\nTRAINER_STATUS_PORT=41234\nKUEUE=true\n")
+    services = pod_dns.control_plane_services(str(tmp_path / "kubeconfig"))
+    assert services == {("kubeflow-system", "kubeflow-trainer-controller-manager", 41234): 41234}
+    ports = pod_dns.ServicePorts(services)
+    url = (
+        "https://kubeflow-trainer-controller-manager.kubeflow-system.svc:41234"
+        "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ns/trainjobs/quest/status"
+    )
+    assert ports.localise(url) == url.replace(
+        "kubeflow-trainer-controller-manager.kubeflow-system.svc", "127.0.0.1"
+    )
+    # Other services still get ports of their own; $KUBECONFIG is the default kubeconfig.
+    assert ports.localise("j-chief-0.team.svc:41234") != "127.0.0.1:41234"
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    assert pod_dns.control_plane_services(None) == services
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "elsewhere" / "config"))
+    assert pod_dns.control_plane_services(None) == {}

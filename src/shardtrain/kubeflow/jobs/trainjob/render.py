@@ -10,7 +10,7 @@ schemas (the integration tests dry-run every shape we write).
 The runtime (``ClusterTrainingRuntime`` ``shardtrain-tensorflow``, label
 ``trainer.kubeflow.org/framework: tensorflow``)::
 
-    mlPolicy: {numNodes: 1}                      # plainML: Trainer only sets the node count
+    mlPolicy: {numNodes: 1, jax: {}}             # Trainer writes the node count (below)
     template.spec:                               # a JobSet
       failurePolicy: {maxRestarts: 3, restartStrategy: BlockingRecreate,
                       rules: [{action: FailJobSet, onJobFailureReasons: [PodFailurePolicy]}]}
@@ -24,8 +24,14 @@ The runtime (``ClusterTrainingRuntime`` ``shardtrain-tensorflow``, label
 * **Roles.** Each node derives ``TF_CONFIG`` itself
   (:func:`shardtrain.train.cluster.tf_config_from_trainjob`) from its completion index
   (``JOB_COMPLETION_INDEX``), the JobSet labels the runtime passes down by the downward API,
-  and ``SHARDTRAIN_NUM_NODES`` (``trainer.env``, equal to ``numNodes``: written by
-  :func:`build_trainjob`, checked by :func:`~.spec.validate`). Node 0 is the chief: it
+  and the node count. No pod learns its Job's size from JobSet or the Job controller, and
+  Trainer's plainML policy writes nothing, so the runtime names Trainer's JAX policy: in
+  v2.3 it only sets ``JAX_NUM_PROCESSES`` (= ``numNodes``), ``JAX_PROCESS_ID`` and
+  ``JAX_COORDINATOR_ADDRESS`` (and declares port 29500), none of which TensorFlow reads. A
+  TrainJob thus needs nothing but ``numNodes`` (the Kubeflow SDK's ``num_nodes``).
+  :func:`build_trainjob` also writes ``SHARDTRAIN_NUM_NODES`` (``trainer.env``, equal to
+  ``numNodes``, checked by :func:`~.spec.validate`) for runtimes without that policy (one
+  installed before it, a plainML runtime given by ``--runtime``). Node 0 is the chief: it
   evaluates every ``eval_every`` steps and the final checkpoint in process (the Estimator's
   evaluation without a separate evaluator task: same metrics files, same export) and exports;
   nodes 1..N-1 are workers. The peers are JobSet's host names
@@ -38,6 +44,11 @@ The runtime (``ClusterTrainingRuntime`` ``shardtrain-tensorflow``, label
   ``BackoffLimitExceeded``) and JobSet recreates every node, which resume from the checkpoint,
   at most ``maxRestarts`` times. ``BlockingRecreate``: no new node starts before every old one
   is gone, so two generations never write checkpoints at once or hold a node's host name.
+* **Storage credentials** come from the Secret ``shardtrain-storage`` of the job's namespace
+  by reference, in the runtime itself (every key optional): a TrainJob submitted by the
+  Kubeflow SDK cannot add them, since Trainer's webhook refuses ``env`` for container ``node``
+  in runtime patches and the SDK's ``env`` takes plain values only. :func:`build_trainjob`
+  names the job's own Secret in ``trainer.env``, which replaces these by name.
 * **Pods** as the TFJob's: non-root uid 10001, no privilege escalation, no capabilities,
   seccomp ``RuntimeDefault``, no API token, no Istio sidecar, a dedicated service account,
   a 120 s grace period.
@@ -61,12 +72,16 @@ from shardtrain.kubeflow.pods import (
     POD_ANNOTATIONS,
     RUN_AS_USER,
     STORAGE_ENV,
+    resources,
 )
 from shardtrain.train import cluster
 
 #: The runtime's pod defaults a TrainJob can patch (service account, grace period).
 DEFAULT_SERVICE_ACCOUNT = "shardtrain-trainer"
 DEFAULT_GRACE_SECONDS = 120
+#: The Secret the runtime reads the storage variables from, in the job's namespace (optional:
+#: a job without it, e.g. GCS with Workload Identity, starts without them).
+DEFAULT_SECRET = "shardtrain-storage"
 
 
 def _downward(name: str, label: str) -> dict[str, Any]:
@@ -91,6 +106,15 @@ def build_runtime(
             _downward(cluster.TRAINJOB_NAME_ENV, api.JOBSET_NAME_LABEL),
             _downward(cluster.TRAINJOB_REPLICATED_JOB_ENV, api.REPLICATED_JOB_LABEL),
             _downward(cluster.TRAINJOB_JOB_INDEX_ENV, api.JOB_INDEX_LABEL),
+            *(
+                {
+                    "name": key,
+                    "valueFrom": {
+                        "secretKeyRef": {"name": DEFAULT_SECRET, "key": key, "optional": True}
+                    },
+                }
+                for key, _ in STORAGE_ENV
+            ),
         ],
         "ports": [{"name": api.PORT_NAME, "containerPort": api.PORT}],
         "securityContext": {
@@ -128,7 +152,8 @@ def build_runtime(
             },
         },
     }
-    runtime_spec: dict[str, Any] = {"mlPolicy": {"numNodes": 1}}
+    # The JAX policy for its node count alone (JAX_NUM_PROCESSES; see the module docstring).
+    runtime_spec: dict[str, Any] = {"mlPolicy": {"numNodes": 1, "jax": {}}}
     if gang_scheduler == "volcano":
         runtime_spec["podGroupPolicy"] = {"volcano": {}}
     elif gang_scheduler == "coscheduling":
@@ -192,9 +217,6 @@ def build_trainjob(cfg: TrainJobConfig) -> dict[str, Any]:
             }
             for key, optional in STORAGE_ENV
         ]
-    limits = {"memory": cfg.memory}
-    if cfg.gpus_per_node:
-        limits["nvidia.com/gpu"] = str(cfg.gpus_per_node)
     labels = dict(LABELS)
     annotations: dict[str, str] = {}
     kueue = cfg.queue is not None and cfg.gang_scheduler is None
@@ -221,10 +243,7 @@ def build_trainjob(cfg: TrainJobConfig) -> dict[str, Any]:
                 *cfg.container_train_args(),
             ],
             "numNodes": cfg.nodes,
-            "resourcesPerNode": {
-                "requests": {"cpu": cfg.cpu, "memory": cfg.memory},
-                "limits": limits,
-            },
+            "resourcesPerNode": resources(cfg.cpu, cfg.memory, cfg.gpus_per_node),
             "env": env,
         },
     }

@@ -100,9 +100,10 @@ def validate(manifest: Mapping[str, Any]) -> None:
 
     * ``apiVersion``/``kind`` of a TrainJob; a name that is a DNS-1035 label short enough for
       its pods' host names; a ``runtimeRef``.
-    * ``trainer.numNodes`` >= 1 and equal to the ``SHARDTRAIN_NUM_NODES`` of ``trainer.env``
-      when that runtime is ours (each node builds its cluster from it: a mismatch would leave
-      nodes waiting for peers that never come).
+    * ``trainer.numNodes`` >= 1 and, when that runtime is ours, equal to the
+      ``SHARDTRAIN_NUM_NODES`` of ``trainer.env`` if set (each node builds its cluster from
+      it: a mismatch would leave nodes waiting for peers that never come; without it, the
+      runtime has Trainer give every node ``numNodes``).
 
     Raises:
         ConfigError: one line naming the job and the broken rule.
@@ -125,7 +126,8 @@ def validate(manifest: Mapping[str, Any]) -> None:
         raise ConfigError(f"{KIND} {name}: spec.trainer.numNodes must be an integer >= 1")
     check_name(name, nodes)
     declared = _env_value(trainer, cluster.TRAINJOB_NUM_NODES_ENV)
-    if str(ref.get("name")).startswith(RUNTIME_NAME) and declared != str(nodes):
+    ours = str(ref.get("name")).startswith(RUNTIME_NAME)
+    if ours and declared is not None and declared != str(nodes):
         raise ConfigError(
             f"{KIND} {name}: trainer.env {cluster.TRAINJOB_NUM_NODES_ENV}={declared} but "
             f"trainer.numNodes={nodes}: the runtime {ref.get('name')} needs both equal (each "

@@ -168,14 +168,17 @@ class TrainJobApi:
         return is_queued(job)
 
     def same_job(self, existing: Any, job: Any) -> bool:
-        """True when ``existing`` runs what ``job`` asks for: runtime, trainer settings, the
-        pods' patches (without the time Trainer's webhook stamps on them) and the queue."""
+        """True when ``existing`` runs what ``job`` asks for: runtime, trainer settings, our
+        pods' patches (without the time Trainer's webhook stamps on them; other managers'
+        patches, such as the one Kueue's webhook adds to every TrainJob and fills on
+        admission, are not ours to compare) and the queue."""
 
         def shape(obj: Mapping[str, Any]) -> tuple[Any, ...]:
             spec, meta = obj.get("spec") or {}, obj.get("metadata") or {}
             patches = [
                 {k: v for k, v in p.items() if k != "time"}
                 for p in spec.get("runtimePatches") or ()
+                if p.get("manager") == api.PATCH_MANAGER
             ]
             return (
                 spec.get("runtimeRef"),

@@ -49,6 +49,33 @@ def test_the_default_batch_is_rounded_to_split_over_nodes_and_an_explicit_one_is
         _config(nodes=2, gpus_per_node=2, train_args=("--batch-size", "30"))
 
 
+def test_a_cpu_only_job_has_a_cpu_limit_the_kubeflow_sdk_reads_as_its_device():
+    """The Kubeflow SDK names a node's device from its limits (GPU, TPU, …, else ``cpu``) and
+    raises "Unknown device type" on a job whose limits hold none of them, in every job call
+    (get_job, wait_for_job_status, get_job_logs)."""
+    from kubeflow.trainer.backends.kubernetes import utils as sdk
+    from kubeflow_trainer_api import models
+
+    def device(cfg):
+        resources = trainjob.build_trainjob(cfg)["spec"]["trainer"]["resourcesPerNode"]
+        return sdk.get_container_devices(
+            models.IoK8sApiCoreV1ResourceRequirements.from_dict(resources)
+        )
+
+    cpu_only = _config(gpus_per_node=0, cpu="500m", memory="1Gi")
+    assert trainjob.build_trainjob(cpu_only)["spec"]["trainer"]["resourcesPerNode"] == {
+        "requests": {"cpu": "500m", "memory": "1Gi"},
+        "limits": {"cpu": "500m", "memory": "1Gi"},
+    }
+    assert device(cpu_only) == ("cpu", "500m")
+    # With GPUs the device is the GPU, and the CPU stays unlimited (no throttled input pipeline).
+    gpu = _config(gpus_per_node=2)
+    assert device(gpu) == ("gpu", "2")
+    assert (
+        "cpu" not in trainjob.build_trainjob(gpu)["spec"]["trainer"]["resourcesPerNode"]["limits"]
+    )
+
+
 def test_service_account_and_grace_period_go_through_one_runtime_patch():
     job = trainjob.build_trainjob(_config(service_account="team-sa", termination_grace_seconds=60))
     (patch,) = job["spec"]["runtimePatches"]
@@ -99,6 +126,12 @@ def test_validate_refuses_a_node_count_the_nodes_would_not_agree_on():
     job["kind"] = "TFJob"
     with pytest.raises(ConfigError, match="not a TrainJob"):
         trainjob.validate(job)
+    # Without the variable (a job the Kubeflow SDK wrote) the runtime gives the count.
+    job = trainjob.build_trainjob(_config(nodes=2))
+    job["spec"]["trainer"]["env"] = [
+        e for e in job["spec"]["trainer"]["env"] if e["name"] != "SHARDTRAIN_NUM_NODES"
+    ]
+    trainjob.validate(job)
 
 
 def test_each_node_derives_the_cluster_the_runtime_promises():
@@ -118,7 +151,7 @@ def test_each_node_derives_the_cluster_the_runtime_promises():
     base = {
         e["name"]: labels[e["valueFrom"]["fieldRef"]["fieldPath"][len("metadata.labels['") : -2]]
         for e in container["env"]
-        if "valueFrom" in e
+        if "fieldRef" in e.get("valueFrom", {})
     }
     base["SHARDTRAIN_NUM_NODES"] = _env(job)["SHARDTRAIN_NUM_NODES"]["value"]
     hosts = [f"quest-node-0-{i}.quest:2222" for i in range(3)]
@@ -135,6 +168,51 @@ def test_each_node_derives_the_cluster_the_runtime_promises():
         ("worker", 1, False),
     ]
     assert all(r.num_workers == 3 and not r.has_evaluator for r in roles)
+
+
+def test_a_job_without_our_node_count_variable_gets_its_count_from_trainer():
+    """What the Kubeflow SDK submits (``num_nodes`` only): the runtime asks for Trainer's JAX
+    policy, which writes ``JAX_NUM_PROCESSES`` = ``trainer.numNodes`` into every node (Trainer
+    v2.3 ``plugins/jax``; plainML writes nothing), and each node builds its cluster from it."""
+    runtime = trainjob.build_runtime()
+    assert runtime["spec"]["mlPolicy"] == {"numNodes": 1, "jax": {}}
+    labels = {
+        "SHARDTRAIN_TRAINJOB": "sdk",
+        "SHARDTRAIN_REPLICATED_JOB": "node",
+        "SHARDTRAIN_JOB_INDEX": "0",
+    }
+    trainer_env = {"JAX_NUM_PROCESSES": "2"}  # Trainer, for numNodes: 2
+    roles = [
+        cluster.resolve_role({**labels, **trainer_env, "JOB_COMPLETION_INDEX": str(i)})
+        for i in range(2)
+    ]
+    assert [(r.task_type, r.num_workers) for r in roles] == [("chief", 2), ("worker", 2)]
+    assert roles[0].cluster == {
+        "chief": ["sdk-node-0-0.sdk:2222"],
+        "worker": ["sdk-node-0-1.sdk:2222"],
+    }
+
+
+def test_the_runtime_reads_the_storage_secret_a_job_of_the_sdk_cannot_name():
+    """Trainer's webhook refuses env for container node in runtime patches and the Kubeflow
+    SDK's env is plain values: the runtime itself references every storage key of the
+    namespace's shardtrain-storage Secret, optionally (GCS with Workload Identity has none);
+    our job's own Secret, in trainer.env, replaces them by name."""
+    runtime = trainjob.build_runtime()
+    (container,) = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"][
+        "template"
+    ]["spec"]["containers"]
+    refs = {
+        e["name"]: e["valueFrom"]["secretKeyRef"]
+        for e in container["env"]
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
+    assert refs == {
+        key: {"name": "shardtrain-storage", "key": key, "optional": True}
+        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION")
+    }
+    own = _env(trainjob.build_trainjob(_config(secret="team-storage")))
+    assert own["AWS_ACCESS_KEY_ID"]["valueFrom"]["secretKeyRef"]["name"] == "team-storage"
 
 
 def test_failure_policy_rule_names_are_what_jobsets_webhook_accepts():
