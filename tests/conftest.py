@@ -380,3 +380,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(
             "tests/unit is the fast tier; move these to tests/integration: " + ", ".join(wrong)
         )
+
+
+class _CurrentStderr:
+    """``sys.stderr`` as it is at each write, for log handlers left holding a closed stream.
+
+    A handler made while a test captures its output (TensorFlow gives its ``tensorflow``
+    logger a ``StreamHandler`` of ``sys.stderr`` on first use when the root logger has none;
+    ``logging.basicConfig`` likewise) keeps that test's captured stream, which is closed when
+    the test ends; every later line through it then prints "--- Logging error ---" and a
+    traceback into whichever test is running, and a test that asserts its stderr holds no
+    traceback fails in the full suite, never alone.
+    """
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    import logging
+
+    loggers = [logging.root, *logging.root.manager.loggerDict.values()]
+    for logger in loggers:
+        for handler in getattr(logger, "handlers", ()):
+            stream = getattr(handler, "stream", None)
+            if (
+                isinstance(handler, logging.StreamHandler)
+                and not isinstance(handler, logging.FileHandler)
+                and getattr(stream, "closed", False)
+            ):
+                handler.setStream(_CurrentStderr())  # type: ignore[arg-type]

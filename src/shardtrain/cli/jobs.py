@@ -158,7 +158,11 @@ def pod_options(d: Callable[[str, str], dict[str, Any]], *, required: bool, per:
             default=None,
             **d("service_account", "The pods' service account."),
         ),
-        click.option("--cpu", default=None, **d("cpu", f"CPU request per {per}.")),
+        click.option(
+            "--cpu",
+            default=None,
+            **d("cpu", f"CPU request per {per} (a TrainJob's limit too when it has no GPU)."),
+        ),
         click.option("--memory", default=None, **d("memory", f"Memory per {per}.")),
         click.option(
             "--termination-grace-seconds",
