@@ -98,6 +98,8 @@ def run_demo(
             "train_steps": train_steps,
             "batch_size": 256,
             "checkpoint_every": 200,
+            # Metrics per difficulty: the report's slices (the UI has no viewer for them).
+            "slice_by": "difficulty",
             "secret_name": "",  # local files: no storage credentials
         },
         pipeline_root=os.path.join(workdir, "pipeline-runs"),

@@ -25,9 +25,9 @@ so that every reader, down to the pipeline's pointer artifacts, can use it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from shardtrain.errors import DataError
 
@@ -111,23 +111,38 @@ class Nullable(Shape):
         return None if value is None else self.shape.problem(value, path)
 
 
+class _Container(Shape):
+    """A list or an object (:attr:`TYPE`, named :attr:`WHAT`) whose content
+    :meth:`content_problem` checks."""
+
+    TYPE: ClassVar[type]
+    WHAT: ClassVar[str]
+
+    @property
+    def what(self) -> str:
+        return self.WHAT
+
+    def problem(self, value: Any, path: str) -> tuple[str, str] | None:
+        if not isinstance(value, self.TYPE):
+            return path, f"must be {self.WHAT}, not {describe(value)}"
+        return self.content_problem(value, path)
+
+    def content_problem(self, value: Any, path: str) -> tuple[str, str] | None:
+        """As :meth:`problem`, for a ``value`` of the right type."""
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
-class ListOf(Shape):
+class ListOf(_Container):
     """A list whose every item is ``item``."""
 
     item: Shape
 
-    @property
-    def what(self) -> str:
-        return "a list"
+    TYPE: ClassVar[type] = list
+    WHAT: ClassVar[str] = "a list"
 
-    def problem(self, value: Any, path: str) -> tuple[str, str] | None:
-        if not isinstance(value, list):
-            return path, f"must be a list, not {describe(value)}"
-        for i, v in enumerate(value):
-            if (found := self.item.problem(v, f"{path}[{i}]")) is not None:
-                return found
-        return None
+    def content_problem(self, value: Any, path: str) -> tuple[str, str] | None:
+        return first_problem((self.item, v, f"{path}[{i}]") for i, v in enumerate(value))
 
 
 @dataclass(frozen=True)
@@ -145,58 +160,57 @@ class Pair(Shape):
             return path, f"must be {self.what} ({', '.join(s.what for s in self.items)}), not " + (
                 f"a list of {len(value)}" if isinstance(value, list) else describe(value)
             )
-        for i, (shape, v) in enumerate(zip(self.items, value, strict=True)):
-            if (found := shape.problem(v, f"{path}[{i}]")) is not None:
-                return found
-        return None
+        return first_problem(
+            (shape, v, f"{path}[{i}]")
+            for i, (shape, v) in enumerate(zip(self.items, value, strict=True))
+        )
 
 
 @dataclass(frozen=True)
-class MapOf(Shape):
+class MapOf(_Container):
     """An object whose keys are any names and whose every value is ``value``."""
 
     value: Shape
 
-    @property
-    def what(self) -> str:
-        return "an object"
+    TYPE: ClassVar[type] = Mapping
+    WHAT: ClassVar[str] = "an object"
 
-    def problem(self, value: Any, path: str) -> tuple[str, str] | None:
-        if not isinstance(value, Mapping):
-            return path, f"must be an object, not {describe(value)}"
-        for k, v in value.items():
-            if (found := self.value.problem(v, _join(path, str(k)))) is not None:
-                return found
-        return None
+    def content_problem(self, value: Any, path: str) -> tuple[str, str] | None:
+        return first_problem((self.value, v, _join(path, str(k))) for k, v in value.items())
 
 
 @dataclass(frozen=True)
-class Obj(Shape):
+class Obj(_Container):
     """An object with ``required`` fields and ``optional`` ones (checked when present and not
     null: a field a writer sets to null means "not set"); other fields are allowed."""
 
     required: Mapping[str, Shape] = field(default_factory=dict)
     optional: Mapping[str, Shape] = field(default_factory=dict)
 
-    @property
-    def what(self) -> str:
-        return "an object"
+    TYPE: ClassVar[type] = Mapping
+    WHAT: ClassVar[str] = "an object"
 
-    def problem(self, value: Any, path: str) -> tuple[str, str] | None:
-        if not isinstance(value, Mapping):
-            return path, f"must be an object, not {describe(value)}"
+    def content_problem(self, value: Any, path: str) -> tuple[str, str] | None:
         for name, shape in self.required.items():
             where = _join(path, name)
             if name not in value:
                 return where, "is missing"
             if (found := shape.problem(value[name], where)) is not None:
                 return found
-        for name, shape in self.optional.items():
-            if value.get(name) is None:
-                continue
-            if (found := shape.problem(value[name], _join(path, name))) is not None:
-                return found
-        return None
+        return first_problem(
+            (shape, value[name], _join(path, name))
+            for name, shape in self.optional.items()
+            if value.get(name) is not None
+        )
+
+
+def first_problem(checks: Iterable[tuple[Shape, Any, str]]) -> tuple[str, str] | None:
+    """The first problem of the ``(shape, value, path)`` checks, in their order (checked
+    lazily: none after it); None when every value has its shape."""
+    for shape, value, path in checks:
+        if (found := shape.problem(value, path)) is not None:
+            return found
+    return None
 
 
 def _join(path: str, name: str) -> str:

@@ -10,6 +10,7 @@ so that importing the CLI reads no manifest.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -67,22 +68,20 @@ def decorate_with(options: list[Any]) -> Any:
     return decorate
 
 
+def _seconds_option(flag: str, default: float, text: str) -> Any:
+    return click.option(
+        flag, type=click.FloatRange(min=1), default=default, show_default=True, help=text
+    )
+
+
 #: How `submit` commands wait (every job API).
 WAIT_OPTIONS = [
-    click.option(
+    _seconds_option(
         "--wait-timeout",
-        type=click.FloatRange(min=1),
-        default=86400,
-        show_default=True,
-        help="Seconds to wait for the job to end, in total (time queued included).",
+        86400,
+        "Seconds to wait for the job to end, in total (time queued included).",
     ),
-    click.option(
-        "--poll-interval",
-        type=click.FloatRange(min=1),
-        default=15,
-        show_default=True,
-        help="Seconds between status polls.",
-    ),
+    _seconds_option("--poll-interval", 15, "Seconds between status polls."),
     click.option(
         "--logs/--no-logs", default=True, show_default=True, help="Stream the chief's log."
     ),
@@ -227,24 +226,142 @@ def job_to_submit(
     return from_file(manifest_file)
 
 
+def identity_options(d: Callable[[str, str], dict[str, Any]], kind: str) -> list[Any]:
+    """The options naming a job of ``kind``, where it runs and its image (``d`` gives an
+    option's help and default)."""
+    return [
+        click.option("--name", default=None, **d("name", f"{kind} name.")),
+        click.option("--namespace", default=None, **d("namespace", "Namespace.")),
+        click.option("--image", default=None, **d("image", "Project image.")),
+    ]
+
+
+def count_option(flag: str, low: int, help_and_default: dict[str, Any]) -> Any:
+    """An integer option >= ``low`` whose None means the settings' default."""
+    return click.option(flag, type=click.IntRange(min=low), default=None, **help_and_default)
+
+
+def _as_is(job: Any) -> Any:
+    return job
+
+
+@dataclass(frozen=True)
+class JobCommands:
+    """What `render` and `submit` need of one job API (built inside the command, so that
+    importing the CLI imports no job module)."""
+
+    #: the job API's module (``tfjob``, ``trainjob``): its ``KIND``, ``to_yaml``,
+    #: ``validate`` (the job's own checks, on its manifest) and ``submit_and_wait``, looked
+    #: up when used.
+    api: Any
+    #: the settings class (a :class:`~shardtrain.kubeflow.jobs.settings.JobSettings`).
+    settings: Any
+    #: settings -> the job, as the API's ``submit_and_wait`` takes it.
+    build: Callable[[Any], Any]
+    #: a manifest file -> the job; None: the file's job of ``api.KIND`` as a dict.
+    load: Callable[[str], Any] | None = None
+    #: the job -> its manifest (a dict), for the checks.
+    manifest: Callable[[Any], Any] = _as_is
+
+    def render(self, train_args: tuple[str, ...], settings: dict[str, Any]) -> None:
+        """`render`: print the manifest of the job the settings build."""
+        config = self.settings.from_overrides(train_args=train_args, **settings)
+        check_for_pods(config)
+        click.echo(self.api.to_yaml(self.build(config)), nl=False)
+
+    def submit(self, train_args: tuple[str, ...], options: dict[str, Any]) -> None:
+        """`submit`: the job of the manifest file or of the settings (the rest of
+        ``options`` besides :func:`submit_options`'), checked (unless ``--no-preflight``),
+        created and waited for."""
+        from shardtrain.kubeflow.jobs.manifests import load_manifest
+
+        settings = dict(options)
+        manifest_file, wait_timeout, poll_interval, logs, delete, preflight = (
+            settings.pop(name)
+            for name in (
+                "manifest_file",
+                "wait_timeout",
+                "poll_interval",
+                "logs",
+                "delete",
+                "preflight",
+            )
+        )
+        job = job_to_submit(
+            manifest_file,
+            train_args,
+            settings,
+            from_file=self.load or (lambda path: load_manifest(path, self.api.KIND)),
+            from_settings=lambda **s: self.build(
+                check_for_pods(self.settings.from_overrides(**s), uris=not preflight)
+            ),
+        )
+        if preflight:
+            manifest = self.manifest(job)
+            self.api.validate(manifest)  # the job's own faults first: they need no cluster
+            preflight_job(manifest, logs=logs, delete=delete)
+        self.api.submit_and_wait(
+            job,
+            wait_timeout=wait_timeout,
+            poll_interval=poll_interval,
+            stream_logs=logs,
+            delete_after=delete,
+        )
+
+
+def _tfjob_commands() -> JobCommands:
+    from shardtrain.kubeflow.jobs import tfjob
+
+    return JobCommands(
+        tfjob,
+        tfjob.JobConfig,
+        tfjob.build_tfjob,
+        load=lambda path: tfjob.from_manifest(tfjob.load_manifest(path)),
+        manifest=tfjob.to_manifest,
+    )
+
+
+def add_job_commands(
+    group: click.Group,
+    options: Callable[..., Any],
+    commands: Callable[[], JobCommands],
+    kind: str,
+    *,
+    render_help: str,
+    submit_help: str,
+) -> tuple[click.Command, click.Command]:
+    """Add a job API's `render` and `submit` to ``group``: both take its settings
+    (``options(required=...)``) and train arguments; ``commands`` gives what they run.
+
+    Returns:
+        The `render` and the `submit` command.
+    """
+
+    def render(train_args: tuple[str, ...], **settings: Any) -> None:
+        commands().render(train_args, settings)
+
+    def submit(train_args: tuple[str, ...], **options: Any) -> None:
+        commands().submit(train_args, options)
+
+    train_args = click.argument("train_args", nargs=-1, type=click.UNPROCESSED)
+    render.__doc__, submit.__doc__ = render_help, submit_help
+    render_cmd = group.command("render")(options(required=True)(train_args(render)))
+    submit_cmd = group.command("submit")(
+        options(required=False)(decorate_with(submit_options(kind))(train_args(submit)))
+    )
+    return render_cmd, submit_cmd
+
+
 def _tfjob_options(*, required: bool):
     """The TFJob settings of `tfjob render` and `tfjob submit`; None means the default."""
     d = _tfjob_help
     options = [
-        click.option("--name", default=None, **d("name", "TFJob name.")),
-        click.option("--namespace", default=None, **d("namespace", "Namespace.")),
-        click.option("--image", default=None, **d("image", "Project image.")),
-        click.option(
-            "--workers",
-            type=click.IntRange(min=0),
-            default=None,
-            **d("workers", "Worker replicas besides the chief."),
-        ),
-        click.option(
+        *identity_options(d, "TFJob"),
+        count_option("--workers", 0, d("workers", "Worker replicas besides the chief.")),
+        count_option(
             "--gpus-per-worker",
-            type=click.IntRange(min=0),
-            default=None,
-            **d("gpus_per_worker", "nvidia.com/gpu of the chief and each worker (0: CPU only)."),
+            0,
+            d("gpus_per_worker", "nvidia.com/gpu of the chief and each worker (0: CPU only)."),
         ),
         click.option(
             "--evaluator/--no-evaluator",
@@ -252,17 +369,13 @@ def _tfjob_options(*, required: bool):
             **d("evaluator", "Add an evaluator replica."),
         ),
         *pod_options(d, required=required, per="replica"),
-        click.option(
-            "--backoff-limit",
-            type=click.IntRange(min=0),
-            default=None,
-            **d("backoff_limit", "Pod restarts before the job fails."),
+        count_option(
+            "--backoff-limit", 0, d("backoff_limit", "Pod restarts before the job fails.")
         ),
-        click.option(
+        count_option(
             "--ttl-seconds-after-finished",
-            type=click.IntRange(min=0),
-            default=None,
-            **d("ttl_seconds_after_finished", "Seconds a finished job is kept."),
+            0,
+            d("ttl_seconds_after_finished", "Seconds a finished job is kept."),
         ),
         click.option(
             "--clean-pod-policy",
@@ -293,67 +406,33 @@ def tfjob_group() -> None:
     """Kubeflow TFJobs: render the training job's manifest, or submit it and wait for it."""
 
 
-@tfjob_group.command("render")
-@_tfjob_options(required=True)
-@click.argument("train_args", nargs=-1, type=click.UNPROCESSED)
-def tfjob_render_cmd(train_args: tuple[str, ...], **settings) -> None:
-    """Print the TFJob manifest (YAML) that trains on --data into --model-dir.
+_TFJOB_RENDER_HELP = """\
+Print the TFJob manifest (YAML) that trains on --data into --model-dir.
 
-    TRAIN_ARGS (after `--`) go to `shardtrain train` in every replica. Apply the output with
-    `kubectl apply -f`, or run it locally with `shardtrain run-local FILE`.
+TRAIN_ARGS (after `--`) go to `shardtrain train` in every replica. Apply the output with
+`kubectl apply -f`, or run it locally with `shardtrain run-local FILE`.
 
-    Example: shardtrain tfjob render --data s3://b/quest --model-dir s3://b/m -- --train-steps 5000
-    """
-    from shardtrain.kubeflow.jobs import tfjob
+Example: shardtrain tfjob render --data s3://b/quest --model-dir s3://b/m -- --train-steps 5000
+"""
 
-    config = tfjob.JobConfig.from_overrides(train_args=train_args, **settings)
-    check_for_pods(config)
-    click.echo(tfjob.to_yaml(tfjob.build_tfjob(config)), nl=False)
+_TFJOB_SUBMIT_HELP = """\
+Create the TFJob (kubeconfig or in-cluster credentials), stream the chief's log and wait
+until it ends; exit non-zero when it Failed or did not end within --wait-timeout.
+
+First (unless --no-preflight) the cluster is checked for what the job needs; every
+problem is listed with the command that fixes it, and nothing is created. A job in a
+Kueue queue (--queue) is reported as queued until Kueue admits it; the wait timeout
+counts queue time too.
+
+Example: shardtrain tfjob submit --data s3://b/quest --model-dir s3://b/m --delete
+"""
 
 
-@tfjob_group.command("submit")
-@_tfjob_options(required=False)
-@decorate_with(submit_options("TFJob"))
-@click.argument("train_args", nargs=-1, type=click.UNPROCESSED)
-def tfjob_submit_cmd(
-    manifest_file: str | None,
-    wait_timeout: float,
-    poll_interval: float,
-    logs: bool,
-    delete: bool,
-    preflight: bool,
-    train_args: tuple[str, ...],
-    **settings,
-) -> None:
-    """Create the TFJob (kubeconfig or in-cluster credentials), stream the chief's log and wait
-    until it ends; exit non-zero when it Failed or did not end within --wait-timeout.
-
-    First (unless --no-preflight) the cluster is checked for what the job needs; every
-    problem is listed with the command that fixes it, and nothing is created. A job in a
-    Kueue queue (--queue) is reported as queued until Kueue admits it; the wait timeout
-    counts queue time too.
-
-    Example: shardtrain tfjob submit --data s3://b/quest --model-dir s3://b/m --delete
-    """
-    from shardtrain.kubeflow.jobs import tfjob
-
-    job = job_to_submit(
-        manifest_file,
-        train_args,
-        settings,
-        from_file=lambda path: tfjob.from_manifest(tfjob.load_manifest(path)),
-        from_settings=lambda **s: tfjob.build_tfjob(
-            check_for_pods(tfjob.JobConfig.from_overrides(**s), uris=not preflight)
-        ),
-    )
-    if preflight:
-        manifest = tfjob.to_manifest(job)
-        tfjob.validate(manifest)  # the job's own faults first: they need no cluster
-        preflight_job(manifest, logs=logs, delete=delete)
-    tfjob.submit_and_wait(
-        job,
-        wait_timeout=wait_timeout,
-        poll_interval=poll_interval,
-        stream_logs=logs,
-        delete_after=delete,
-    )
+tfjob_render_cmd, tfjob_submit_cmd = add_job_commands(
+    tfjob_group,
+    _tfjob_options,
+    _tfjob_commands,
+    "TFJob",
+    render_help=_TFJOB_RENDER_HELP,
+    submit_help=_TFJOB_SUBMIT_HELP,
+)

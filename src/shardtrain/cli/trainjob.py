@@ -13,13 +13,13 @@ import click
 
 from shardtrain.cli.jobs import (
     QUEUE_OPTION,
+    JobCommands,
     SettingsOption,
-    check_for_pods,
+    add_job_commands,
+    count_option,
     decorate_with,
-    job_to_submit,
+    identity_options,
     pod_options,
-    preflight_job,
-    submit_options,
 )
 
 
@@ -36,20 +36,16 @@ def _d(name: str, text: str) -> dict[str, Any]:
 def _trainjob_options(*, required: bool) -> Any:
     return decorate_with(
         [
-            click.option("--name", default=None, **_d("name", "TrainJob name.")),
-            click.option("--namespace", default=None, **_d("namespace", "Namespace.")),
-            click.option("--image", default=None, **_d("image", "Project image.")),
-            click.option(
+            *identity_options(_d, "TrainJob"),
+            count_option(
                 "--nodes",
-                type=click.IntRange(min=1),
-                default=None,
-                **_d("nodes", "Training nodes (numNodes): node 0 is the chief, which evaluates."),
+                1,
+                _d("nodes", "Training nodes (numNodes): node 0 is the chief, which evaluates."),
             ),
-            click.option(
+            count_option(
                 "--gpus-per-node",
-                type=click.IntRange(min=0),
-                default=None,
-                **_d("gpus_per_node", "nvidia.com/gpu of each node (0: CPU only)."),
+                0,
+                _d("gpus_per_node", "nvidia.com/gpu of each node (0: CPU only)."),
             ),
             click.option(
                 "--runtime",
@@ -75,76 +71,49 @@ def _trainjob_options(*, required: bool) -> Any:
     )
 
 
+def _commands() -> JobCommands:
+    from shardtrain.kubeflow.jobs import trainjob
+
+    # A TrainJob is a dict: its manifest, loaded from the file as it is.
+    return JobCommands(trainjob, trainjob.TrainJobConfig, trainjob.build_trainjob)
+
+
 @click.group("trainjob")
 def trainjob_group() -> None:
     """Kubeflow Trainer v2 TrainJobs: render the training job, or submit it and wait for it."""
 
 
-@trainjob_group.command("render")
-@_trainjob_options(required=True)
-@click.argument("train_args", nargs=-1, type=click.UNPROCESSED)
-def trainjob_render_cmd(train_args: tuple[str, ...], **settings: Any) -> None:
-    """Print the TrainJob manifest (YAML) that trains on --data into --model-dir.
+_TRAINJOB_RENDER_HELP = """\
+Print the TrainJob manifest (YAML) that trains on --data into --model-dir.
 
-    TRAIN_ARGS (after `--`) go to `shardtrain train` on every node. Apply the output with
-    `kubectl apply -f` once the runtime is installed (`kubectl apply --server-side -k
-    k8s/trainer-v2`).
+TRAIN_ARGS (after `--`) go to `shardtrain train` on every node. Apply the output with
+`kubectl apply -f` once the runtime is installed (`kubectl apply --server-side -k
+k8s/trainer-v2`).
 
-    Example: shardtrain trainjob render --data s3://b/q --model-dir s3://b/m -- --train-steps 5000
-    """
-    from shardtrain.kubeflow.jobs import trainjob
+Example: shardtrain trainjob render --data s3://b/q --model-dir s3://b/m -- --train-steps 5000
+"""
 
-    config = trainjob.TrainJobConfig.from_overrides(train_args=train_args, **settings)
-    check_for_pods(config)
-    click.echo(trainjob.to_yaml(trainjob.build_trainjob(config)), nl=False)
+_TRAINJOB_SUBMIT_HELP = """\
+Create the TrainJob (kubeconfig or in-cluster credentials), stream the chief's log and
+wait until it ends; exit non-zero when it Failed or did not end within --wait-timeout.
+
+First (unless --no-preflight) the cluster is checked for what the job needs: Trainer v2
+and the runtime, the namespace, the service account, the storage Secret's keys, RBAC and
+URIs pods can read; every problem is listed with the command that fixes it, and nothing
+is created.
+
+Re-entrant: when the same TrainJob exists already (a repeated submit), it is attached to
+and waited for. A job in a Kueue queue (--queue) is reported as queued until admitted.
+
+Example: shardtrain trainjob submit --nodes 3 --data s3://b/quest --model-dir s3://b/m
+"""
 
 
-@trainjob_group.command("submit")
-@_trainjob_options(required=False)
-@decorate_with(submit_options("TrainJob"))
-@click.argument("train_args", nargs=-1, type=click.UNPROCESSED)
-def trainjob_submit_cmd(
-    manifest_file: str | None,
-    wait_timeout: float,
-    poll_interval: float,
-    logs: bool,
-    delete: bool,
-    preflight: bool,
-    train_args: tuple[str, ...],
-    **settings: Any,
-) -> None:
-    """Create the TrainJob (kubeconfig or in-cluster credentials), stream the chief's log and
-    wait until it ends; exit non-zero when it Failed or did not end within --wait-timeout.
-
-    First (unless --no-preflight) the cluster is checked for what the job needs: Trainer v2
-    and the runtime, the namespace, the service account, the storage Secret's keys, RBAC and
-    URIs pods can read; every problem is listed with the command that fixes it, and nothing
-    is created.
-
-    Re-entrant: when the same TrainJob exists already (a repeated submit), it is attached to
-    and waited for. A job in a Kueue queue (--queue) is reported as queued until admitted.
-
-    Example: shardtrain trainjob submit --nodes 3 --data s3://b/quest --model-dir s3://b/m
-    """
-    from shardtrain.kubeflow.jobs import trainjob
-    from shardtrain.kubeflow.jobs.manifests import load_manifest
-
-    job = job_to_submit(
-        manifest_file,
-        train_args,
-        settings,
-        from_file=lambda path: load_manifest(path, trainjob.KIND),
-        from_settings=lambda **s: trainjob.build_trainjob(
-            check_for_pods(trainjob.TrainJobConfig.from_overrides(**s), uris=not preflight)
-        ),
-    )
-    if preflight:
-        trainjob.validate(job)  # the job's own faults first: they need no cluster
-        preflight_job(job, logs=logs, delete=delete)
-    trainjob.submit_and_wait(
-        job,
-        wait_timeout=wait_timeout,
-        poll_interval=poll_interval,
-        stream_logs=logs,
-        delete_after=delete,
-    )
+trainjob_render_cmd, trainjob_submit_cmd = add_job_commands(
+    trainjob_group,
+    _trainjob_options,
+    _commands,
+    "TrainJob",
+    render_help=_TRAINJOB_RENDER_HELP,
+    submit_help=_TRAINJOB_SUBMIT_HELP,
+)

@@ -302,24 +302,9 @@ def trainjob_config(config: tfjob.JobConfig) -> trainjob.TrainJobConfig:
         )
         priority = None
     return trainjob.TrainJobConfig(
-        data=config.data,
-        model_dir=config.model_dir,
-        name=config.name,
-        namespace=config.namespace,
-        image=config.image,
+        **{**config.shared_settings(), "priority_class": priority},
         nodes=config.workers + 1,
         gpus_per_node=config.gpus_per_worker,
-        secret=config.secret,
-        service_account=config.service_account,
-        train_args=config.train_args,
-        env=config.env,
-        cpu=config.cpu,
-        memory=config.memory,
-        active_deadline_seconds=config.active_deadline_seconds,
-        termination_grace_seconds=config.termination_grace_seconds,
-        queue=config.queue,
-        gang_scheduler=config.gang_scheduler,
-        priority_class=priority,
     )
 
 

@@ -2,9 +2,11 @@
 builds them from its options.
 
 A job's settings (e.g. :class:`shardtrain.kubeflow.jobs.tfjob.JobConfig`) are a frozen
-dataclass deriving from :class:`JobSettings`; its ``__post_init__`` runs the checks here on
-the values every job has (names, environment, train arguments, the global batch), so a bad
-value fails with one line before anything is rendered or sent to a cluster.
+dataclass deriving from :class:`JobSettings` (a training job's from
+:class:`TrainingJobSettings`, which holds the settings every training job's pods have); its
+``__post_init__`` runs the checks here on the values every job has (names, environment,
+train arguments, the global batch), so a bad value fails with one line before anything is
+rendered or sent to a cluster.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Self
 
 from shardtrain.errors import ConfigError, ShardtrainError
@@ -260,3 +262,83 @@ class JobSettings:
             if f.name == name:
                 return f.default
         raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class TrainingJobSettings(JobSettings):
+    """The settings every training job API's pods have (a TFJob's, a TrainJob's), and their
+    checks.
+
+    Subclasses are frozen dataclasses adding their API's own settings (replicas, GPUs …,
+    which they document with these); they set :attr:`GANG_SCHEDULERS` and
+    :attr:`RESERVED_ENV`, and define ``replicas_in_sync``.
+    """
+
+    data: str
+    model_dir: str
+    name: str = "shardtrain"
+    namespace: str = "shardtrain"
+    image: str = pods.DEFAULT_IMAGE
+    secret: str | None = "shardtrain-storage"
+    service_account: str = "shardtrain-trainer"
+    train_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cpu: str = "4"
+    memory: str = "16Gi"
+    active_deadline_seconds: int | None = None
+    termination_grace_seconds: int = 120
+    queue: str | None = None
+    gang_scheduler: str | None = None
+    priority_class: str | None = None
+
+    #: The gang schedulers the job API can ask for.
+    GANG_SCHEDULERS: ClassVar[tuple[str, ...]] = ()
+    #: Variables the operator sets besides ours (``TF_CONFIG``, the storage variables).
+    RESERVED_ENV: ClassVar[frozenset[str]] = frozenset()
+
+    @property
+    def replicas_in_sync(self) -> int:
+        """Replicas the global batch is split over (the job API's :func:`replicas_in_sync`)."""
+        raise NotImplementedError
+
+    def check_pods(self, **names: str | None) -> None:
+        """The checks of the settings every job's pods have: namespace, image, the names of
+        the objects they use (the Secret, the service account and ``names``), quantities,
+        queue and gang scheduler.
+
+        Raises:
+            ConfigError: the first bad value, named.
+        """
+        check_namespace(self.namespace)
+        check_image(self.image)
+        check_object_names(secret=self.secret, service_account=self.service_account, **names)
+        check_quantities(cpu=self.cpu, memory=self.memory)
+        check_queue(self.queue)
+        if self.gang_scheduler is not None and self.gang_scheduler not in self.GANG_SCHEDULERS:
+            raise ConfigError(
+                f"gang_scheduler '{self.gang_scheduler}' is not supported (use "
+                f"{', '.join(self.GANG_SCHEDULERS)}, or none)"
+            )
+
+    def check_training(self, training_pods: int) -> None:
+        """The checks of what the trainer gets: ``env`` sets no variable shardtrain or the
+        operator sets, and ``train_args`` split evenly over the replicas on ``training_pods``.
+
+        Raises:
+            ConfigError: the first bad variable or argument, named.
+        """
+        storage = {k for k, _ in pods.STORAGE_ENV}
+        check_env(self.env, {"TF_CONFIG", "PYTHONUNBUFFERED"} | self.RESERVED_ENV | storage)
+        check_train_args(self.train_args, self.replicas_in_sync, training_pods)
+
+    def shared_settings(self) -> dict[str, Any]:
+        """The settings every training job has (this class's fields), by name: what carries
+        over to a job of another API."""
+        return {f.name: getattr(self, f.name) for f in fields(TrainingJobSettings)}
+
+    def container_train_args(self) -> tuple[str, ...]:
+        """The train arguments the pods get: ``train_args``, and when they leave the batch size
+        to the trainer's default (and to no ``--config`` file), that default rounded to the
+        nearest multiple of :attr:`replicas_in_sync` so that it splits evenly. An explicit
+        ``--batch-size`` is never changed (it is checked instead)."""
+        return pod_train_args(self.train_args, self.replicas_in_sync)

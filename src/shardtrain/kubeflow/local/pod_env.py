@@ -127,27 +127,32 @@ class PodEnvironment:
         )
 
     def _secret(self, ns: str, name: str, optional: bool | None) -> dict[str, str]:
-        secret = self._read("secret", self.core.read_namespaced_secret, ns, name, optional)
+        secret = read_object("secret", self.core.read_namespaced_secret, ns, name, optional)
         return {
             k: base64.b64decode(v).decode("utf-8", "replace")
             for k, v in ((secret.data if secret else None) or {}).items()
         }
 
     def _config_map(self, ns: str, name: str, optional: bool | None) -> dict[str, str]:
-        cm = self._read("configmap", self.core.read_namespaced_config_map, ns, name, optional)
+        cm = read_object("configmap", self.core.read_namespaced_config_map, ns, name, optional)
         return dict((cm.data if cm else None) or {})
 
-    @staticmethod
-    def _read(what: str, read: Any, ns: str, name: str, optional: bool | None) -> Any:
-        """The object ``read(name, ns)`` returns; None for a missing optional one."""
-        from kubernetes.client.rest import ApiException
 
-        try:
-            return read(name, ns)
-        except ApiException as exc:
-            if exc.status == 404 and optional:
-                return None
-            raise PodConfigError(f"{what} {ns}/{name}: {one_line(exc)}") from exc
+def read_object(what: str, read: Any, ns: str, name: str, optional: bool | None) -> Any:
+    """The object ``read(name, ns)`` returns (a Secret, a ConfigMap); None for a missing
+    optional one.
+
+    Raises:
+        PodConfigError: any other failure, naming ``what`` and the object.
+    """
+    from kubernetes.client.rest import ApiException
+
+    try:
+        return read(name, ns)
+    except ApiException as exc:
+        if exc.status == 404 and optional:
+            return None
+        raise PodConfigError(f"{what} {ns}/{name}: {one_line(exc)}") from exc
 
 
 def _key(name: str, ref: Any, data: Mapping[str, str], where: str) -> str | None:

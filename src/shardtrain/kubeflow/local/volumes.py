@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from shardtrain.errors import one_line
-from shardtrain.kubeflow.local.pod_env import PodConfigError, field_value
+from shardtrain.kubeflow.local.pod_env import PodConfigError, field_value, read_object
 
 #: Where the ServiceAccount admission mounts a pod's API access volume (not materialised).
 API_ACCESS_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -102,23 +102,27 @@ class PodVolumes:
                 files.update(self._projection(pod, source))
             return files
         if volume.config_map is not None:
-            cm = volume.config_map
-            return _items(self._config_map(pod, cm.name, cm.optional), cm.items, cm.name)
+            return self._config_map_files(pod, volume.config_map)
         if volume.secret is not None:
-            s = volume.secret
-            return _items(self._secret(pod, s.secret_name, s.optional), s.items, s.secret_name)
+            return self._secret_files(pod, volume.secret, volume.secret.secret_name)
         return None
+
+    def _config_map_files(self, pod: Any, ref: Any) -> dict[str, tuple[bytes, int | None]]:
+        """The files of a ConfigMap a volume or a projection names (``ref``)."""
+        return _items(self._config_map(pod, ref.name, ref.optional), ref.items, ref.name)
+
+    def _secret_files(self, pod: Any, ref: Any, name: str) -> dict[str, tuple[bytes, int | None]]:
+        """The files of Secret ``name`` a volume or a projection names (``ref``: its items)."""
+        return _items(self._secret(pod, name, ref.optional), ref.items, name)
 
     def _projection(self, pod: Any, source: Any) -> dict[str, tuple[bytes, int | None]]:
         if source.service_account_token is not None:
             sat = source.service_account_token
             return {sat.path: (self._token(pod, sat.audience, sat.expiration_seconds), None)}
         if source.config_map is not None:
-            cm = source.config_map
-            return _items(self._config_map(pod, cm.name, cm.optional), cm.items, cm.name)
+            return self._config_map_files(pod, source.config_map)
         if source.secret is not None:
-            s = source.secret
-            return _items(self._secret(pod, s.name, s.optional), s.items, s.name)
+            return self._secret_files(pod, source.secret, source.secret.name)
         if source.downward_api is not None:
             return {
                 item.path: (field_value(pod, item.field_ref.field_path).encode(), item.mode)
@@ -156,7 +160,10 @@ class PodVolumes:
         return str(reply.status.token).encode()
 
     def _config_map(self, pod: Any, name: str, optional: bool | None) -> dict[str, bytes] | None:
-        cm = _read("configmap", self.core.read_namespaced_config_map, pod, name, optional)
+        ns = pod.metadata.namespace
+        cm = read_object(
+            "volume configmap", self.core.read_namespaced_config_map, ns, name, optional
+        )
         if cm is None:
             return None
         data = {k: v.encode() for k, v in (cm.data or {}).items()}
@@ -164,23 +171,11 @@ class PodVolumes:
         return data
 
     def _secret(self, pod: Any, name: str, optional: bool | None) -> dict[str, bytes] | None:
-        secret = _read("secret", self.core.read_namespaced_secret, pod, name, optional)
+        ns = pod.metadata.namespace
+        secret = read_object("volume secret", self.core.read_namespaced_secret, ns, name, optional)
         if secret is None:
             return None
         return {k: base64.b64decode(v) for k, v in (secret.data or {}).items()}
-
-
-def _read(what: str, read: Any, pod: Any, name: str, optional: bool | None) -> Any:
-    """``read(name, namespace)``; None for a missing optional object."""
-    from kubernetes.client.rest import ApiException
-
-    ns = pod.metadata.namespace
-    try:
-        return read(name, ns)
-    except ApiException as exc:
-        if exc.status == 404 and optional:
-            return None
-        raise PodConfigError(f"volume {what} {ns}/{name}: {one_line(exc)}") from exc
 
 
 def _items(

@@ -3,15 +3,14 @@ them; the rest is fixed by design (see :mod:`.render`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 from shardtrain.errors import ConfigError
 from shardtrain.kubeflow.jobs import settings
-from shardtrain.kubeflow.jobs.settings import JobSettings
+from shardtrain.kubeflow.jobs.settings import TrainingJobSettings
 from shardtrain.kubeflow.jobs.tfjob.spec import CLEAN_POD_POLICIES, GANG_SCHEDULERS, KIND
-from shardtrain.kubeflow.pods import DEFAULT_IMAGE, STORAGE_ENV
 
 
 def replicas_in_sync(workers: int, gpus_per_worker: int, train_args: Sequence[str] = ()) -> int:
@@ -22,7 +21,7 @@ def replicas_in_sync(workers: int, gpus_per_worker: int, train_args: Sequence[st
 
 
 @dataclass(frozen=True)
-class JobConfig(JobSettings):
+class JobConfig(TrainingJobSettings):
     """Everything that differs between shardtrain's TFJobs; the rest is fixed by design.
 
     The defaults are the base manifest ``k8s/base/tfjob.yaml`` (with the data and model URIs
@@ -63,38 +62,20 @@ class JobConfig(JobSettings):
         priority_class: a PriorityClass for every pod (and the Volcano PodGroup).
     """
 
-    data: str
-    model_dir: str
-    name: str = "shardtrain"
-    namespace: str = "shardtrain"
-    image: str = DEFAULT_IMAGE
     workers: int = 2
     gpus_per_worker: int = 1
     evaluator: bool = True
-    secret: str | None = "shardtrain-storage"
-    service_account: str = "shardtrain-trainer"
-    train_args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-    cpu: str = "4"
-    memory: str = "16Gi"
     backoff_limit: int = 3
     ttl_seconds_after_finished: int | None = 86400
     clean_pod_policy: str = "Running"
-    active_deadline_seconds: int | None = None
-    termination_grace_seconds: int = 120
-    queue: str | None = None
-    gang_scheduler: str | None = None
-    priority_class: str | None = None
 
     KIND: ClassVar[str] = KIND
     OPTIONAL: ClassVar[tuple[str, ...]] = ("secret", "queue", "gang_scheduler", "priority_class")
+    GANG_SCHEDULERS: ClassVar[tuple[str, ...]] = GANG_SCHEDULERS
 
     def __post_init__(self) -> None:
         self.normalise()
         settings.check_job_name(KIND, self.name)
-        settings.check_namespace(self.namespace)
-        settings.check_image(self.image)
-        settings.check_object_names(secret=self.secret, service_account=self.service_account)
         settings.check_counts(
             (
                 ("workers", self.workers, 0),
@@ -105,13 +86,7 @@ class JobConfig(JobSettings):
                 ("termination_grace_seconds", self.termination_grace_seconds, 0),
             )
         )
-        settings.check_quantities(cpu=self.cpu, memory=self.memory)
-        settings.check_queue(self.queue)
-        if self.gang_scheduler is not None and self.gang_scheduler not in GANG_SCHEDULERS:
-            raise ConfigError(
-                f"gang_scheduler '{self.gang_scheduler}' is not supported (use "
-                f"{', '.join(GANG_SCHEDULERS)}, or none)"
-            )
+        self.check_pods()
         if self.priority_class is not None:
             try:
                 settings.check_object_names(priority_class=self.priority_class)
@@ -124,19 +99,9 @@ class JobConfig(JobSettings):
                 f"clean_pod_policy '{self.clean_pod_policy}' is not one of "
                 f"{', '.join(CLEAN_POD_POLICIES)}"
             )
-        settings.check_env(
-            self.env, {"TF_CONFIG", "PYTHONUNBUFFERED"} | {k for k, _ in STORAGE_ENV}
-        )
-        settings.check_train_args(self.train_args, self.replicas_in_sync, self.workers + 1)
+        self.check_training(self.workers + 1)
 
     @property
     def replicas_in_sync(self) -> int:
         """Replicas the global batch is split over (see :func:`replicas_in_sync`)."""
         return replicas_in_sync(self.workers, self.gpus_per_worker, self.train_args)
-
-    def container_train_args(self) -> tuple[str, ...]:
-        """The train arguments the pods get: ``train_args``, and when they leave the batch size
-        to the trainer's default (and to no ``--config`` file), that default rounded to the
-        nearest multiple of :attr:`replicas_in_sync` so that it splits evenly. An explicit
-        ``--batch-size`` is never changed (it is checked instead)."""
-        return settings.pod_train_args(self.train_args, self.replicas_in_sync)

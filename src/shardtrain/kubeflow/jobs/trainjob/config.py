@@ -3,15 +3,14 @@ between them; the rest lives in the runtime (``k8s/trainer-v2``, see :mod:`.rend
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 from shardtrain.errors import ConfigError
 from shardtrain.kubeflow.jobs import settings
-from shardtrain.kubeflow.jobs.settings import JobSettings
+from shardtrain.kubeflow.jobs.settings import TrainingJobSettings
 from shardtrain.kubeflow.jobs.trainjob.spec import KIND, check_name, runtime_name
-from shardtrain.kubeflow.pods import DEFAULT_IMAGE, STORAGE_ENV
 from shardtrain.train import cluster
 
 #: Gang schedulers a TrainJob can ask for (through the runtime's podGroupPolicy).
@@ -25,7 +24,7 @@ def replicas_in_sync(nodes: int, gpus_per_node: int, train_args: Sequence[str] =
 
 
 @dataclass(frozen=True)
-class TrainJobConfig(JobSettings):
+class TrainJobConfig(TrainingJobSettings):
     """Everything that differs between shardtrain's TrainJobs.
 
     Attributes:
@@ -60,30 +59,16 @@ class TrainJobConfig(JobSettings):
             runtime, which a TrainJob cannot patch.
     """
 
-    data: str
-    model_dir: str
-    name: str = "shardtrain"
-    namespace: str = "shardtrain"
-    image: str = DEFAULT_IMAGE
     nodes: int = 3
     gpus_per_node: int = 1
     runtime: str | None = None
-    secret: str | None = "shardtrain-storage"
-    service_account: str = "shardtrain-trainer"
-    train_args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-    cpu: str = "4"
-    memory: str = "16Gi"
-    active_deadline_seconds: int | None = None
-    termination_grace_seconds: int = 120
-    queue: str | None = None
-    gang_scheduler: str | None = None
-    priority_class: str | None = None
 
     KIND: ClassVar[str] = KIND
     OPTIONAL: ClassVar[tuple[str, ...]] = (
         "secret", "queue", "gang_scheduler", "priority_class", "runtime",
     )  # fmt: skip
+    GANG_SCHEDULERS: ClassVar[tuple[str, ...]] = GANG_SCHEDULERS
+    RESERVED_ENV: ClassVar[frozenset[str]] = frozenset({cluster.TRAINJOB_NUM_NODES_ENV})
 
     def __post_init__(self) -> None:
         self.normalise()
@@ -96,18 +81,7 @@ class TrainJobConfig(JobSettings):
             )
         )
         check_name(self.name, self.nodes)
-        settings.check_namespace(self.namespace)
-        settings.check_image(self.image)
-        settings.check_object_names(
-            secret=self.secret, service_account=self.service_account, runtime=self.runtime
-        )
-        settings.check_quantities(cpu=self.cpu, memory=self.memory)
-        settings.check_queue(self.queue)
-        if self.gang_scheduler is not None and self.gang_scheduler not in GANG_SCHEDULERS:
-            raise ConfigError(
-                f"gang_scheduler '{self.gang_scheduler}' is not supported (use "
-                f"{', '.join(GANG_SCHEDULERS)}, or none)"
-            )
+        self.check_pods(runtime=self.runtime)
         if self.priority_class is not None:
             if self.queue is None or self.gang_scheduler is not None:
                 raise ConfigError(
@@ -116,12 +90,7 @@ class TrainJobConfig(JobSettings):
                     "WorkloadPriorityClass, so it needs a Kueue queue (--queue)"
                 )
             settings.check_object_names(priority_class=self.priority_class)
-        settings.check_env(
-            self.env,
-            {"TF_CONFIG", "PYTHONUNBUFFERED", cluster.TRAINJOB_NUM_NODES_ENV}
-            | {k for k, _ in STORAGE_ENV},
-        )
-        settings.check_train_args(self.train_args, self.replicas_in_sync, self.nodes)
+        self.check_training(self.nodes)
 
     @property
     def runtime_name(self) -> str:
@@ -135,8 +104,3 @@ class TrainJobConfig(JobSettings):
     def replicas_in_sync(self) -> int:
         """Replicas the global batch is split over (see :func:`replicas_in_sync`)."""
         return replicas_in_sync(self.nodes, self.gpus_per_node, self.train_args)
-
-    def container_train_args(self) -> tuple[str, ...]:
-        """``train_args``, with the default batch size rounded to split evenly over the
-        replicas (see :func:`shardtrain.kubeflow.jobs.settings.pod_train_args`)."""
-        return settings.pod_train_args(self.train_args, self.replicas_in_sync)
