@@ -401,6 +401,7 @@ class _CurrentStderr:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    import contextlib
     import logging
 
     loggers = [logging.root, *logging.root.manager.loggerDict.values()]
@@ -412,4 +413,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 and not isinstance(handler, logging.FileHandler)
                 and getattr(stream, "closed", False)
             ):
-                handler.setStream(_CurrentStderr())  # type: ignore[arg-type]
+                # Not setStream: it flushes the old stream first, which raises once closed.
+                with handler.lock or contextlib.nullcontext():
+                    handler.stream = _CurrentStderr()
