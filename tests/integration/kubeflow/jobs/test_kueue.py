@@ -220,6 +220,7 @@ def test_two_queued_trainjobs_run_one_after_the_other_within_the_quota(k8s, pair
     assert admitted is not None, "the second's Workload has no Admitted condition"
     completed = condition(jobs["first"], "Complete")
     assert admitted["lastTransitionTime"] >= completed["lastTransitionTime"], (admitted, completed)
+
     # Kueue released the quota of both: the ClusterQueue admits nothing and holds nothing.
     # Its status is written a moment after the Workload finishes (CI saw admittedWorkloads 1
     # just after the second job completed), so this is a wait, not a single read.
@@ -228,8 +229,10 @@ def test_two_queued_trainjobs_run_one_after_the_other_within_the_quota(k8s, pair
 
     wait_for(
         "the ClusterQueue releasing both jobs' quota",
-        lambda: (s := queue_status()).get("admittedWorkloads", 0) == 0
-        and s.get("pendingWorkloads", 0) == 0,
+        lambda: (
+            (s := queue_status()).get("admittedWorkloads", 0) == 0
+            and s.get("pendingWorkloads", 0) == 0
+        ),
         60,
         lambda: f": {queue_status()}",
     )
