@@ -53,6 +53,19 @@ def parse_resize(text: str) -> tuple[int, int]:
     return size
 
 
+def _megabytes(mb: int, name: str, *, min: float, help: str) -> Any:
+    """An option given in MB (flag ``--NAME-mb``, pipeline parameter ``NAME_mb``), held in
+    bytes; ``mb`` is its default."""
+    return option(
+        mb * MIB,
+        flags=(f"--{name.replace('_', '-')}-mb",),
+        unit=MIB,
+        min=min,
+        help=help,
+        pipeline=f"{name}_mb",
+    )
+
+
 def format_splits(splits: tuple[tuple[str, float], ...]) -> str:
     """``(("train", 0.9), ("eval", 0.1))`` as ``train=0.9,eval=0.1``: the inverse of
     :func:`parse_splits`."""
@@ -250,33 +263,21 @@ class ShardConfig:
         help="Shards per split [default: from the data size].",
         pipeline="num_shards",
     )
-    target_shard_bytes: int = option(
-        128 * MIB,
-        flags=("--target-shard-mb",),
-        unit=MIB,
+    target_shard_bytes: int = _megabytes(
+        128,
+        "target_shard",
         min=1,
         help="Shard size (MB) aimed at when the number of shards is not given.",
-        pipeline="target_shard_mb",
     )
     min_shards: int = option(8, min=1, help="Never fewer shards per split.", pipeline="min_shards")
     # A task keeps its shards open until it ends, each with an upload buffer on object
     # storage: 128 MiB tasks hold half the buffers of 256 MiB ones at the same speed.
-    task_bytes: int = option(
-        128 * MIB,
-        flags=("--task-mb",),
-        unit=MIB,
-        min=0.01,
-        help="Input MB per task (the unit of parallelism and resume).",
-        pipeline="task_mb",
+    task_bytes: int = _megabytes(
+        128, "task", min=0.01, help="Input MB per task (the unit of parallelism and resume)."
     )
     # Small blocks keep the working set in the CPU caches: 4 MiB is faster than 16 MiB.
-    block_bytes: int = option(
-        4 * MIB,
-        flags=("--block-mb",),
-        unit=MIB,
-        min=0.01,
-        help="Input MB parsed at once; bounds the memory of each process.",
-        pipeline="block_mb",
+    block_bytes: int = _megabytes(
+        4, "block", min=0.01, help="Input MB parsed at once; bounds the memory of each process."
     )
     max_bad_fraction: float = option(
         0.001,

@@ -65,40 +65,32 @@ def score_sample(
         DataError: the export cannot score this dataset (a column it needs, another label).
     """
     from shardtrain.errors import DataError
-    from shardtrain.train import dataset
     from shardtrain.train.export import latest_export
-    from shardtrain.train.scoring import (
-        CACHE_BYTES,
-        ExportedModel,
-        _label_indices,
-        _RawColumns,
-        incompatibility,
-    )
+    from shardtrain.train.scoring import ExportedModel, incompatibility, labelled_batches
 
     model = ExportedModel.read(latest_export(model_dir)["uri"])
     reason = incompatibility(model, model, meta)
     if reason:
         raise DataError(f"{model_dir}: cannot score {data_uri}: {reason}")
-    parser = _RawColumns(meta, sorted({i["column"] for i in model.inputs}))
     predictions: list[np.ndarray] = []
     labels: list[np.ndarray] = []
     taken = 0
     with tempfile.TemporaryDirectory(prefix="shardtrain-report-") as scratch:
         model.load(scratch)
-        with dataset.reading_split(
-            data_uri, meta, split, f"{scratch}/shards", max_bytes=CACHE_BYTES
-        ) as cache:
-            ds = dataset.eval_dataset(
-                data_uri, meta, parser, split=split, batch_size=_BATCH, cache=cache
-            )
-            for columns, raw in ds:
-                values = raw.numpy()
-                if model.task == "regression":
-                    labels.append(values.astype(np.float64))
-                else:
-                    labels.append(_label_indices(values, model.classes))
+        with labelled_batches(
+            data_uri,
+            meta,
+            split,
+            sorted({i["column"] for i in model.inputs}),
+            task=model.task,
+            classes=model.classes,
+            scratch=scratch,
+            batch_size=_BATCH,
+        ) as batches:
+            for columns, batch_labels in batches:
+                labels.append(batch_labels)
                 predictions.append(model.predict(columns, model.classes))
-                taken += len(values)
+                taken += len(batch_labels)
                 if taken >= rows:
                     break
     task = model.task

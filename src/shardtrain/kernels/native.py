@@ -165,116 +165,86 @@ def _integers(*args) -> bool:
     return all(isinstance(a, types.Integer) for a in args)
 
 
-@intrinsic
-def load_u8(typingctx, address, index):
-    """The byte at ``address + index``, as int64."""
-    if not _integers(address, index):
-        return None
-    sig = types.int64(address, index)
+def _load(name: str, doc: str, result: Any, *, width: int = 0, element: Any = None) -> Any:
+    """The intrinsic ``name(address, index) -> result``: item ``index`` of the array of
+    ``element`` at ``address``, or (no ``element``) the ``width`` bits at byte
+    ``address + index``, any alignment, zero-extended to 64 bits."""
 
-    def codegen(context, builder, signature, args):
-        ptr = _address_and_index(context, builder, signature, args, ir.IntType(8))
-        return builder.zext(builder.load(ptr), ir.IntType(64))
+    def typer(typingctx, address, index):
+        if not _integers(address, index):
+            return None
 
-    return sig, codegen
+        def codegen(context, builder, signature, args):
+            if element is not None:
+                return builder.load(_address_and_index(context, builder, signature, args, element))
+            value = builder.load(_byte_pointer(context, builder, signature, args, width), align=1)
+            return builder.zext(value, ir.IntType(64)) if width < 64 else value
 
+        return result(address, index), codegen
 
-@intrinsic
-def load_i64(typingctx, address, index):
-    """Element ``index`` of the int64 array at ``address``."""
-    if not _integers(address, index):
-        return None
-    sig = types.int64(address, index)
-
-    def codegen(context, builder, signature, args):
-        return builder.load(_address_and_index(context, builder, signature, args, ir.IntType(64)))
-
-    return sig, codegen
+    typer.__name__ = typer.__qualname__ = name
+    typer.__doc__ = doc
+    return intrinsic(typer)
 
 
-@intrinsic
-def load_f64(typingctx, address, index):
-    """Element ``index`` of the float64 array at ``address``."""
-    if not _integers(address, index):
-        return None
-    sig = types.float64(address, index)
+def _store(name: str, doc: str, width: int, *, value_type: Any = None) -> Any:
+    """The intrinsic ``name(address, index, value)``: store the low ``width`` bits of an
+    integer ``value`` at byte ``address + index`` (any alignment); with ``value_type``, the
+    value is converted to that type first (a 64-bit store of any number)."""
 
-    def codegen(context, builder, signature, args):
-        return builder.load(_address_and_index(context, builder, signature, args, ir.DoubleType()))
+    def typer(typingctx, address, index, value):
+        if not _integers(address, index, *(() if value_type else (value,))):
+            return None
 
-    return sig, codegen
+        def codegen(context, builder, signature, args):
+            stored = args[2] if value_type else builder.trunc(args[2], ir.IntType(width))
+            builder.store(stored, _byte_pointer(context, builder, signature, args, width), align=1)
+            return context.get_dummy_value()
 
+        return types.void(address, index, value_type or value), codegen
 
-@intrinsic
-def load_u32(typingctx, address, index):
-    """The 4 bytes at ``address + index`` (any alignment) as a little-endian uint32, as uint64."""
-    if not _integers(address, index):
-        return None
-    sig = types.uint64(address, index)
-
-    def codegen(context, builder, signature, args):
-        value = builder.load(_byte_pointer(context, builder, signature, args, 32), align=1)
-        return builder.zext(value, ir.IntType(64))
-
-    return sig, codegen
+    typer.__name__ = typer.__qualname__ = name
+    typer.__doc__ = doc
+    return intrinsic(typer)
 
 
-@intrinsic
-def load_u64(typingctx, address, index):
-    """The 8 bytes at ``address + index`` (any alignment) as a little-endian uint64."""
-    if not _integers(address, index):
-        return None
-    sig = types.uint64(address, index)
-
-    def codegen(context, builder, signature, args):
-        return builder.load(_byte_pointer(context, builder, signature, args, 64), align=1)
-
-    return sig, codegen
-
-
-@intrinsic
-def store_u8(typingctx, address, index, value):
-    """Store the low byte of an integer at ``address + index``."""
-    if not _integers(address, index, value):
-        return None
-    sig = types.void(address, index, value)
-
-    def codegen(context, builder, signature, args):
-        ptr = _address_and_index(context, builder, signature, args[:2], ir.IntType(8))
-        builder.store(builder.trunc(args[2], ir.IntType(8)), ptr)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@intrinsic
-def store_u32(typingctx, address, index, value):
-    """Store the low 4 bytes of an integer at ``address + index`` (any alignment)."""
-    if not _integers(address, index, value):
-        return None
-    sig = types.void(address, index, value)
-
-    def codegen(context, builder, signature, args):
-        value = builder.trunc(args[2], ir.IntType(32))
-        builder.store(value, _byte_pointer(context, builder, signature, args, 32), align=1)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@intrinsic
-def store_u64(typingctx, address, index, value):
-    """Store a uint64 as 8 bytes at ``address + index`` (any alignment)."""
-    if not _integers(address, index):
-        return None
-    sig = types.void(address, index, types.uint64)
-
-    def codegen(context, builder, signature, args):
-        ptr = _byte_pointer(context, builder, signature, args, 64)
-        builder.store(args[2], ptr, align=1)
-        return context.get_dummy_value()
-
-    return sig, codegen
+load_u8 = _load("load_u8", "The byte at ``address + index``, as int64.", types.int64, width=8)
+load_i64 = _load(
+    "load_i64",
+    "Element ``index`` of the int64 array at ``address``.",
+    types.int64,
+    element=ir.IntType(64),
+)
+load_f64 = _load(
+    "load_f64",
+    "Element ``index`` of the float64 array at ``address``.",
+    types.float64,
+    element=ir.DoubleType(),
+)
+load_u32 = _load(
+    "load_u32",
+    "The 4 bytes at ``address + index`` (any alignment) as a little-endian uint32, as uint64.",
+    types.uint64,
+    width=32,
+)
+load_u64 = _load(
+    "load_u64",
+    "The 8 bytes at ``address + index`` (any alignment) as a little-endian uint64.",
+    types.uint64,
+    width=64,
+)
+store_u8 = _store("store_u8", "Store the low byte of an integer at ``address + index``.", 8)
+store_u32 = _store(
+    "store_u32",
+    "Store the low 4 bytes of an integer at ``address + index`` (any alignment).",
+    32,
+)
+store_u64 = _store(
+    "store_u64",
+    "Store a uint64 as 8 bytes at ``address + index`` (any alignment).",
+    64,
+    value_type=types.uint64,
+)
 
 
 @intrinsic

@@ -18,7 +18,8 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -213,6 +214,48 @@ def _label_indices(values: np.ndarray, classes: Sequence[str]) -> np.ndarray:
         raise DataError(f"label value {exc.args[0]!r} is not one of the classes") from None
 
 
+@contextmanager
+def labelled_batches(
+    data_uri: str,
+    meta: DatasetMetadata,
+    split: str,
+    columns: Sequence[str],
+    *,
+    task: str,
+    classes: Sequence[str],
+    scratch: str,
+    batch_size: int = 0,
+) -> Iterator[Iterator[tuple[dict[str, Any], np.ndarray]]]:
+    """The batches of ``split`` as a model is scored on them: ``(raw columns, labels)``.
+
+    The raw columns are ``columns`` as serving takes them (:class:`_RawColumns`); the labels
+    are a regression's values as float64, a classifier's indices into ``classes``. The
+    split's shards are staged under ``scratch`` while the context is open.
+
+    Args:
+        batch_size: rows per batch (0: :data:`BATCH_ROWS`, or :data:`IMAGE_BATCH_ROWS` when
+            a column is an image).
+
+    Raises:
+        DataError: a label value that is none of ``classes`` (while iterating).
+    """
+    parser = _RawColumns(meta, columns)
+    if not batch_size:
+        batch_size = IMAGE_BATCH_ROWS if parser.image is not None else BATCH_ROWS
+    with dataset.reading_split(
+        data_uri, meta, split, os.path.join(scratch, "shards"), max_bytes=CACHE_BYTES
+    ) as cache:
+        ds = dataset.eval_dataset(
+            data_uri, meta, parser, split=split, batch_size=batch_size, cache=cache
+        )
+        yield ((batch, _label_values(labels.numpy(), task, classes)) for batch, labels in ds)
+
+
+def _label_values(values: np.ndarray, task: str, classes: Sequence[str]) -> np.ndarray:
+    """A regression's label values as float64, a classifier's as indices into ``classes``."""
+    return values.astype(np.float64) if task == "regression" else _label_indices(values, classes)
+
+
 def _accumulator(task: str, classes: Sequence[str]) -> Any:
     return RegressionAccumulator() if task == "regression" else MetricsAccumulator(list(classes))
 
@@ -260,7 +303,6 @@ def score_split(
         left out). A model of ``optional`` that failed: ``{"error": what failed, one line}``.
     """
     wanted = {i["column"] for m in models.values() for i in m.inputs} | set(slices)
-    parser = _RawColumns(meta, sorted(wanted))
     task, classes = candidate.task, candidate.classes
     scores = {
         name: _Scores(
@@ -275,23 +317,10 @@ def score_split(
         for name in models
     }
     failed: dict[str, str] = {}
-    with dataset.reading_split(
-        data_uri, meta, split, os.path.join(scratch, "shards"), max_bytes=CACHE_BYTES
-    ) as cache:
-        ds = dataset.eval_dataset(
-            data_uri,
-            meta,
-            parser,
-            split=split,
-            batch_size=IMAGE_BATCH_ROWS if parser.image is not None else BATCH_ROWS,
-            cache=cache,
-        )
-        for columns, raw_labels in ds:
-            labels: np.ndarray = raw_labels.numpy()
-            if task == "regression":
-                labels = labels.astype(np.float64)
-            else:
-                labels = _label_indices(labels, classes)
+    with labelled_batches(
+        data_uri, meta, split, sorted(wanted), task=task, classes=classes, scratch=scratch
+    ) as batches:
+        for columns, labels in batches:
             masks = {
                 column: _slice_masks(columns[column].numpy(), values)
                 for column, values in slices.items()
