@@ -204,6 +204,11 @@ def committed_tasks(out: str) -> int:
         return 0
 
 
+#: A lease time to live for runs a test kills -9 on an object store, whose re-run waits for the
+#: dead owner's lease to expire (``shardtrain.storage.lease``; the default is 60 s).
+SHORT_LEASE = {"SHARDTRAIN_LEASE_TTL": "6"}
+
+
 def kill_then_resume(src: str, out: str, csv_path, kill_when: int) -> dict:
     """Shard the quest CSV ``src`` to ``out``, kill -9 the run after ``kill_when`` committed
     tasks, re-run it, and check every row landed exactly once."""
@@ -223,10 +228,14 @@ def kill_then_resume(src: str, out: str, csv_path, kill_when: int) -> dict:
         "--processes",
         "1",
     ]
+    # On an object store the killed run's lease blocks the re-run until it expires (a minute
+    # by default): a short time to live keeps that wait, and the takeover, to seconds.
+    env = {**os.environ, **SHORT_LEASE}
     proc = subprocess.Popen(
         [sys.executable, "-m", "shardtrain.cli", *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env=env,
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
@@ -238,7 +247,7 @@ def kill_then_resume(src: str, out: str, csv_path, kill_when: int) -> dict:
     proc.wait()
     assert not storage.exists(storage.join(out, "metadata.json"))
     done_before = committed_tasks(out)
-    rerun = run_cli(*args, check=True)
+    rerun = run_cli(*args, check=True, env=SHORT_LEASE)
     assert "sharded" in rerun.stdout
     meta = DatasetMetadata.load(out).to_dict()
     keys = [r["attempt_id"] for r in read_examples(out)]

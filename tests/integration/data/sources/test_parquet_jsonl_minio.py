@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import read_examples, run_cli
+from helpers import SHORT_LEASE, read_examples, run_cli
 from shardtrain import storage
 from shardtrain.data import datagen, sharding
 from shardtrain.data.metadata import DatasetMetadata
@@ -128,6 +129,7 @@ def test_kill_9_mid_parquet_run_then_rerun_gives_the_uninterrupted_shards(minio,
         [sys.executable, "-m", "shardtrain.cli", *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env={**os.environ, **SHORT_LEASE},
     )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None and _committed_tasks(out) < 2:
@@ -138,7 +140,7 @@ def test_kill_9_mid_parquet_run_then_rerun_gives_the_uninterrupted_shards(minio,
     assert not storage.exists(storage.join(out, "metadata.json"))
     plan = sharding.Plan.from_dict(out, storage.read_json(storage.join(out, "_plan.json")))
     assert _committed_tasks(out) < len(plan.tasks)
-    run_cli(*args, check=True)
+    run_cli(*args, check=True, env=SHORT_LEASE)
     resumed = DatasetMetadata.load(out).to_dict()
     clean = run_cli(*[a if a != out else str(tmp_path / "clean") for a in args], check=True)
     assert clean.returncode == 0
