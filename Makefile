@@ -77,11 +77,17 @@ lint: env
 	$(BIN)/mypy
 	$(BIN)/hadolint Dockerfile
 
+# The suite on $(WORKERS) pytest-xdist workers: about half of a single run's wall time is spent
+# waiting (servers, controllers, subprocesses starting), which the other worker uses.
+# tests/conftest.py keeps a module's tests, and all the control plane's, on one worker.
+WORKERS ?= 2
+XDIST = -n $(WORKERS) --dist loadgroup
+
 test: env minio gcs crd k8s chromium lint
-	$(BIN)/python -m pytest -v --durations=15 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -v $(XDIST) --durations=15 $(PYTEST_ARGS)
 
 test-fast: env
-	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(XDIST) tests/unit $(PYTEST_ARGS)
 
 # Each extra Python: its own environment (.venv-3.12, ...; cached like .venv), the fast tier,
 # then `smoke`. Every version runs even when one fails; the target fails if any did.

@@ -366,8 +366,23 @@ def k8s(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
 _RESOURCE_MARKERS = ("minio", "gcs", "k8s", "cluster", "slow")
 
 
+#: Fixtures whose tests share one xdist worker (the session fixture starts once there).
+_ONE_WORKER_FIXTURES = ("k8s",)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Folders and markers agree: no unit test needs a server, a cluster or much time."""
+    """Folders and markers agree: no unit test needs a server, a cluster or much time.
+
+    Under ``pytest -n N --dist loadgroup`` (``make test``): a module's tests run on one worker,
+    so its module-scoped fixtures (trained models, shared runs) are built once; and every test
+    that needs the control plane runs on one worker, so one control plane starts.
+    """
+    for item in items:
+        shared = [f for f in _ONE_WORKER_FIXTURES if f in getattr(item, "fixturenames", ())]
+        item.add_marker(
+            pytest.mark.xdist_group(shared[0] if shared else item.nodeid.split("::")[0])
+        )
     unit = config.rootpath / "tests" / "unit"
     wrong = [
         f"{item.nodeid} ({m})"
