@@ -326,3 +326,70 @@ def wide_csv(path, rows: int = 20_000) -> None:
         ",".join([*(str((r * 7 + i) % 10) for i in range(30)), str(r % 2)]) for r in range(rows)
     ]
     path.write_text("\n".join(lines) + "\n")
+
+
+def run_cli_here(
+    *args: str, env: dict | None = None, check: bool = False
+) -> subprocess.CompletedProcess:
+    """Run `shardtrain ARGS` in this process; returns what :func:`run_cli` returns (args,
+    returncode, stdout, stderr as text) without a Python start-up and pyarrow/numba loading.
+
+    For a test whose subject is the command's output, error line, exit code or files. Not
+    where a process is the point: signals, ``os._exit`` codes (>= 128, which only the console
+    script takes), ``python -m``, the environment read at import time, pool processes that
+    inherit the parent's state (log lines of forked pool processes are lost here), or
+    stdout being a pipe: those keep :func:`run_cli`. ``env`` holds for the run only
+    (:meth:`click.testing.CliRunner.isolation`); ``check`` as in :func:`run_cli`. Log lines
+    go to the returned stderr as the console script logs them: pytest's own handlers on the
+    root logger make ``logging.basicConfig`` (``setup_logging``) a no-op here, so a handler
+    with its format and level (DEBUG with a leading ``-v``) writes to the isolated stderr
+    during the run.
+    """
+    import logging
+
+    from click.testing import CliRunner
+
+    from shardtrain import cli
+
+    verbose = any(a in ("-v", "--verbose") for a in _leading_options(args))
+    root = logging.getLogger()
+    with CliRunner().isolation(env=env) as (out, err, _):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S")
+        )
+        level = logging.DEBUG if verbose else logging.INFO
+        handler.setLevel(level)
+        saved_level = root.level
+        root.addHandler(handler)
+        root.setLevel(level)
+        code: int | str | None = 0
+        try:
+            cli.main(list(args))
+        except SystemExit as exc:
+            code = exc.code
+            if isinstance(code, str):  # sys.exit("message"): printed, exit status 1
+                print(code, file=sys.stderr)
+                code = 1
+        finally:
+            root.removeHandler(handler)
+            root.setLevel(saved_level)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        # As text=True decodes a pipe: UTF-8, universal newlines.
+        stdout, stderr = (
+            s.getvalue().decode().replace("\r\n", "\n").replace("\r", "\n") for s in (out, err)
+        )
+    if check and code:
+        raise AssertionError(f"shardtrain {' '.join(args)} failed:\n{stderr}")
+    return subprocess.CompletedProcess(list(args), code or 0, stdout, stderr)
+
+
+def _leading_options(args) -> list[str]:
+    """The options before the first command word of a ``shardtrain`` command line."""
+    lead = []
+    for arg in args:
+        if not arg.startswith("-"):
+            break
+        lead.append(arg)
+    return lead

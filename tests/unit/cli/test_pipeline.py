@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import yaml
 
-from helpers import run_cli
+from helpers import run_cli, run_cli_here
 
 
 def test_cli_compile_writes_the_yaml_with_new_defaults(tmp_path):
     out = tmp_path / "p.yaml"
-    proc = run_cli(
+    proc = run_cli_here(
         "pipeline", "compile", "-o", str(out), "-p", "image=registry.example/st:9", "-p",
         "tfjob_workers=3",
     )  # fmt: skip

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from helpers import run_cli, shard
+from helpers import run_cli_here, shard
 from shardtrain.data import datagen
 from shardtrain.data.validation import Limits
 from shardtrain.errors import ConfigError
@@ -26,7 +26,7 @@ def dataset(tmp_path_factory):
 
 
 def test_validate_refuses_a_limit_for_a_column_no_dataset_has(dataset):
-    proc = run_cli(
+    proc = run_cli_here(
         "validate", str(dataset), "--against", str(dataset),
         "--limits", "numeric_drift=0.1,missing_rate.nosuchcol=0.1",
     )  # fmt: skip
@@ -34,7 +34,7 @@ def test_validate_refuses_a_limit_for_a_column_no_dataset_has(dataset):
     (line,) = proc.stderr.strip().splitlines()
     assert "missing_rate.nosuchcol: no column 'nosuchcol' in" in line, line
     assert "gold" in line and "gear_score" in line  # the known columns are listed
-    ok = run_cli(
+    ok = run_cli_here(
         "validate", str(dataset), "--against", str(dataset), "--limits", "missing_rate.gold=0.1"
     )
     assert ok.returncode == 0, ok.stderr

@@ -227,7 +227,7 @@ print("clean")
 def test_throughput_report():
     """Prints rows/s of encode + frame (run with -s to see it); not asserted: shared CI."""
     rng = np.random.default_rng(9)
-    n = 200_000
+    n = 50_000
     columns, arrays = [], []
     for j in range(30):
         columns.append(FeatureColumn(f"feature_{j:02d}", "float"))

@@ -143,6 +143,13 @@ def _stop(procs: dict[str, subprocess.Popen], grace: float) -> None:
             p.wait()
 
 
+def _wait_for_all(procs: dict[str, subprocess.Popen], seconds: float) -> None:
+    """Wait up to ``seconds`` for every process to end by itself."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and any(p.poll() is None for p in procs.values()):
+        time.sleep(0.1)
+
+
 def run_local(
     replicas: Sequence[Replica],
     *,
@@ -208,13 +215,17 @@ def run_local(
             if failed:
                 cause = failed[0]
                 reason = f"{cause} exited with code {codes[cause]}"
+                if 128 <= (codes[cause] or 0) <= 255:
+                    # A retryable stop (SIGTERM after a checkpoint, a lost peer): its peers
+                    # stop at the same step by themselves (the flag rides on the step's
+                    # all-reduce). Stopping them at once would cut a slower one short in its
+                    # own exit -- after its checkpoint, its handler gone: killed, not 143.
+                    _wait_for_all(procs, grace)
                 break
             if codes[decider] == 0:
                 # Like the operator: the chief decides. Give the rest (evaluator, workers
                 # finishing their last step) a moment to end by themselves.
-                end = time.monotonic() + grace
-                while time.monotonic() < end and any(p.poll() is None for p in procs.values()):
-                    time.sleep(0.1)
+                _wait_for_all(procs, grace)
                 failed = [n for n, p in procs.items() if p.poll() not in (None, 0)]
                 succeeded = not failed
                 cause = failed[0] if failed else None

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from helpers import late_code_csv, run_cli
+from helpers import late_code_csv, run_cli, run_cli_here
 from shardtrain.data import datagen, sharding
 from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.errors import DataError
@@ -23,7 +23,7 @@ def test_multi_worker_cli_and_finalize(tmp_path):
     csv_path = _quest(tmp_path, 6_000)
     out = tmp_path / "ds"
     for w in range(2):
-        proc = run_cli(
+        proc = run_cli_here(
             "shard",
             str(csv_path),
             "-o",
@@ -39,10 +39,10 @@ def test_multi_worker_cli_and_finalize(tmp_path):
             check=True,
         )
         assert "run `shardtrain finalize" in proc.stdout
-    early = run_cli("inspect", str(out))
+    early = run_cli("inspect", str(out))  # the console script (a process)
     assert early.returncode == 1 and "not committed" in early.stderr
-    run_cli("finalize", str(out), check=True)
-    shown = run_cli("inspect", str(out), check=True).stdout
+    run_cli_here("finalize", str(out), check=True)
+    shown = run_cli_here("inspect", str(out), check=True).stdout
     assert "train" in shown and "player_level" in shown and "6,000" in shown
 
 
@@ -104,13 +104,15 @@ def test_too_many_rejects_fail_the_run_without_committing(tmp_path):
     junk = tmp_path / "junk.csv"
     good = csv_path.read_text().splitlines()[0]
     junk.write_text(good + "\n" + "\n".join("a,b" for _ in range(3000)) + "\n")
-    proc = run_cli("shard", str(junk), "--output", str(tmp_path / "junk"), "--label", "cleared")
+    proc = run_cli_here(
+        "shard", str(junk), "--output", str(tmp_path / "junk"), "--label", "cleared"
+    )
     assert proc.returncode == 1
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and proc.stderr.splitlines()[-1] == errors[0]
     assert "wrong_field_count" in errors[0] and "Traceback" not in proc.stderr
     # With the threshold raised every row is accounted for as rejected... and none accepted.
-    proc = run_cli(
+    proc = run_cli_here(
         "shard",
         str(junk),
         "--output",
@@ -131,14 +133,14 @@ def test_workers_whose_guessed_types_fail_are_settled_by_the_settle_command(tmp_
     out = tmp_path / "ds"
     args = (str(csv_path), "-o", str(out), "--label", "label", "--task-mb", "1")
     for w in range(2):
-        run_cli("shard", *args, "--num-workers", "2", "--worker-index", str(w), check=True)
-    refused = run_cli("finalize", str(out))
+        run_cli_here("shard", *args, "--num-workers", "2", "--worker-index", str(w), check=True)
+    refused = run_cli_here("finalize", str(out))
     assert refused.returncode == 1
     assert "zip int -> string" in refused.stderr
     assert "run `shardtrain settle` with the run's arguments" in refused.stderr
-    settled = run_cli("settle", *args, "--num-workers", "2", check=True)
+    settled = run_cli_here("settle", *args, "--num-workers", "2", check=True)
     assert "task(s) ran again" in settled.stdout
-    run_cli("finalize", str(out), check=True)
+    run_cli_here("finalize", str(out), check=True)
     meta = DatasetMetadata.load(str(out))
     assert meta.schema.column("zip").type == "string" and meta.rows_accepted == 400_000
     assert meta.rows_rejected == 0

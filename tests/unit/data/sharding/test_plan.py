@@ -32,8 +32,8 @@ def _split_keys(uri: str, key: str = "attempt_id") -> dict[str, set]:
 
 def test_split_is_deterministic_across_runs_and_worker_counts(tmp_path):
     csv_path = tmp_path / "quest.csv"
-    datagen.generate_quest_logs(str(csv_path), 12_000, seed=5)
-    common = {"key": "attempt_id", "task_bytes": 256 * 1024}  # several tasks and pieces
+    datagen.generate_quest_logs(str(csv_path), 6_000, seed=5)
+    common = {"key": "attempt_id", "task_bytes": 128 * 1024}  # several tasks (6) and pieces
     one = _metadata(_config([csv_path], tmp_path / "one", **common))
     again = _metadata(_config([csv_path], tmp_path / "again", **common))
     for w in range(3):
@@ -64,10 +64,10 @@ def test_split_is_deterministic_across_runs_and_worker_counts(tmp_path):
     )
     # Hashing the whole row instead of a key is deterministic too.
     a = sharding.shard(
-        _config([csv_path], tmp_path / "row-a", task_bytes=300_000)
+        _config([csv_path], tmp_path / "row-a", task_bytes=150_000)
     ).metadata.to_dict()
     b = sharding.shard(
-        _config([csv_path], tmp_path / "row-b", task_bytes=100_000)
+        _config([csv_path], tmp_path / "row-b", task_bytes=50_000)
     ).metadata.to_dict()
     assert a["splits"]["eval"]["num_records"] == b["splits"]["eval"]["num_records"]
     assert _split_keys(str(tmp_path / "row-a")) == _split_keys(str(tmp_path / "row-b"))

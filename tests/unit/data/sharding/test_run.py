@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ALL_TYPES, run_cli
+from helpers import ALL_TYPES, run_cli, run_cli_here
 from shardtrain import storage
 from shardtrain.data import datagen, sharding
 from shardtrain.data.metadata import DatasetMetadata
@@ -25,27 +25,28 @@ def _config(sources, output, **kw) -> sharding.ShardConfig:
 
 
 def test_clear_errors_for_bad_sources(tmp_path):
+    # The first through the console script (a process), the others in this process.
     missing = run_cli(
         "shard", str(tmp_path / "nope.csv"), "-o", str(tmp_path / "o"), "--label", "cleared"
     )
     assert missing.returncode == 1
     assert missing.stderr.strip() == f"error: {tmp_path / 'nope.csv'}: no such file or object"
-    no_label = run_cli("shard", str(ALL_TYPES), "-o", str(tmp_path / "o"), "--label", "won")
+    no_label = run_cli_here("shard", str(ALL_TYPES), "-o", str(tmp_path / "o"), "--label", "won")
     assert no_label.returncode == 1 and no_label.stderr.count("\n") == 1
     assert "label column 'won' not found" in no_label.stderr and str(ALL_TYPES) in no_label.stderr
     binary = tmp_path / "binary.csv"
     binary.write_bytes(os.urandom(4096).replace(b"\n", b"x") + b"\x00")
-    proc = run_cli("shard", str(binary), "-o", str(tmp_path / "o"), "--label", "x")
+    proc = run_cli_here("shard", str(binary), "-o", str(tmp_path / "o"), "--label", "x")
     assert proc.returncode == 1 and "not a text CSV file" in proc.stderr
     empty = tmp_path / "empty.csv"
     empty.write_text("")
-    proc = run_cli("shard", str(empty), "-o", str(tmp_path / "o"), "--label", "x")
+    proc = run_cli_here("shard", str(empty), "-o", str(tmp_path / "o"), "--label", "x")
     assert proc.returncode == 1 and "the file is empty" in proc.stderr
     header_only = tmp_path / "header.csv"
     header_only.write_text("a,b,cleared\n")
-    proc = run_cli("shard", str(header_only), "-o", str(tmp_path / "o"), "--label", "cleared")
+    proc = run_cli_here("shard", str(header_only), "-o", str(tmp_path / "o"), "--label", "cleared")
     assert proc.returncode == 1 and "no data rows" in proc.stderr
-    proc = run_cli(
+    proc = run_cli_here(
         "shard", str(tmp_path / "*.nothing"), "-o", str(tmp_path / "o"), "--label", "cleared"
     )
     assert proc.returncode == 1 and "no file matches" in proc.stderr
@@ -77,14 +78,14 @@ def test_rerun_after_success_does_nothing_and_other_inputs_are_refused(tmp_path)
     datagen.generate_quest_logs(str(csv_path), 3_000, seed=1)
     out = tmp_path / "ds"
     args = ("shard", str(csv_path), "-o", str(out), "--label", "cleared")
-    run_cli(*args, check=True)
+    run_cli_here(*args, check=True)
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
-    again = run_cli(*args, check=True)
+    again = run_cli_here(*args, check=True)
     assert "already complete" in again.stdout
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
-    other = run_cli(*args, "--split", "train=0.5,eval=0.5")
+    other = run_cli_here(*args, "--split", "train=0.5,eval=0.5")
     assert other.returncode == 1 and "--overwrite" in other.stderr
-    replaced = run_cli(*args, "--split", "train=0.5,eval=0.5", "--overwrite", check=True)
+    replaced = run_cli_here(*args, "--split", "train=0.5,eval=0.5", "--overwrite", check=True)
     assert replaced.returncode == 0
     assert DatasetMetadata.load(str(out)).to_dict()["splits"]["train"]["fraction"] == 0.5
 
@@ -151,14 +152,14 @@ def test_truncated_or_corrupt_gzip_source_is_one_line_naming_the_file(tmp_path):
     src = tmp_path / "quest.csv.gz"
     src.write_bytes(data[: len(data) * 3 // 4])  # truncated after the sample
     args = ("shard", str(src), "-o", str(tmp_path / "ds"), "--label", "cleared")
-    proc = run_cli(*args, "--processes", "1")
+    proc = run_cli_here(*args, "--processes", "1")
     last = proc.stderr.splitlines()[-1]
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert last.startswith(f"error: {src}: truncated gzip file:") and "Aborted" not in last
     assert f"({len(data) * 3 // 4:,} compressed bytes read)" in last
     # Replaced by a good copy (a new version, so a new plan): the re-run completes.
     shutil.copy(good, src)
-    run_cli(*args, "--overwrite", check=True)
+    run_cli_here(*args, "--overwrite", check=True)
     assert DatasetMetadata.load(str(tmp_path / "ds")).rows_accepted == 60_000
     flipped = bytearray(data)
     flipped[len(data) // 2] ^= 0xFF

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import shutil
 
 import pytest
 
@@ -45,11 +46,30 @@ def outcome_plan(out):
     return settle_module.stored_plan(str(out))
 
 
-def test_a_crash_while_settling_a_wrong_guess_resumes(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def zips_by_two_workers(tmp_path_factory):
+    """:func:`late_code_csv` sharded by two workers whose guessed type of ``zip`` fails: the
+    source and the run, which each test copies (:func:`_copy_of`) before settling it."""
+    tmp = tmp_path_factory.mktemp("zips")
+    path = late_code_csv(tmp / "zips.csv")
+    for w in range(2):
+        sharding.shard(_config(path, tmp / "ds", num_workers=2, worker_index=w))
+    return path, tmp / "ds"
+
+
+def _copy_of(run, tmp_path):
+    """The sharded source and a copy of its run (nothing in a run names its own path)."""
+    path, template = run
+    out = tmp_path / "ds"
+    shutil.copytree(template, out)
+    return path, out
+
+
+def test_a_crash_while_settling_a_wrong_guess_resumes(tmp_path, monkeypatch, zips_by_two_workers):
     """Killed after the old tasks were uncommitted but before the new plan was stored: the
     same command runs the tasks again (with the guess, which settles the same way) and ends
     with the types by all rows; nothing is half-written."""
-    path = late_code_csv(tmp_path / "zips.csv")
+    path = zips_by_two_workers[0]  # the source only: this run is a new one, in one worker
     out = tmp_path / "ds"
     uncommit = settle_module._uncommit
 
@@ -73,11 +93,8 @@ def test_a_crash_while_settling_a_wrong_guess_resumes(tmp_path, monkeypatch):
     assert sharding.shard(_config(path, out)).status == "already-complete"
 
 
-def test_settling_a_wrong_guess_takes_the_runs_own_options(tmp_path):
-    path = late_code_csv(tmp_path / "zips.csv")
-    out = tmp_path / "ds"
-    for w in range(2):
-        sharding.shard(_config(path, out, num_workers=2, worker_index=w))
+def test_settling_a_wrong_guess_takes_the_runs_own_options(tmp_path, zips_by_two_workers):
+    path, out = _copy_of(zips_by_two_workers, tmp_path)
     with pytest.raises(DataError, match="the options given differ"):
         sharding.settle(_config(path, out, splits=(("train", 0.5), ("eval", 0.5))))
     with pytest.raises(DataError, match=r"zip int -> string.*shardtrain settle"):
@@ -105,14 +122,11 @@ def test_many_values_beyond_the_guess_do_not_stop_a_task_before_settling(tmp_pat
     assert meta.rows_accepted == rows and meta.rows_rejected == 0
 
 
-def test_settling_again_before_the_reset_tasks_ran_hands_them_out(tmp_path):
+def test_settling_again_before_the_reset_tasks_ran_hands_them_out(tmp_path, zips_by_two_workers):
     """A settle step retried (or `shardtrain settle` re-run) after an earlier one stored the
     types by all rows but before the reset tasks ran: they are handed out again, not an
     error; settling then goes on."""
-    path = late_code_csv(tmp_path / "zips.csv")
-    out = tmp_path / "ds"
-    for w in range(2):
-        sharding.shard(_config(path, out, num_workers=2, worker_index=w))
+    path, out = _copy_of(zips_by_two_workers, tmp_path)
     first = sharding.settle(_config(path, out, num_workers=2))
     assert first.redo
     again = sharding.settle(_config(path, out, num_workers=2))  # the pod died: a retry

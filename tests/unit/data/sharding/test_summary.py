@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -150,10 +151,28 @@ def test_summaries_of_runs_with_other_numbers_of_workers_do_not_overlap(tmp_path
     assert counts == {24_000}  # every task counted once
 
 
-def test_settling_a_wrong_type_deletes_the_summaries_before_the_manifests(tmp_path, monkeypatch):
-    src = late_code_csv(tmp_path / "zips.csv")
+@pytest.fixture(scope="module")
+def zips_by_two_workers(tmp_path_factory):
+    """:func:`late_code_csv` sharded by two workers whose guessed type of ``zip`` fails: the
+    source and the run, which each test copies (:func:`_copy_of`) before settling it."""
+    tmp = tmp_path_factory.mktemp("zips")
+    src = late_code_csv(tmp / "zips.csv")
+    _run_workers(src, tmp / "ds", 2, task_bytes=1 << 20)
+    return src, tmp / "ds"
+
+
+def _copy_of(run, tmp_path):
+    """The sharded source and a copy of its run (nothing in a run names its own path)."""
+    src, template = run
     out = tmp_path / "ds"
-    _run_workers(src, out, 2, task_bytes=1 << 20)
+    shutil.copytree(template, out)
+    return src, out
+
+
+def test_settling_a_wrong_type_deletes_the_summaries_before_the_manifests(
+    tmp_path, monkeypatch, zips_by_two_workers
+):
+    src, out = _copy_of(zips_by_two_workers, tmp_path)
     assert len(list((out / "_tasks").glob("summary-*"))) == 2
     deleted: list[str] = []
     delete = storage.delete
@@ -181,12 +200,10 @@ def test_settling_a_wrong_type_deletes_the_summaries_before_the_manifests(tmp_pa
 
 @pytest.mark.parametrize("crash_after", [0, 1])
 def test_a_crash_while_settling_leaves_no_summary_of_a_deleted_manifest(
-    tmp_path, monkeypatch, crash_after
+    tmp_path, monkeypatch, crash_after, zips_by_two_workers
 ):
-    src = late_code_csv(tmp_path / "zips.csv")
-    out = tmp_path / "ds"
+    src, out = _copy_of(zips_by_two_workers, tmp_path)
     config = _config(src, out, num_workers=2, task_bytes=1 << 20)
-    _run_workers(src, out, 2, task_bytes=1 << 20)
     calls = {"n": 0}
     delete = storage.delete
 

@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 
-from helpers import read_examples, run_cli
+from helpers import read_examples, run_cli_here
 from shardtrain import storage
 from shardtrain.data import datagen, sharding
 from shardtrain.data.sources import images
@@ -301,10 +301,10 @@ def test_gen_data_is_deterministic_mixed_and_balanced(tmp_path):
 
 def test_cli_gen_data_and_shard_a_tree_then_a_manifest(tmp_path):
     root = tmp_path / "imgs"
-    run_cli(
+    run_cli_here(
         "gen-data", "images", "--count", "30", "--size", "20", "--output", str(root), check=True
     )
-    tree = run_cli(
+    tree = run_cli_here(
         "shard",
         str(root),
         "--images",
@@ -317,7 +317,7 @@ def test_cli_gen_data_and_shard_a_tree_then_a_manifest(tmp_path):
         check=True,
     )
     assert "sharded 30 rows" in tree.stdout
-    manifest = run_cli(
+    manifest = run_cli_here(
         "shard",
         str(root / "manifest.csv"),
         "--image-column",
@@ -335,5 +335,5 @@ def test_cli_gen_data_and_shard_a_tree_then_a_manifest(tmp_path):
     assert "sharded 30 rows" in manifest.stdout
     meta = storage.read_json(str(tmp_path / "m" / "metadata.json"))
     assert meta["data_kind"] == "image" and meta["stats"]["columns"]["image"]["width"]["max"] == 8
-    bad = run_cli("shard", str(root), "--output", str(tmp_path / "x"), "--label", "label")
+    bad = run_cli_here("shard", str(root), "--output", str(tmp_path / "x"), "--label", "label")
     assert bad.returncode == 1 and "is a directory" in bad.stderr

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import read_examples, read_rejects, run_cli, shard, shard_config
+from helpers import read_examples, read_rejects, run_cli_here, shard, shard_config
 from shardtrain.data import sharding
 from shardtrain.data.sharding.plan import build_plan
 from shardtrain.errors import DataError
@@ -201,7 +201,7 @@ def _jsonl_schema():
 def test_jsonl_nested_values_are_one_error_and_can_be_dropped(tmp_path):
     path = tmp_path / "nested.ndjson"
     path.write_text('{"user": "a", "cleared": 1}\n{"user": {"id": 3}, "cleared": 0}\n')
-    proc = run_cli("shard", str(path), "-o", str(tmp_path / "ds"), "--label", "cleared")
+    proc = run_cli_here("shard", str(path), "-o", str(tmp_path / "ds"), "--label", "cleared")
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
     assert proc.stderr.startswith(f"error: {path}: column 'user' holds JSON ")
     schema = tmp_path / "schema.yaml"
@@ -227,13 +227,13 @@ def test_format_flag_reads_a_jsonl_file_with_another_name_and_resumes(tmp_path):
     path.write_text("".join(json.dumps({"k": i, "cleared": i % 2}) + "\n" for i in range(50)))
     out = tmp_path / "ds"
     args = ["shard", str(path), "-o", str(out), "--label", "cleared", "--format", "jsonl"]
-    first = run_cli(*args, check=True)
+    first = run_cli_here(*args, check=True)
     assert "sharded" in first.stdout
     assert json.loads((out / "metadata.json").read_text())["options"]["format"] == "jsonl"
-    again = run_cli(*args, check=True)  # complete: nothing to do
+    again = run_cli_here(*args, check=True)  # complete: nothing to do
     assert "is already complete" in again.stdout
     shutil.rmtree(out)
-    proc = run_cli("shard", str(path), "-o", str(out), "--label", "cleared")  # read as CSV
+    proc = run_cli_here("shard", str(path), "-o", str(out), "--label", "cleared")  # read as CSV
     assert proc.returncode == 1 and "label column 'cleared' not found" in proc.stderr
 
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import read_examples, read_rejects, run_cli, shard, shard_config
+from helpers import read_examples, read_rejects, run_cli_here, shard, shard_config
 from shardtrain.data import sharding
 from shardtrain.data.sharding.plan import build_plan
 from shardtrain.errors import ConfigError, DataError
@@ -227,7 +227,7 @@ def test_parquet_unsupported_types_name_the_file_and_column_and_can_be_dropped(t
     path = tmp_path / "nested.parquet"
     table = pa.table({"tags": [[1, 2], [3]], "blob": [b"\x00", b"\x01"], "cleared": [0, 1]})
     pq.write_table(table, path)
-    proc = run_cli("shard", str(path), "-o", str(tmp_path / "ds"), "--label", "cleared")
+    proc = run_cli_here("shard", str(path), "-o", str(tmp_path / "ds"), "--label", "cleared")
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
     assert proc.stderr.startswith(f"error: {path}: column 'tags' has type list<element: int64>")
     assert "drop: [tags]" in proc.stderr

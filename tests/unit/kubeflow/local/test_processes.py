@@ -85,6 +85,26 @@ def test_a_failing_worker_fails_the_job_and_stops_the_others():
     assert "[worker-1] worker 1 failing" in out.getvalue()
 
 
+def test_a_retryable_stop_lets_the_peers_end_by_themselves_before_stopping_them():
+    """A replica that exits 143 (SIGTERM after a checkpoint) or another retryable code: its
+    peers leave the loop at the same step and exit on their own, a slower one too (a full
+    suite saw a chief still writing its checkpoint killed by the runner's SIGTERM: -15)."""
+    slow_143 = "import time, sys; time.sleep(1); sys.exit(143)"
+    result = processes.run_local(
+        [
+            processes.Replica("chief", 1, _py(slow_143)),
+            processes.Replica("worker", 1, _py("import sys; sys.exit(143)")),
+            processes.Replica("evaluator", 1, _py("import time; time.sleep(60)")),
+        ],
+        out=io.StringIO(),
+        grace=3,
+    )
+    assert not result.succeeded and result.reason == "worker-0 exited with code 143"
+    codes = {r.name: r.exit_code for r in result.replicas}
+    assert codes["chief-0"] == 143, codes
+    assert codes["evaluator-0"] == -15, codes  # still stopped once the grace period is over
+
+
 def test_chief_decides_and_the_evaluator_is_stopped_after_the_grace_period():
     result = processes.run_local(
         [

@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from helpers import run_cli
+from helpers import run_cli_here
 from shardtrain import __version__
 from shardtrain.errors import ConfigError
 from shardtrain.kubeflow.jobs import tfjob
@@ -88,7 +88,9 @@ def test_run_local_runs_a_rendered_manifest_with_operator_shaped_tf_config(tmp_p
     path = tmp_path / "job.yaml"
     path.write_text(tfjob.to_yaml(manifest))
 
-    proc = run_cli("run-local", "--grace", "5", str(path), env={"AWS_ACCESS_KEY_ID": "local-id"})
+    proc = run_cli_here(
+        "run-local", "--grace", "5", str(path), env={"AWS_ACCESS_KEY_ID": "local-id"}
+    )
     assert proc.returncode == 0, proc.stderr
     assert "local job succeeded" in proc.stdout
     seen = _seen(proc.stdout)
@@ -121,7 +123,7 @@ def test_the_shardtrain_entrypoint_runs_this_installation():
 def test_run_local_refuses_replica_options_with_a_manifest(tmp_path):
     path = tmp_path / "job.yaml"
     path.write_text(tfjob.to_yaml(make_manifest()))
-    proc = run_cli("run-local", "--workers", "3", str(path))
+    proc = run_cli_here("run-local", "--workers", "3", str(path))
     assert proc.returncode == 2
     assert "drop --workers/--evaluator" in proc.stderr
 
@@ -130,7 +132,7 @@ def test_run_local_reports_a_bad_manifest_in_one_line(tmp_path):
     path, manifest = tmp_path / "job.yaml", make_manifest()
     container_of(manifest, "Worker").update(name="tf")
     path.write_text(tfjob.to_yaml(manifest))
-    proc = run_cli("run-local", str(path))
+    proc = run_cli_here("run-local", str(path))
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
         "error: TFJob shardtrain: tfReplicaSpecs.Worker: needs a container named 'tensorflow'"
