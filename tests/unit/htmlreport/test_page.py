@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from model_dirs import EVAL_METRICS
 from shardtrain import storage
 from shardtrain.data import datagen, sharding
 from shardtrain.data.metadata import DatasetMetadata
@@ -27,13 +28,7 @@ from shardtrain.htmlreport.sample import ScoredSample
 
 METRICS = {
     "task": "binary",
-    "auc": 0.84,
-    "accuracy": 0.77,
-    "log_loss": 0.48,
-    "num_examples": 40,
-    "step": 300,
-    "confusion_matrix": {"labels": ["0", "1"], "matrix": [[15, 5], [4, 16]]},
-    "roc": {"fpr": [0.0, 0.25, 1.0], "tpr": [0.0, 0.8, 1.0], "thresholds": [1.0, 0.5, 0.0]},
+    **EVAL_METRICS,
     "slices": {
         "difficulty": [
             {"value": "easy", "num_examples": 25, "auc": 0.9, "accuracy": 0.8},

@@ -14,39 +14,17 @@ from unittest import mock
 import pytest
 from kfp import dsl
 
+from model_dirs import EVAL_METRICS, EXPORT_VERSION, tiny_quest_dataset
 from shardtrain import storage
-from shardtrain.data import datagen, sharding
 from shardtrain.kubeflow import pointers, steps
 
-METRICS = {
-    "auc": 0.84,
-    "accuracy": 0.77,
-    "log_loss": 0.48,
-    "num_examples": 40,
-    "step": 300,
-    "confusion_matrix": {"labels": ["0", "1"], "matrix": [[15, 5], [4, 16]]},
-    "roc": {"fpr": [0.0, 0.25, 1.0], "tpr": [0.0, 0.8, 1.0], "thresholds": [1.0, 0.5, 0.0]},
-}
-VERSION = "1700000000"
+METRICS = EVAL_METRICS
+VERSION = EXPORT_VERSION
 
 
 @pytest.fixture(scope="module")
 def dataset_uri(tmp_path_factory) -> str:
-    base = tmp_path_factory.mktemp("tiny")
-    csv = str(base / "quest.csv")
-    datagen.generate_quest_logs(csv, 400, seed=3, bad_fraction=0.01)
-    out = str(base / "ds")
-    sharding.shard(
-        sharding.ShardConfig(
-            sources=(csv,),
-            output=out,
-            label="cleared",
-            key="attempt_id",
-            processes=1,
-            max_bad_fraction=0.05,
-        )
-    )
-    return out
+    return tiny_quest_dataset(tmp_path_factory.mktemp("tiny"))
 
 
 def _artifact(kind, root: Path, name: str):
