@@ -79,9 +79,9 @@ lint: env
 
 # The suite on $(WORKERS) pytest-xdist workers: about half of a single run's wall time is spent
 # waiting (servers, controllers, subprocesses starting), which the other worker uses.
-# tests/conftest.py keeps a module's tests, and all the control plane's, on one worker.
+# tests/conftest.py keeps a file's tests, and all the control plane's, on one worker.
 WORKERS ?= 2
-XDIST = -n $(WORKERS) --dist loadgroup
+XDIST = -n $(WORKERS) --dist loadfile
 
 test: env minio gcs crd k8s chromium lint
 	$(BIN)/python -m pytest -v $(XDIST) --durations=15 $(PYTEST_ARGS)

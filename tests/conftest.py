@@ -366,22 +366,53 @@ def k8s(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
 _RESOURCE_MARKERS = ("minio", "gcs", "k8s", "cluster", "slow")
 
 
-#: Fixtures whose tests share one xdist worker (the session fixture starts once there).
-_ONE_WORKER_FIXTURES = ("k8s",)
+#: The test files that use the ``k8s`` fixture (the control plane, a session fixture): under
+#: ``make test``'s xdist they run on one worker, so one control plane starts. Checked against
+#: the collected tests below, so a new file that needs the control plane is added here.
+_CONTROL_PLANE_FILES = frozenset(
+    f"tests/integration/kubeflow/{name}.py"
+    for name in (
+        "jobs/test_kueue",
+        "jobs/test_tfjob",
+        "jobs/test_trainjob",
+        "jobs/test_trainjob_sdk",
+        "local/test_node_agent",
+        "test_preflight",
+        "test_serving_crd",
+    )
+)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (--dist loadgroup)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Folders and markers agree: no unit test needs a server, a cluster or much time.
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before xdist picks its scheduler
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadfile`` with the control plane's files as one group.
 
-    Under ``pytest -n N --dist loadgroup`` (``make test``): a module's tests run on one worker,
-    so its module-scoped fixtures (trained models, shared runs) are built once; and every test
-    that needs the control plane runs on one worker, so one control plane starts.
+    A file's tests run on one worker, so its module-scoped fixtures (trained models, shared
+    runs) are built once, and every file in :data:`_CONTROL_PLANE_FILES` runs on one worker.
+    (xdist's ``--dist loadgroup`` would do it with markers, but pytest 9 keeps a node id
+    where xdist 3.8 cannot append the group to it, so its groups silently do nothing.)
     """
-    for item in items:
-        shared = [f for f in _ONE_WORKER_FIXTURES if f in getattr(item, "fixturenames", ())]
-        item.add_marker(
-            pytest.mark.xdist_group(shared[0] if shared else item.nodeid.split("::")[0])
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "control-plane" if path in _CONTROL_PLANE_FILES else path
+
+    return ByFile(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Folders and markers agree: no unit test needs a server, a cluster or much time; the
+    tests that use the control plane are in :data:`_CONTROL_PLANE_FILES`."""
+    uses = {i.nodeid.split("::", 1)[0] for i in items if "k8s" in getattr(i, "fixturenames", ())}
+    unlisted = sorted(uses - _CONTROL_PLANE_FILES)
+    if unlisted:
+        raise pytest.UsageError(
+            "tests/conftest.py: add to _CONTROL_PLANE_FILES (they use the k8s fixture): "
+            + ", ".join(unlisted)
         )
     unit = config.rootpath / "tests" / "unit"
     wrong = [

@@ -6,7 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from helpers import run_cli_here
 from shardtrain.data import datagen, sharding
 
 
@@ -20,7 +19,7 @@ def _report(*args: str, cwd: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_report_writes_the_page_and_prints_its_path(tmp_path, monkeypatch):
+def test_report_writes_the_page_and_prints_its_path(tmp_path):
     csv = str(tmp_path / "quest.csv")
     datagen.generate_quest_logs(csv, 300, seed=4)
     data = str(tmp_path / "quest")
@@ -29,15 +28,14 @@ def test_report_writes_the_page_and_prints_its_path(tmp_path, monkeypatch):
             sources=(csv,), output=data, label="cleared", key="attempt_id", processes=1
         )
     )
-    monkeypatch.chdir(tmp_path)  # in this process (the error case below runs the command)
-    proc = run_cli_here("report", data, "--against", data)
+    proc = _report(data, "--against", data, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "quest-report.html"  # the default: here, by the dataset's name
     text = (tmp_path / "quest-report.html").read_text()
     assert 'id="chart-label-balance"' in text and "Data checks passed" in text
 
     out = tmp_path / "elsewhere" / "r.html"
-    proc = run_cli_here("report", data, "-o", str(out))
+    proc = _report(data, "-o", str(out), cwd=str(tmp_path))
     assert proc.returncode == 0 and proc.stdout.strip() == str(out) and out.exists()
 
 
