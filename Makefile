@@ -86,8 +86,9 @@ XDIST = -n $(WORKERS) --dist loadfile
 test: env minio gcs crd k8s chromium lint
 	$(BIN)/python -m pytest -v $(XDIST) --durations=15 $(PYTEST_ARGS)
 
+# The unit tier's files have no fixture worth keeping together: test by test balances best.
 test-fast: env
-	$(BIN)/python -m pytest -q $(XDIST) tests/unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist load tests/unit $(PYTEST_ARGS)
 
 # Each extra Python: its own environment (.venv-3.12, ...; cached like .venv), the fast tier,
 # then `smoke`. Every version runs even when one fails; the target fails if any did.

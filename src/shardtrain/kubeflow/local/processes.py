@@ -216,11 +216,13 @@ def run_local(
                 cause = failed[0]
                 reason = f"{cause} exited with code {codes[cause]}"
                 if 128 <= (codes[cause] or 0) <= 255:
-                    # A retryable stop (SIGTERM after a checkpoint, a lost peer): its peers
-                    # stop at the same step by themselves (the flag rides on the step's
-                    # all-reduce). Stopping them at once would cut a slower one short in its
-                    # own exit -- after its checkpoint, its handler gone: killed, not 143.
-                    _wait_for_all(procs, grace)
+                    # A retryable stop (SIGTERM after a checkpoint, a lost peer): its peers in
+                    # the collective stop at the same step by themselves (the flag rides on the
+                    # step's all-reduce). Stopping them at once would cut a slower one short in
+                    # its own exit -- after its checkpoint, its handler gone: killed, not 143.
+                    # The evaluator is no peer: it would wait for checkpoints to the end.
+                    peers = {n: p for n, p in procs.items() if not n.startswith("evaluator-")}
+                    _wait_for_all(peers, grace)
                 break
             if codes[decider] == 0:
                 # Like the operator: the chief decides. Give the rest (evaluator, workers
