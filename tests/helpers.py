@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -45,21 +46,31 @@ def read_examples(uri: str, split: str | None = None) -> list[dict]:
 
     meta = DatasetMetadata.load(uri)
     rows = []
-    for name in meta.splits if split is None else [split]:
-        for shard_uri in meta.shard_uris(uri, name):
-            path = shard_uri
-            if not storage.is_local(shard_uri):
-                path = os.path.join(tempfile.mkdtemp(), storage.basename(shard_uri))
-                storage.download_file(shard_uri, path)
-            for record in iter_records(storage.local_path(path), meta.compression == "GZIP"):
-                if meta.record_format == column_blocks.COLUMNAR:
-                    rows += _block_rows(name, parse_example(record))
-                    continue
-                row: dict = {"__split__": name}
-                for key, values in parse_example(record).items():
-                    assert len(values) == 1, (key, values)
-                    row[key] = values[0]
-                rows.append(row)
+    with tempfile.TemporaryDirectory(prefix="shardtrain-test-read-") as scratch:
+        for name in meta.splits if split is None else [split]:
+            for shard_uri in meta.shard_uris(uri, name):
+                rows += _shard_rows(name, shard_uri, meta, scratch)
+    return rows
+
+
+def _shard_rows(name: str, shard_uri: str, meta: DatasetMetadata, scratch: str) -> list[dict]:
+    """The rows of one shard (see read_examples); an object-store shard is read from scratch."""
+    path = shard_uri
+    if not storage.is_local(shard_uri):
+        path = os.path.join(scratch, storage.basename(shard_uri))
+        storage.download_file(shard_uri, path)
+    rows: list[dict] = []
+    for record in iter_records(storage.local_path(path), meta.compression == "GZIP"):
+        if meta.record_format == column_blocks.COLUMNAR:
+            rows += _block_rows(name, parse_example(record))
+            continue
+        row: dict = {"__split__": name}
+        for key, values in parse_example(record).items():
+            assert len(values) == 1, (key, values)
+            row[key] = values[0]
+        rows.append(row)
+    if path != shard_uri:
+        os.remove(path)
     return rows
 
 
@@ -350,14 +361,13 @@ def run_cli_here(
     from click.testing import CliRunner
 
     from shardtrain import cli
+    from shardtrain.progress import LOG_DATE_FORMAT, LOG_FORMAT
 
     verbose = any(a in ("-v", "--verbose") for a in _leading_options(args))
     root = logging.getLogger()
     with CliRunner().isolation(env=env) as (out, err, _):
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(
-            logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S")
-        )
+        handler.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATE_FORMAT))
         level = logging.DEBUG if verbose else logging.INFO
         handler.setLevel(level)
         saved_level = root.level
@@ -393,3 +403,12 @@ def _leading_options(args) -> list[str]:
             break
         lead.append(arg)
     return lead
+
+
+def copy_of_run(run: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path]:
+    """The sharded source and a copy of its run under ``tmp_path`` (a module fixture's run,
+    copied so each test may settle or damage it; nothing in a run names its own path)."""
+    source, template = run
+    out = tmp_path / "ds"
+    shutil.copytree(template, out)
+    return source, out

@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 #: Libraries whose INFO chatter (every S3 request, every compile) is noise in our logs.
 NOISY_LOGGERS = ("botocore", "aiobotocore", "s3fs", "fsspec", "urllib3", "google", "numba")
 
+#: The log line's shape: ``HH:MM:SS LEVEL logger: message``.
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+LOG_DATE_FORMAT = "%H:%M:%S"
+
 
 def setup_logging(verbose: bool = False) -> None:
     """Log lines on stderr (``HH:MM:SS LEVEL logger: message``), the storage stack quieted.
@@ -40,8 +44,8 @@ def setup_logging(verbose: bool = False) -> None:
     """
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        datefmt="%H:%M:%S",
+        format=LOG_FORMAT,
+        datefmt=LOG_DATE_FORMAT,
         stream=sys.stderr,
     )
     for name in NOISY_LOGGERS:

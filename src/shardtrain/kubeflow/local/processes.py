@@ -176,6 +176,7 @@ def run_local(
     total = sum(r.count for r in replicas)
     base_env = dict(os.environ if env is None else env)
     procs: dict[str, subprocess.Popen] = {}
+    peers: dict[str, subprocess.Popen] = {}  # the collective's members: all but the evaluator
     pumps: list[threading.Thread] = []
     for r in replicas:
         for i in range(r.count):
@@ -196,6 +197,8 @@ def run_local(
                 bufsize=1,
             )
             procs[name] = proc
+            if r.type != "evaluator":
+                peers[name] = proc
             t = threading.Thread(target=_pump, args=(proc.stdout, name, out), daemon=True)
             t.start()
             pumps.append(t)
@@ -221,7 +224,6 @@ def run_local(
                     # step's all-reduce). Stopping them at once would cut a slower one short in
                     # its own exit -- after its checkpoint, its handler gone: killed, not 143.
                     # The evaluator is no peer: it would wait for checkpoints to the end.
-                    peers = {n: p for n, p in procs.items() if not n.startswith("evaluator-")}
                     _wait_for_all(peers, grace)
                 break
             if codes[decider] == 0:

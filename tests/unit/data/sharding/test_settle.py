@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import importlib
-import shutil
 
 import pytest
 
-from helpers import late_code_csv
+from helpers import copy_of_run, late_code_csv
 from shardtrain import storage
 from shardtrain.data import datagen, sharding
 from shardtrain.data.metadata import DatasetMetadata
@@ -49,20 +48,12 @@ def outcome_plan(out):
 @pytest.fixture(scope="module")
 def zips_by_two_workers(tmp_path_factory):
     """:func:`late_code_csv` sharded by two workers whose guessed type of ``zip`` fails: the
-    source and the run, which each test copies (:func:`_copy_of`) before settling it."""
+    source and the run, which each test copies (:func:`helpers.copy_of_run`) before settling it."""
     tmp = tmp_path_factory.mktemp("zips")
     path = late_code_csv(tmp / "zips.csv")
     for w in range(2):
         sharding.shard(_config(path, tmp / "ds", num_workers=2, worker_index=w))
     return path, tmp / "ds"
-
-
-def _copy_of(run, tmp_path):
-    """The sharded source and a copy of its run (nothing in a run names its own path)."""
-    path, template = run
-    out = tmp_path / "ds"
-    shutil.copytree(template, out)
-    return path, out
 
 
 def test_a_crash_while_settling_a_wrong_guess_resumes(tmp_path, monkeypatch, zips_by_two_workers):
@@ -94,7 +85,7 @@ def test_a_crash_while_settling_a_wrong_guess_resumes(tmp_path, monkeypatch, zip
 
 
 def test_settling_a_wrong_guess_takes_the_runs_own_options(tmp_path, zips_by_two_workers):
-    path, out = _copy_of(zips_by_two_workers, tmp_path)
+    path, out = copy_of_run(zips_by_two_workers, tmp_path)
     with pytest.raises(DataError, match="the options given differ"):
         sharding.settle(_config(path, out, splits=(("train", 0.5), ("eval", 0.5))))
     with pytest.raises(DataError, match=r"zip int -> string.*shardtrain settle"):
@@ -126,7 +117,7 @@ def test_settling_again_before_the_reset_tasks_ran_hands_them_out(tmp_path, zips
     """A settle step retried (or `shardtrain settle` re-run) after an earlier one stored the
     types by all rows but before the reset tasks ran: they are handed out again, not an
     error; settling then goes on."""
-    path, out = _copy_of(zips_by_two_workers, tmp_path)
+    path, out = copy_of_run(zips_by_two_workers, tmp_path)
     first = sharding.settle(_config(path, out, num_workers=2))
     assert first.redo
     again = sharding.settle(_config(path, out, num_workers=2))  # the pod died: a retry

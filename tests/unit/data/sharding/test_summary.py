@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
-from helpers import dataset_files, late_code_csv
+from helpers import copy_of_run, dataset_files, late_code_csv
 from shardtrain import storage
 from shardtrain.data import sharding
 from shardtrain.data.sharding import summary as summary_module
@@ -154,25 +153,17 @@ def test_summaries_of_runs_with_other_numbers_of_workers_do_not_overlap(tmp_path
 @pytest.fixture(scope="module")
 def zips_by_two_workers(tmp_path_factory):
     """:func:`late_code_csv` sharded by two workers whose guessed type of ``zip`` fails: the
-    source and the run, which each test copies (:func:`_copy_of`) before settling it."""
+    source and the run, which each test copies (:func:`helpers.copy_of_run`) before settling it."""
     tmp = tmp_path_factory.mktemp("zips")
     src = late_code_csv(tmp / "zips.csv")
     _run_workers(src, tmp / "ds", 2, task_bytes=1 << 20)
     return src, tmp / "ds"
 
 
-def _copy_of(run, tmp_path):
-    """The sharded source and a copy of its run (nothing in a run names its own path)."""
-    src, template = run
-    out = tmp_path / "ds"
-    shutil.copytree(template, out)
-    return src, out
-
-
 def test_settling_a_wrong_type_deletes_the_summaries_before_the_manifests(
     tmp_path, monkeypatch, zips_by_two_workers
 ):
-    src, out = _copy_of(zips_by_two_workers, tmp_path)
+    src, out = copy_of_run(zips_by_two_workers, tmp_path)
     assert len(list((out / "_tasks").glob("summary-*"))) == 2
     deleted: list[str] = []
     delete = storage.delete
@@ -202,7 +193,7 @@ def test_settling_a_wrong_type_deletes_the_summaries_before_the_manifests(
 def test_a_crash_while_settling_leaves_no_summary_of_a_deleted_manifest(
     tmp_path, monkeypatch, crash_after, zips_by_two_workers
 ):
-    src, out = _copy_of(zips_by_two_workers, tmp_path)
+    src, out = copy_of_run(zips_by_two_workers, tmp_path)
     config = _config(src, out, num_workers=2, task_bytes=1 << 20)
     calls = {"n": 0}
     delete = storage.delete
