@@ -464,7 +464,7 @@ MODEL_INFO = Obj(
 )
 
 #: ``MODEL_DIR/eval/metrics.json``, as the readers of its step use it.
-METRICS = Obj({}, {"step": INT, "task": STR})
+METRICS = Obj({}, {"step": INT, "task": STR, "data_plan": STR})
 
 #: A pipeline step's pointer artifact (:mod:`shardtrain.kubeflow.pointers`).
 ARTIFACT_POINTER = Obj({"uri": STR})

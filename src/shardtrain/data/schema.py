@@ -449,6 +449,8 @@ def infer_schema(
         raise DataError(
             f"{source}: label column '{label}' not found (columns: {_preview(names)}){hint}"
         )
+    if key is not None and key not in names:
+        raise DataError(f"{source}: key column '{key}' not found (columns: {_preview(names)})")
     unknown = (set(overrides.types) | set(overrides.drop)) - set(names)
     if unknown:
         raise ConfigError(

@@ -449,6 +449,12 @@ def run_local(
                 [_absolute(v) for v in value] if isinstance(value, list) else _absolute(value)
             )
     _check_required(args, pipeline)
+    from shardtrain.kubeflow import shard_steps
+    from shardtrain.kubeflow.parameters import SHARDING
+
+    # The sources as the shard workers will see them (label, key, files): refused here, not
+    # in a step's log after the pipeline started.
+    shard_steps.check_inputs({p.name: args.get(p.name, p.default) for p in SHARDING})
     root = os.path.abspath(pipeline_root)
     os.makedirs(root, exist_ok=True)
     with local_session(root), warnings.catch_warnings():

@@ -184,6 +184,26 @@ def plan_step(*, num_workers: int, **options: Any) -> list[int]:
     return list(range(workers))
 
 
+def check_inputs(options: Mapping[str, Any]) -> None:
+    """Plan the run from its sources as a shard worker will, storing nothing: for a run
+    started on this machine (``pipeline run-local``, ``demo``), whose sources it can read.
+
+    A label or key column the sources lack, a pattern that matches no file, or a sample that
+    cannot be read ends the run here, in the worker's own one line, before any step starts
+    (and before anything is written at the dataset URI). On a cluster the plan step reads no
+    data (:func:`plan_step`) and the shard workers find the same, seconds in, before training.
+
+    Args:
+        options: the pipeline's sharding parameters (:data:`parameters.SHARDING` names).
+
+    Raises:
+        ConfigError, DataError, StorageError: as a shard worker's plan.
+    """
+    from shardtrain.data import sharding
+
+    sharding.build_plan(sharding.keep_stored_layout(shard_config(options)))
+
+
 def shard_step(*, worker_index: int, num_workers: int, cpu: str, **options: Any) -> str:
     """Run shard worker ``worker_index`` of ``num_workers`` (its tasks, in ``cpu`` processes).
 

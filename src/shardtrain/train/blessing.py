@@ -27,9 +27,14 @@ The rules:
   serve, and a baseline that cannot read it could never be beaten: keep absolute thresholds
   beside the relative ones to keep a floor in that case.
 * **Nothing to compare with and no slices** (no baseline, or no thresholds) on the split the
-  trainer evaluated: nothing is scored; the thresholds are checked on the trainer's metrics
-  of that split (``metrics.json``), which the serving signature reproduces. No TensorFlow is
-  loaded then. Another ``split`` is always scored.
+  trainer evaluated, of the data it evaluated (``metrics.json`` records the dataset's plan
+  fingerprint, ``data_plan``, which covers its sources and layout): nothing is scored; the
+  thresholds are checked on the trainer's metrics of that split, which the serving signature
+  reproduces. No TensorFlow is loaded then. Another split, or another dataset (or a
+  ``metrics.json`` that does not say which), is always scored.
+
+``data``'s shards of ``split`` are always checked first (present, of their recorded sizes:
+listings only), whether they are scored or stood for by the trainer's metrics.
 
 Both models are scored through the SavedModel exactly as a client sends rows, so their metrics
 are comparable; the candidate's may differ from the trainer's ``metrics.json`` in the last
@@ -202,6 +207,7 @@ def evaluate_model(config: EvaluateConfig) -> Blessing:
     """
     from shardtrain import storage
     from shardtrain.data.metadata import DatasetMetadata
+    from shardtrain.data.verify import require_shards
     from shardtrain.train.export import MODEL_INFO, latest_export
     from shardtrain.train.scoring import ExportedModel, incompatibility, score_split
     from shardtrain.train.slices import slice_values
@@ -215,6 +221,7 @@ def evaluate_model(config: EvaluateConfig) -> Blessing:
     check_task(config.thresholds, str(task), config.model_dir)
     # Always read: a model is never blessed against data that is not there or not its own.
     meta = DatasetMetadata.load(config.data)
+    require_shards(config.data, meta, [config.split])
     if storage.exists(storage.join(export_uri, MODEL_INFO)):
         model = ExportedModel.read(export_uri)
         reason = _label_mismatch(model, meta) or incompatibility(model, model, meta)
@@ -242,11 +249,14 @@ def evaluate_model(config: EvaluateConfig) -> Blessing:
             why = f"it cannot be read: {one_line(exc)}"
             no_baseline = _without_baseline(baseline_info, why, config.data)
 
-    # The trainer's metrics.json is of its eval split (``eval`` if it does not say): another
-    # split must be scored.
+    # The trainer's metrics.json is of its eval split (``eval`` if it does not say) of the
+    # dataset whose plan it records: another split or other data must be scored.
     same_split = trained.get("split", "eval") == config.split
+    same_data = same_split and bool(meta.plan) and trained.get("data_plan") == meta.plan
+    if same_split and not same_data:
+        log.info("%s: the trainer's metrics are not of this data: scoring it", config.data)
     candidate: ExportedModel | None = None
-    if baseline is not None or slices or not same_split:
+    if baseline is not None or slices or not same_data:
         meta = meta or DatasetMetadata.load(config.data)
         candidate = ExportedModel.read(export_uri)
         reason = incompatibility(candidate, candidate, meta)
@@ -256,7 +266,7 @@ def evaluate_model(config: EvaluateConfig) -> Blessing:
         if why and baseline_info is not None:
             no_baseline = _without_baseline(baseline_info, why, config.data)
             baseline = None
-    if candidate is None or meta is None or (baseline is None and not slices and same_split):
+    if candidate is None or meta is None or (baseline is None and not slices and same_data):
         # Nothing to compare with and no slices: the trainer's metrics of the same split.
         decision = decide(config.thresholds, trained, None, no_baseline=no_baseline)
         blessing = Blessing(decision, trained, None, baseline_info, export_uri)

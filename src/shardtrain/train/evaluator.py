@@ -129,6 +129,7 @@ class CheckpointEvaluator:
             step=step,
             split=cfg.input.eval_split,
             data=cfg.data,
+            data_plan=self.metadata.plan,
             seconds=round(time.monotonic() - started, 3),
         )
         shown = headline_keys(result)

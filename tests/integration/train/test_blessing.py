@@ -229,6 +229,36 @@ def test_another_split_is_scored_not_read_from_the_trainers_metrics(models, tmp_
     assert scored["auc"] != trained["auc"]
 
 
+def test_other_data_is_scored_and_a_damaged_split_is_refused(models, tmp_path):
+    """The trainer's metrics stand for its own data only (metrics.json's ``data_plan``):
+    other rows with the same label are scored, even with no baseline and no slices; a dataset
+    whose eval split lost a shard is one line naming it, never blessed on the trainer's
+    metrics."""
+    import shutil
+
+    trained = json.loads((models / "strong" / "eval" / "metrics.json").read_text())
+    other = tmp_path / "other.csv"
+    datagen.generate_quest_logs(str(other), 2000, seed=7)
+    _shard(other, models / "ds_other")
+    proc, blessing = _evaluate(
+        models, "strong", tmp_path / "none", "--thresholds", "auc>=0.5", data="ds_other"
+    )
+    assert proc.returncode == 0, proc.stderr
+    scored = blessing["candidate"]["metrics"]
+    assert scored["num_examples"] < trained["num_examples"] and scored["auc"] != trained["auc"]
+    fraction = json.loads((models / "ds_other" / "metadata.json").read_text())["splits"]["eval"]
+    assert 0.5 < scored["num_examples"] / (2000 * fraction["fraction"]) < 1.5, scored
+
+    shutil.copytree(models / "ds", models / "ds_damaged")
+    shard = sorted((models / "ds_damaged" / "eval").glob("part-*.tfrecord"))[0]
+    shard.unlink()
+    proc, _ = _evaluate(models, "strong", tmp_path / "none", data="ds_damaged")
+    assert proc.returncode == 1, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert f"eval/{shard.name} missing" in last and "--overwrite" in last, last
+    assert "Traceback" not in proc.stderr
+
+
 @pytest.mark.parametrize("broken", ["graph", "inputs"])
 def test_a_baseline_that_fails_to_load_or_predict_is_reported_and_skipped(models, tmp_path, broken):
     """A served model TensorFlow cannot load (a corrupt saved_model.pb), or whose signature

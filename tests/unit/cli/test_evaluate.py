@@ -2,8 +2,8 @@
 against a dataset that is not there, not committed, or labelled otherwise than its model.
 
 The model directory is a fake (files, not a SavedModel) with the trainer's metrics and a
-``shardtrain_model.json``: without a baseline or slices nothing is scored, so no TensorFlow
-runs here.
+``shardtrain_model.json``: without a baseline or slices, on the data the metrics are of
+(their ``data_plan``), nothing is scored, so no TensorFlow runs here.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pytest
 from helpers import cli_exit_code
 from shardtrain import storage
 from shardtrain.data import datagen, sharding
+from shardtrain.data.metadata import DatasetMetadata
 
 VERSION = "1700000000"
 METRICS = {"auc": 0.84, "accuracy": 0.77, "log_loss": 0.48, "num_examples": 40, "step": 300}
@@ -35,7 +36,10 @@ def quest(tmp_path_factory) -> str:
     return out
 
 
-def _model_dir(root: Path, label: str = "cleared", task: str = "binary") -> str:
+def _model_dir(
+    root: Path, label: str = "cleared", task: str = "binary", trained_on: str | None = None
+) -> str:
+    """A fake model directory; its metrics are of ``trained_on`` (a dataset URI), if given."""
     model_dir = root / "model"
     export = f"{model_dir}/export/{VERSION}"
     storage.write_bytes(f"{export}/saved_model.pb", b"graph")
@@ -48,7 +52,8 @@ def _model_dir(root: Path, label: str = "cleared", task: str = "binary") -> str:
         },
     )
     storage.write_json(f"{model_dir}/export/latest.json", {"path": f"export/{VERSION}"})
-    storage.write_json(f"{model_dir}/eval/metrics.json", {**METRICS, "task": task})
+    plan = {"data_plan": DatasetMetadata.load(trained_on).plan} if trained_on else {}
+    storage.write_json(f"{model_dir}/eval/metrics.json", {**METRICS, "task": task, **plan})
     return str(model_dir)
 
 
@@ -59,8 +64,21 @@ def _evaluate(model_dir: str, data: str) -> int:
 
 
 def test_evaluate_blesses_on_its_own_data(tmp_path, quest, capsys):
-    assert _evaluate(_model_dir(tmp_path), quest) == 0
+    assert _evaluate(_model_dir(tmp_path, trained_on=quest), quest) == 0
     assert "blessed" in capsys.readouterr().out
+
+
+def test_evaluate_refuses_an_eval_split_that_lost_a_shard(tmp_path, quest, capsys):
+    """Checked before the trainer's metrics are stood on: one line naming the shard."""
+    import shutil
+
+    damaged = str(tmp_path / "damaged")
+    shutil.copytree(quest, damaged)
+    (shard, *_) = [s for s in DatasetMetadata.load(damaged).splits["eval"].shards if s.num_records]
+    (Path(damaged) / shard.path).unlink()
+    assert _evaluate(_model_dir(tmp_path, trained_on=quest), damaged) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"{shard.path} missing" in line and "--overwrite" in line, line
 
 
 def test_evaluate_refuses_a_dataset_that_is_not_there(tmp_path, capsys):

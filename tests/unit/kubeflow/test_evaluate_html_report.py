@@ -16,6 +16,7 @@ from kfp import dsl
 
 from model_dirs import EVAL_METRICS, EXPORT_VERSION, tiny_quest_dataset
 from shardtrain import storage
+from shardtrain.data.metadata import DatasetMetadata
 from shardtrain.kubeflow import pointers, steps
 
 METRICS = EVAL_METRICS
@@ -35,7 +36,8 @@ def _run(root: Path, dataset_uri: str, **kwargs) -> tuple[str, dict]:
     model_dir = str(root / "model")
     storage.write_bytes(f"{model_dir}/export/{VERSION}/saved_model.pb", b"graph")
     storage.write_json(f"{model_dir}/export/latest.json", {"path": f"export/{VERSION}"})
-    storage.write_json(f"{model_dir}/eval/metrics.json", METRICS)
+    plan = DatasetMetadata.load(dataset_uri).plan  # the trainer's metrics are of this data
+    storage.write_json(f"{model_dir}/eval/metrics.json", {**METRICS, "data_plan": plan})
     dataset = _artifact(dsl.Dataset, root, "dataset")
     pointers.write_pointer(dataset, dataset_uri)
     model = _artifact(dsl.Model, root, "model")

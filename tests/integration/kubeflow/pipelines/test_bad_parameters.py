@@ -38,3 +38,23 @@ def test_a_bad_threshold_stops_the_run_in_the_plan_step(tmp_path, capfd):
     started = {p.name for p in (tmp_path / "runs").rglob("*") if p.is_dir()}
     assert not started & {"shard", "settle-shards", "train", "evaluate"}
     assert not (tmp_path / "dataset").exists() and not (tmp_path / "model").exists()
+
+
+@pytest.mark.parametrize("which", ["label", "key"])
+def test_a_column_the_sources_lack_stops_a_local_run_before_any_step(tmp_path, capfd, which):
+    """A local run reads its sources: a label or key they lack is the shard worker's own one
+    line, raised before kfp.local starts a step, with nothing written at the dataset URI."""
+    source = tmp_path / "q.csv"
+    datagen.generate_quest_logs(str(source), 500, seed=3)
+    arguments = {
+        "sources": [str(source)],
+        "dataset_uri": str(tmp_path / "dataset"),
+        "model_dir": str(tmp_path / "model"),
+        "serving_uri": str(tmp_path / "serving"),
+        "label": "cleared",
+        which: "nosuch",
+    }
+    with pytest.raises(ShardtrainError, match=f"{which} column 'nosuch' not found") as caught:
+        client.run_local(arguments, pipeline_root=str(tmp_path / "runs"))
+    assert str(source) in str(caught.value) and "\n" not in str(caught.value)
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "dataset").exists()
