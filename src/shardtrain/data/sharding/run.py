@@ -331,7 +331,12 @@ def _shard(
 ) -> ShardOutcome:
     plan, complete = publish_plan(config)
     if complete:
+        from shardtrain.data.verify import require_shards
+
         meta = DatasetMetadata.load(config.output)
+        # Complete is not intact: a shard deleted or cut short since is named, with the
+        # --overwrite that rebuilds it (listings only; `inspect --verify` reads the bytes).
+        require_shards(config.output, meta, tuple(meta.splits))
         log.info("%s is already complete (metadata.json present); nothing to do", config.output)
         return ShardOutcome("already-complete", config.output, metadata=meta)
 

@@ -186,3 +186,25 @@ def test_overwrite_rebuilds_a_damaged_dataset_on_minio(minio, source, clean):
     outcome = sharding.shard(dataclasses.replace(config, overwrite=True))
     assert outcome.status == "complete"
     assert _rows(out) == rows
+
+
+@pytest.mark.parametrize("damage", ["truncated shard", "deleted shard"])
+def test_shard_again_on_a_complete_dataset_that_lost_a_shard_names_it(
+    source, clean, tmp_path, damage
+):
+    """Complete is not intact: the same ``shard`` command (no ``--overwrite``) lists the
+    shards, names the one missing or cut short and gives the command that rebuilds it,
+    instead of "already complete; nothing to do"."""
+    reference, rows = clean
+    out = tmp_path / "ds"
+    shutil.copytree(reference, out)
+    shard = _a_shard(out)
+    DAMAGES[damage](out)
+    stuck = run_cli(*_args(source, out))
+    assert stuck.returncode == 1 and "Traceback" not in stuck.stderr, stuck.stderr
+    line = stuck.stderr.strip().splitlines()[-1]
+    assert f"train/{shard.name} " in line and "nothing to do" not in stuck.stdout, line
+    command = line.split("; repair: ")[1]
+    assert shlex.split(command)[:2] == ["shardtrain", "shard"] and "--overwrite" in command
+    run_cli(*shlex.split(command)[1:], check=True)
+    assert _rows(str(out)) == rows
