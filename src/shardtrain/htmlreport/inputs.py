@@ -100,7 +100,10 @@ def gather(
         try:
             served = load_profile(against)
         except ShardtrainError as exc:
-            notes.append(f"served data: {one_line(exc)}")
+            if _holds_nothing(against):  # the first model: nothing published there yet
+                notes.append(f"served data: nothing at {against} yet, so no drift to show")
+            else:
+                notes.append(f"served data: {one_line(exc)}")
         if served is not None:
             validation = validate(
                 DataProfile(uri=dataset_uri, metadata=meta, source=dataset_uri),
@@ -138,3 +141,11 @@ def gather(
         sample=sample,
         notes=tuple(notes),
     )
+
+
+def _holds_nothing(uri: str) -> bool:
+    """Whether nothing is stored under ``uri`` (a serving location before its first model)."""
+    try:
+        return not storage.walk_infos(uri)
+    except (ShardtrainError, FileNotFoundError):
+        return True

@@ -227,6 +227,14 @@ def test_a_dataset_alone_and_missing_pieces_are_notes_not_errors(quest, tmp_path
     assert "per-example scores" in text  # no export to score
     alone = make_report(str(quest / "ds"), sample_rows=0)
     assert 'id="model"' not in alone and 'id="chart-label-balance"' in alone
+    # The first model's serving location holds nothing yet: said so, not as an error.
+    first = make_report(str(quest / "ds"), against=str(tmp_path / "serving"), sample_rows=0)
+    assert f"nothing at {tmp_path / 'serving'} yet, so no drift to show" in first
+    assert "neither a dataset" not in first
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "notes.txt").write_text("not a model")
+    odd = make_report(str(quest / "ds"), against=str(tmp_path / "odd"), sample_rows=0)
+    assert "neither a dataset (no metadata.json) nor a model" in odd
 
 
 def test_charts_are_svg_with_ids_of_their_own():
