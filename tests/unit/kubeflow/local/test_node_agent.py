@@ -15,6 +15,9 @@ class _Core:
     (no API server in this tier); binding the pod named ``bind-fails`` fails with a 500."""
 
     def __init__(self, pods):
+        from kubernetes import client
+
+        self.api_client = client.ApiClient()
         self.pods = pods
         self.bound: list[str] = []
         self.statuses: dict[str, list] = {}
@@ -22,9 +25,15 @@ class _Core:
         self.deleted_pods: list[str] = []
 
     def list_pod_for_all_namespaces(self, **kwargs):
+        """As the API's reply, raw (the agent deserialises only what changed)."""
+        import json
+        import types
+
         from kubernetes import client
 
-        return client.V1PodList(items=self.pods)
+        assert kwargs.get("_preload_content") is False
+        body = self.api_client.sanitize_for_serialization(client.V1PodList(items=self.pods))
+        return types.SimpleNamespace(data=json.dumps(body).encode())
 
     def create_namespaced_pod_binding(self, name, namespace, body, **kwargs):
         from kubernetes.client.rest import ApiException

@@ -5,6 +5,8 @@ plain ConfigMap/Secret volumes, and the container seeing them through its enviro
 from __future__ import annotations
 
 import base64
+import json
+import types
 
 import pytest
 
@@ -202,7 +204,9 @@ def test_the_agent_starts_the_container_with_its_volumes_in_the_environment(tmp_
         env=[client.V1EnvVar(name="UNRELATED", value="/var/run/secrets/other")],
     )
     core = _Core()
-    core.list_pod_for_all_namespaces = lambda **kw: client.V1PodList(items=[pod])
+    core.api_client = client.ApiClient()
+    body = core.api_client.sanitize_for_serialization(client.V1PodList(items=[pod]))
+    core.list_pod_for_all_namespaces = lambda **kw: types.SimpleNamespace(data=json.dumps(body))
     agent = node_agent.NodeAgent(
         node_agent.NodeConfig(name="n", log_dir=str(tmp_path / "logs")), core=core
     )
