@@ -24,8 +24,12 @@ What :func:`build_tfjob` writes, and why::
   2222 is the one the operator puts in ``TF_CONFIG``.
 * ``restartPolicy: ExitCode`` maps the trainer's exit codes to the operator's decisions:
   0 success; 1 (bad config or data), 2 (usage) and 3 (storage unreachable after retries) fail
-  the job at once instead of burning GPU hours on retries; >= 128 (143 = SIGTERM after a
-  checkpoint on preemption or node drain) recreates the pod, which resumes from the checkpoint.
+  the job at once instead of burning GPU hours on retries; >= 128 (137, 200 = a lost peer)
+  recreates the pod, which resumes from the checkpoint. A pod *deleted* (preemption, node
+  drain, eviction) is another matter: training-operator v1.9 counts a running pod with a
+  deletion timestamp as failed and fails the TFJob at once, before the trainer's exit 143
+  after its checkpoint (kubeflow/trainer#1560; seen on a real kubelet, tests/cluster): the
+  checkpoint is there, and submitting the job again resumes from it. A TrainJob restarts.
 * ``runPolicy``: ``cleanPodPolicy: Running`` stops whatever still runs (an evaluator) once the
   chief has finished; ``backoffLimit`` bounds pod restarts; ``ttlSecondsAfterFinished`` keeps
   the finished job (and its pods' logs) for a day.
