@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import signal
 import subprocess
 import sys
@@ -36,111 +35,17 @@ from pathlib import Path
 import pytest
 
 from helpers import ALL_TYPES
+from servers import MinioServer, parse_exports, run_kubectl, running_minio
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "scripts"
 
 
-_AWS_VARS = (
-    "AWS_ENDPOINT_URL",
-    "AWS_ENDPOINT_URL_S3",
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_REGION",
-    "AWS_DEFAULT_REGION",
-    "AWS_PROFILE",
-)
-
-
-@dataclass
-class MinioServer:
-    """A live MinIO server started by scripts/minio-up for this test session."""
-
-    state_dir: Path
-    env: dict[str, str]
-    bucket: str
-
-    @property
-    def endpoint(self) -> str:
-        return self.env["AWS_ENDPOINT_URL"]
-
-    def uri(self, *parts: str) -> str:
-        """An s3:// URI in the session bucket under a fresh prefix when no parts are given."""
-        key = "/".join(parts) if parts else f"t-{uuid.uuid4().hex[:10]}"
-        return f"s3://{self.bucket}/{key}"
-
-    def _script(self, name: str, **extra: str) -> str:
-        env = {**os.environ, "SHARDTRAIN_MINIO_STATE": str(self.state_dir), **extra}
-        out = subprocess.run(
-            [str(SCRIPTS / name)], env=env, check=True, capture_output=True, text=True
-        )
-        sys.stderr.write(out.stderr)
-        return out.stdout
-
-    def kill(self) -> None:
-        """SIGKILL the server (its data and credentials are kept for :meth:`restart`)."""
-        pid = int((self.state_dir / "pid").read_text())
-        os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:  # not our child: poll until it is gone
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.05)
-        raise RuntimeError(f"MinIO pid {pid} survived SIGKILL")
-
-    def restart(self) -> None:
-        """Start the server again on the same port, data and credentials."""
-        self._script("minio-up", SHARDTRAIN_MINIO_RESUME="1")
-
-    def s3_client(self):
-        import boto3
-
-        return boto3.client(
-            "s3",
-            endpoint_url=self.endpoint,
-            aws_access_key_id=self.env["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=self.env["AWS_SECRET_ACCESS_KEY"],
-            region_name="us-east-1",
-        )
-
-
-def _parse_exports(text: str) -> dict[str, str]:
-    env = {}
-    for line in text.splitlines():
-        if line.startswith("export "):
-            name, _, value = line[len("export ") :].partition("=")
-            env[name] = shlex.split(value)[0] if value else ""
-    return env
-
-
 @pytest.fixture(scope="session")
 def minio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MinioServer]:
     """A live MinIO server with a fresh bucket; AWS_* variables point at it for the session."""
-    state = tmp_path_factory.mktemp("minio-state")
-    env = {**os.environ, "SHARDTRAIN_MINIO_STATE": str(state)}
-    out = subprocess.run(
-        [str(SCRIPTS / "minio-up")], env=env, capture_output=True, text=True, timeout=1200
-    )
-    if out.returncode != 0:
-        pytest.fail(f"scripts/minio-up failed:\n{out.stderr}")
-    server = MinioServer(state_dir=state, env=_parse_exports(out.stdout), bucket="shardtrain-test")
-    saved = {name: os.environ.get(name) for name in _AWS_VARS}
-    for name in _AWS_VARS:
-        os.environ.pop(name, None)
-    os.environ.update(server.env)
-    try:
-        server.s3_client().create_bucket(Bucket=server.bucket)
+    with running_minio(tmp_path_factory.mktemp("minio-state"), "shardtrain-test") as server:
         yield server
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        subprocess.run([str(SCRIPTS / "minio-down")], env=env, check=False)
 
 
 @dataclass
@@ -195,7 +100,7 @@ def gcs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GcsServer]:
     if out.returncode != 0:
         pytest.fail(f"scripts/gcs-up failed:\n{out.stderr}")
     try:
-        yield GcsServer(state_dir=state, env=_parse_exports(out.stdout), bucket=bucket)
+        yield GcsServer(state_dir=state, env=parse_exports(out.stdout), bucket=bucket)
     finally:
         subprocess.run([str(SCRIPTS / "gcs-down")], env=env, check=False)
 
@@ -259,16 +164,9 @@ class ControlPlane:
         self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
     ) -> subprocess.CompletedProcess[str]:
         """Run kubectl against the control plane (as its admin)."""
-        out = subprocess.run(
-            [self.kubectl_path, "--kubeconfig", self.kubeconfig, "--request-timeout", "60s", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
+        return run_kubectl(
+            self.kubectl_path, self.kubeconfig, *args, input=input, check=check, timeout=timeout
         )
-        if check and out.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{out.stdout}{out.stderr}")
-        return out
 
     def core(self):
         """A CoreV1Api client (admin)."""
@@ -314,7 +212,7 @@ def k8s(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
         subprocess.run([str(SCRIPTS / "k8s-down")], env=env, check=False)
         pytest.fail(f"scripts/k8s-up failed:\n{out.stderr}")
     sys.stderr.write(out.stderr)
-    kubeconfig = _parse_exports(out.stdout)["KUBECONFIG"]
+    kubeconfig = parse_exports(out.stdout)["KUBECONFIG"]
     plane = ControlPlane(state, kubeconfig, "shardtrain-test-node", state / "node.log")
     node_env = {
         **os.environ,

@@ -14,19 +14,16 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
-import shlex
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from cluster.nodes import Node, NodeMinio
+from cluster.nodes import Node
+from servers import MinioServer, parse_exports, running_minio
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
@@ -35,15 +32,6 @@ SCRIPTS = REPO / "scripts"
 NODE_NAME = "shardtrain-test-node"
 NODE_BRIDGE = "sttest0"
 NODE_SUBNET = "10.87.0.0/16"
-
-
-def _exports(text: str) -> dict[str, str]:
-    env = {}
-    for line in text.splitlines():
-        if line.startswith("export "):
-            name, _, value = line[len("export ") :].partition("=")
-            env[name] = shlex.split(value)[0] if value else ""
-    return env
 
 
 def _run(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -80,7 +68,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
         )
         yield Node(
             state,
-            _exports(node_up.stdout)["KUBECONFIG"],
+            parse_exports(node_up.stdout)["KUBECONFIG"],
             NODE_NAME,
             node_env["GATEWAY"],
             node_env["TEST_IMAGE"],
@@ -115,75 +103,11 @@ def image(node: Node) -> str:
     return built["IMAGE"]
 
 
-_AWS_VARS = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION")
-
-
 @pytest.fixture(scope="session")
-def node_minio(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeMinio]:
-    """MinIO (scripts/install-minio's server, fresh credentials and data dir) listening on the
-    node's address, so that pods and this process reach it at one endpoint; AWS_* variables
-    point at it for the session (the CLI and the storage helpers of the tests use them)."""
-    binary = subprocess.run(
-        [str(SCRIPTS / "install-minio")], capture_output=True, text=True, check=True, timeout=1200
-    ).stdout.strip()
+def node_minio(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MinioServer]:
+    """MinIO (scripts/minio-up) listening on the node's address, so that pods and this process
+    reach it at one endpoint; AWS_* variables point at it for the session (the CLI and the
+    storage helpers of the tests use them)."""
     state = tmp_path_factory.mktemp("node-minio")
-    with socket.socket() as s:
-        s.bind((node.gateway, 0))
-        port = s.getsockname()[1]
-    env = {
-        "AWS_ENDPOINT_URL": f"http://{node.gateway}:{port}",
-        "AWS_ACCESS_KEY_ID": f"st{secrets.token_hex(9)}",
-        "AWS_SECRET_ACCESS_KEY": secrets.token_urlsafe(30),
-        "AWS_REGION": "us-east-1",
-    }
-    server_env = {
-        **os.environ,
-        "MINIO_ROOT_USER": env["AWS_ACCESS_KEY_ID"],
-        "MINIO_ROOT_PASSWORD": env["AWS_SECRET_ACCESS_KEY"],
-        "MINIO_BROWSER": "off",
-        "MINIO_UPDATE": "off",
-        "MINIO_CI_CD": "1",
-    }
-    saved = {name: os.environ.get(name) for name in (*_AWS_VARS, "AWS_ENDPOINT_URL_S3")}
-    with open(state / "minio.log", "w") as log:
-        server = subprocess.Popen(
-            [
-                binary,
-                "server",
-                "--quiet",
-                "--address",
-                f"{node.gateway}:{port}",
-                str(state / "data"),
-            ],
-            env=server_env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{env['AWS_ENDPOINT_URL']}/minio/health/ready", timeout=2)
-                break
-            except OSError:
-                assert server.poll() is None, (state / "minio.log").read_text()
-                assert time.monotonic() < deadline, (state / "minio.log").read_text()
-                time.sleep(0.3)
-        os.environ.pop("AWS_ENDPOINT_URL_S3", None)
-        os.environ.update(env)
-        minio = NodeMinio(env=env, bucket="shardtrain-cluster")
-        minio.s3_client().create_bucket(Bucket=minio.bucket)
-        yield minio
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+    with running_minio(state, "shardtrain-cluster", host=node.gateway) as server:
+        yield server

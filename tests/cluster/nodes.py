@@ -10,6 +10,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from servers import run_kubectl
+
 
 @dataclass
 class Node:
@@ -57,16 +59,9 @@ class Node:
         self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
     ) -> subprocess.CompletedProcess[str]:
         """Run kubectl against the control plane (as its admin)."""
-        out = subprocess.run(
-            [self.kubectl_path, "--kubeconfig", self.kubeconfig, "--request-timeout", "60s", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
+        return run_kubectl(
+            self.kubectl_path, self.kubeconfig, *args, input=input, check=check, timeout=timeout
         )
-        if check and out.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{out.stdout}{out.stderr}")
-        return out
 
     def apply(self, ns: str, *objects: dict) -> None:
         """Create the objects in the namespace."""
@@ -113,27 +108,3 @@ class Node:
             assert time.monotonic() < deadline, f"namespace {ns} not ready after 30 s"
             time.sleep(0.2)
         return ns
-
-
-@dataclass
-class NodeMinio:
-    """The MinIO server of this tier, on the node's address (pods reach it there too)."""
-
-    env: dict[str, str]  # AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION
-    bucket: str
-
-    def uri(self, *parts: str) -> str:
-        """An s3:// URI in the bucket, under a fresh prefix when no parts are given."""
-        key = "/".join(parts) if parts else f"t-{uuid.uuid4().hex[:10]}"
-        return f"s3://{self.bucket}/{key}"
-
-    def s3_client(self):
-        import boto3
-
-        return boto3.client(
-            "s3",
-            endpoint_url=self.env["AWS_ENDPOINT_URL"],
-            aws_access_key_id=self.env["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=self.env["AWS_SECRET_ACCESS_KEY"],
-            region_name=self.env["AWS_REGION"],
-        )

@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from cluster.nodes import Node, NodeMinio
+from cluster.nodes import Node
 from cluster_jobs import job_namespace, shard_quest
 from helpers import run_cli
+from servers import MinioServer
 from shardtrain import storage
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,7 +36,7 @@ _INDEX = "batch.kubernetes.io/job-completion-index"  # the Job controller's pod 
 
 
 @pytest.fixture(scope="module")
-def quest_data(node_minio: NodeMinio, tmp_path_factory: pytest.TempPathFactory) -> str:
+def quest_data(node_minio: MinioServer, tmp_path_factory: pytest.TempPathFactory) -> str:
     return shard_quest(node_minio, tmp_path_factory.mktemp("quest"), "quest-data", ROWS)
 
 
@@ -73,7 +74,7 @@ def _assert_runs_our_image(pod: dict, node: Node, image: str) -> None:
     assert pod["spec"]["securityContext"]["runAsUser"] == 10001
 
 
-def _no_credentials(minio: NodeMinio, text: str) -> None:
+def _no_credentials(minio: MinioServer, text: str) -> None:
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         assert minio.env[name] not in text, name
 
@@ -85,7 +86,7 @@ def _has_export(model_dir: str) -> bool:
 
 
 def test_tfjob_chief_worker_and_evaluator_train_on_minio(
-    node: Node, image: str, node_minio: NodeMinio, quest_data: str
+    node: Node, image: str, node_minio: MinioServer, quest_data: str
 ) -> None:
     ns = job_namespace(node, node_minio)
     model_dir = node_minio.uri("tfjob-model")
@@ -126,7 +127,7 @@ def trainer_runtime(node: Node) -> str:
 
 
 def test_trainjob_of_two_nodes_on_our_runtime_trains_to_complete(
-    node: Node, image: str, node_minio: NodeMinio, quest_data: str, trainer_runtime: str
+    node: Node, image: str, node_minio: MinioServer, quest_data: str, trainer_runtime: str
 ) -> None:
     ns = job_namespace(node, node_minio)
     model_dir = node_minio.uri("trainjob-model")
@@ -225,6 +226,23 @@ def _preempt(node: Node, ns: str, pod: dict) -> tuple[dict, str]:
     return stopped["status"]["containerStatuses"][0]["state"]["terminated"], log
 
 
+def _submit_then_preempt(
+    node: Node, ns: str, args: list[str], find, model_dir: str, log_path: Path, wait: float
+) -> tuple[dict, dict, str, int, str]:
+    """``shardtrain ARGS`` (a submit) in the background; once the pod ``find()`` returns runs
+    after a checkpoint, :func:`_preempt` it, then wait up to ``wait`` s for the submit. Returns
+    the preempted pod, its terminated state and log, the submit's exit code and output."""
+    submit = _start(node, args, log_path)
+    try:
+        first = _running_after_a_checkpoint(node, ns, find, model_dir, submit, log_path)
+        terminated, worker_log = _preempt(node, ns, first)
+        code = submit.wait(timeout=wait)
+    finally:
+        if submit.poll() is None:
+            submit.kill()
+    return first, terminated, worker_log, code, log_path.read_text()
+
+
 def _assert_checkpointed_on_sigterm(terminated: dict, log: str) -> None:
     # Its own exit after the checkpoint, within the grace period (not the kubelet's 137).
     assert terminated["exitCode"] == 143, (terminated, log[-3000:])
@@ -235,7 +253,7 @@ def _assert_checkpointed_on_sigterm(terminated: dict, log: str) -> None:
 def test_a_trainjob_node_deleted_with_a_grace_period_checkpoints_exits_143_and_the_job_resumes(
     node: Node,
     image: str,
-    node_minio: NodeMinio,
+    node_minio: MinioServer,
     quest_data: str,
     trainer_runtime: str,
     tmp_path: Path,
@@ -251,8 +269,6 @@ def test_a_trainjob_node_deleted_with_a_grace_period_checkpoints_exits_143_and_t
         "--wait-timeout", "600",
         "--", "--train-steps", str(PREEMPT_STEPS), "--batch-size", "32", "--checkpoint-every", "20",
     ]  # fmt: skip
-    log_path = tmp_path / "submit.log"
-    submit = _start(node, args, log_path)
     kinds = "pods,jobs,jobsets,trainjobs"
 
     def worker() -> dict | None:
@@ -260,14 +276,9 @@ def test_a_trainjob_node_deleted_with_a_grace_period_checkpoints_exits_143_and_t
         out = node.kubectl("get", "pods", "-n", ns, "-l", selector, "-o", "json")
         return next(iter(json.loads(out.stdout)["items"]), None)
 
-    try:
-        first = _running_after_a_checkpoint(node, ns, worker, model_dir, submit, log_path)
-        terminated, worker_log = _preempt(node, ns, first)
-        code = submit.wait(timeout=600)
-    finally:
-        if submit.poll() is None:
-            submit.kill()
-    text = log_path.read_text()
+    first, terminated, worker_log, code, text = _submit_then_preempt(
+        node, ns, args, worker, model_dir, tmp_path / "submit.log", wait=600
+    )
 
     _assert_checkpointed_on_sigterm(terminated, worker_log)
     assert code == 0, text[-5000:] + _describe(node, ns, kinds)
@@ -288,7 +299,7 @@ def test_a_trainjob_node_deleted_with_a_grace_period_checkpoints_exits_143_and_t
 
 
 def test_a_tfjob_worker_deleted_with_a_grace_period_checkpoints_but_the_operator_fails_the_job(
-    node: Node, image: str, node_minio: NodeMinio, quest_data: str, tmp_path: Path
+    node: Node, image: str, node_minio: MinioServer, quest_data: str, tmp_path: Path
 ) -> None:
     """The same preemption of a TFJob's worker: it checkpoints and exits 143, but the training
     operator (v1.9) fails the job instead of recreating the pod: it counts a Running pod with a
@@ -309,18 +320,15 @@ def test_a_tfjob_worker_deleted_with_a_grace_period_checkpoints_but_the_operator
             "--checkpoint-every", "20",
         ]  # fmt: skip
 
-    log_path = tmp_path / "submit.log"
-    submit = _start(node, submit_args("pre"), log_path)
-    try:
-        first = _running_after_a_checkpoint(
-            node, ns, lambda: node.get("pod", "pre-worker-0", ns), model_dir, submit, log_path
-        )
-        terminated, worker_log = _preempt(node, ns, first)
-        code = submit.wait(timeout=300)
-    finally:
-        if submit.poll() is None:
-            submit.kill()
-    text = log_path.read_text()
+    _, terminated, worker_log, code, text = _submit_then_preempt(
+        node,
+        ns,
+        submit_args("pre"),
+        lambda: node.get("pod", "pre-worker-0", ns),
+        model_dir,
+        tmp_path / "submit.log",
+        wait=300,
+    )
 
     _assert_checkpointed_on_sigterm(terminated, worker_log)
     assert code == 1, text[-5000:] + _describe(node, ns)

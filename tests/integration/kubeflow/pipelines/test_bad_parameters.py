@@ -15,19 +15,27 @@ from shardtrain.errors import ShardtrainError
 from shardtrain.kubeflow import client
 
 
-def test_a_bad_threshold_stops_the_run_in_the_plan_step(tmp_path, capfd):
+def _arguments(tmp_path, **more) -> dict:
+    """A local run's arguments on 500 generated quest rows, with ``more``."""
     source = tmp_path / "q.csv"
     datagen.generate_quest_logs(str(source), 500, seed=3)
-    arguments = {
+    return {
         "sources": [str(source)],
         "dataset_uri": str(tmp_path / "dataset"),
         "model_dir": str(tmp_path / "model"),
         "serving_uri": str(tmp_path / "serving"),
-        "shard_workers": 1,
-        "shard_cpu": "1",
-        "train_steps": 10,
-        "thresholds": "auc>>0.8",  # what a mistyped '>=' gives
+        **more,
     }
+
+
+def test_a_bad_threshold_stops_the_run_in_the_plan_step(tmp_path, capfd):
+    arguments = _arguments(
+        tmp_path,
+        shard_workers=1,
+        shard_cpu="1",
+        train_steps=10,
+        thresholds="auc>>0.8",  # what a mistyped '>=' gives
+    )
     capfd.readouterr()
     with pytest.raises(ShardtrainError, match="Inner task failed: 'plan-shards'"):
         client.run_local(arguments, pipeline_root=str(tmp_path / "runs"))
@@ -44,17 +52,8 @@ def test_a_bad_threshold_stops_the_run_in_the_plan_step(tmp_path, capfd):
 def test_a_column_the_sources_lack_stops_a_local_run_before_any_step(tmp_path, capfd, which):
     """A local run reads its sources: a label or key they lack is the shard worker's own one
     line, raised before kfp.local starts a step, with nothing written at the dataset URI."""
-    source = tmp_path / "q.csv"
-    datagen.generate_quest_logs(str(source), 500, seed=3)
-    arguments = {
-        "sources": [str(source)],
-        "dataset_uri": str(tmp_path / "dataset"),
-        "model_dir": str(tmp_path / "model"),
-        "serving_uri": str(tmp_path / "serving"),
-        "label": "cleared",
-        which: "nosuch",
-    }
+    arguments = _arguments(tmp_path, **{"label": "cleared", which: "nosuch"})
     with pytest.raises(ShardtrainError, match=f"{which} column 'nosuch' not found") as caught:
         client.run_local(arguments, pipeline_root=str(tmp_path / "runs"))
-    assert str(source) in str(caught.value) and "\n" not in str(caught.value)
+    assert str(tmp_path / "q.csv") in str(caught.value) and "\n" not in str(caught.value)
     assert not (tmp_path / "runs").exists() and not (tmp_path / "dataset").exists()
