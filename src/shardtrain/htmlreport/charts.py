@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from matplotlib import rc_context
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, MaxNLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator, PercentFormatter
 
 #: Colours: this dataset or model, and the served model's (its training data).
 NEW, SERVED = "#1f77b4", "#ff7f0e"
@@ -194,11 +194,9 @@ def top_values(
     return to_svg(fig, chart_id)
 
 
-def _percent_format(x: float, _pos: int) -> str:
-    return f"{x:.0%}" if abs(x) >= 0.1 or x == 0 else f"{x:.1%}"
-
-
-_percent = FuncFormatter(_percent_format)
+#: Shares as percentages with as many decimals as the axis's range needs (a key column's
+#: values each hold 0.01 % of the rows: ticks 0.00 %, 0.01 %, 0.02 %, not 0.0 % five times).
+_percent = PercentFormatter(1.0, decimals=None)
 
 
 def _compact_format(x: float, _pos: int) -> str:

@@ -357,6 +357,14 @@ def _column_caption(st: Mapping[str, Any], column_type: str) -> str:
     return f"{st.get('kind')}; missing {missing:.1%}"
 
 
+def _bool_top(st: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A bool column's values and counts, as a categorical column's ``top`` (its statistics
+    are numeric: the mean of 0/1 over ``count`` non-missing rows)."""
+    count = int(st.get("count") or 0)
+    true = round(float(st.get("mean") or 0.0) * count)
+    return [{"value": "true", "count": true}, {"value": "false", "count": count - true}]
+
+
 def _columns(inputs: ReportInputs, served_meta: Any) -> list[str]:
     meta = inputs.meta
     served_stats = served_meta.stats.columns if served_meta is not None else {}
@@ -374,7 +382,17 @@ def _columns(inputs: ReportInputs, served_meta: Any) -> list[str]:
         old = old if old and old.get("kind") == kind else None
         chart_id = f"col-{index}"
         index += 1
-        if kind == "numeric":
+        if kind == "numeric" and column.type == "bool":
+            # Two values: their shares as bars, not a histogram of 0 and 1 spanning 0-2.
+            svg = charts.top_values(
+                column.name,
+                _bool_top(st),
+                int(st.get("count") or 0),
+                _bool_top(old) if old else None,
+                int(old.get("count") or 0) if old else 0,
+                chart_id=chart_id,
+            )
+        elif kind == "numeric":
             svg = charts.numeric_histogram(
                 column.name,
                 st.get("histogram"),

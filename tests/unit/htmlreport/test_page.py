@@ -264,3 +264,36 @@ def test_a_column_name_is_escaped(tmp_path):
 def test_tick_labels_of_large_numbers_stay_short():
     labels = [charts._compact_format(x, 0) for x in (0.25, 5000, 20000, 160000, 2.5e6, -30000)]
     assert labels == ["0.25", "5000", "20k", "160k", "2.5M", "-30k"]
+
+
+def _tick_labels(svg: str) -> list[str]:
+    """The x-axis tick labels of a chart (text is kept as <text> in our SVG)."""
+    return re.findall(r"<text[^>]*>\s*([-\d.,]+\s*%)\s*</text>", svg)
+
+
+def test_a_key_columns_tiny_shares_get_distinct_tick_labels():
+    """A column of ids: each value holds a few hundredths of a percent of the rows. The axis
+    once read 0.0% 0.0% 0.0% 0.0%; its ticks must say which share is which."""
+    top = [{"value": f"p{i}", "count": 3 + i % 2} for i in range(10)]
+    labels = _tick_labels(charts.top_values("player_id", top, 10_000, chart_id="col-0"))
+    assert len(labels) >= 3, labels
+    assert len(set(labels)) == len(labels), labels
+
+
+def test_a_bool_column_is_drawn_as_the_shares_of_true_and_false(tmp_path):
+    """Its statistics are numeric (the mean of 0/1); drawn as a histogram its bins spanned
+    0-2. It is drawn as two bars, true and false, with their shares."""
+    path = tmp_path / "flags.csv"
+    with open(path, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["id", "weekend", "label"])
+        for i in range(400):
+            out.writerow([i, "true" if i % 4 == 0 else "false", i % 2])
+    ds = _shard(str(path), str(tmp_path / "ds"), label="label", key="id")
+    assert DatasetMetadata.load(ds).schema.column("weekend").type == "bool"
+    text = make_report(ds, sample_rows=0)
+    charts_drawn = re.findall(r"<svg.*?</svg>", text, re.S)
+    chart = next(c for c in charts_drawn if re.search(r"<text[^>]*>\s*weekend\s*</text>", c))
+    values = re.findall(r"<text[^>]*>\s*(true|false)\s*</text>", chart)
+    assert sorted(values) == ["false", "true"], chart[:2000]
+    assert "density" not in chart  # not a histogram
