@@ -23,15 +23,20 @@ from pathlib import Path
 import pytest
 
 from cluster.nodes import Node
+from cluster_jobs import shard_quest
 from servers import MinioServer, parse_exports, running_minio
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
 
-#: Not the defaults of scripts/node-up, so a session runs beside your own node.
-NODE_NAME = "shardtrain-test-node"
-NODE_BRIDGE = "sttest0"
-NODE_SUBNET = "10.87.0.0/16"
+#: Not the defaults of scripts/node-up, so a session runs beside your own node; two sessions at
+#: once (two checkouts on one machine) each take their own bridge and subnet from the
+#: environment.
+NODE_BRIDGE = os.environ.get("SHARDTRAIN_TEST_NODE_BRIDGE", "sttest0")
+NODE_NAME = f"shardtrain-test-{NODE_BRIDGE}"
+NODE_SUBNET = os.environ.get("SHARDTRAIN_TEST_NODE_SUBNET", "10.87.0.0/16")
+#: Rows of the quest dataset the job tests train on.
+QUEST_ROWS = 2000
 
 
 def _run(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -111,3 +116,16 @@ def node_minio(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     state = tmp_path_factory.mktemp("node-minio")
     with running_minio(state, "shardtrain-cluster", host=node.gateway) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def quest_data(node_minio: MinioServer, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Generated quest logs sharded into the session bucket: the dataset the jobs train on."""
+    return shard_quest(node_minio, tmp_path_factory.mktemp("quest"), "quest-data", QUEST_ROWS)
+
+
+@pytest.fixture(scope="session")
+def trainer_runtime(node: Node) -> str:
+    """Our ClusterTrainingRuntime, installed as the README says."""
+    node.kubectl("apply", "--server-side", "-k", str(REPO / "k8s" / "trainer-v2"))
+    return "shardtrain-tensorflow"

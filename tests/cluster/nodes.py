@@ -28,32 +28,41 @@ class Node:
         return re.search(rf"^{name}=(.*)$", text, re.M).group(1)
 
     @property
+    def subnet(self) -> str:
+        """The pods' addresses' network (SHARDTRAIN_NODE_SUBNET of node-up)."""
+        return self._env("SUBNET", "node/env")
+
+    @property
     def kubectl_path(self) -> str:
         """The kubectl scripts/install-k8s built (the same release as the API server)."""
         return self._env("KUBECTL")
 
+    def ctr(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """containerd's ``ctr ARGS`` on the node's socket, namespace k8s.io (the kubelet's)."""
+        return subprocess.run(
+            [
+                self._env("CTR", "node/env"),
+                "--address",
+                str(self.state_dir / "node" / "containerd" / "containerd.sock"),
+                "--namespace",
+                "k8s.io",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=True,
+        )
+
     def import_image(self, archive: str, name: str) -> None:
         """Import an OCI archive into the node's containerd (namespace k8s.io, the kubelet's),
         unless the image is there already; fail unless ``name`` is there afterwards."""
-        ctr = [
-            self._env("CTR", "node/env"),
-            "--address",
-            str(self.state_dir / "node" / "containerd" / "containerd.sock"),
-            "--namespace",
-            "k8s.io",
-        ]
-        listed = subprocess.run([*ctr, "images", "ls", "-q"], capture_output=True, text=True)
-        if name in listed.stdout.split():
+        if name in self.ctr("images", "ls", "-q").stdout.split():
             return
         snapshotter = self._env("SNAPSHOTTER", "node/env")
-        out = subprocess.run(
-            [*ctr, "images", "import", "--snapshotter", snapshotter, archive],
-            capture_output=True,
-            text=True,
-            timeout=1200,
-        )
-        listed = subprocess.run([*ctr, "images", "ls", "-q"], capture_output=True, text=True)
-        assert name in listed.stdout.split(), f"{name} not imported:\n{out.stdout}{out.stderr}"
+        self.ctr("images", "import", "--snapshotter", snapshotter, archive, timeout=1200)
+        listed = self.ctr("images", "ls", "-q").stdout.split()
+        assert name in listed, f"{name} not in containerd after importing {archive}"
 
     def kubectl(
         self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
@@ -76,6 +85,15 @@ class Node:
                 return None
             raise AssertionError(out.stderr)
         return json.loads(out.stdout)
+
+    def pods(self, ns: str, selector: str | None = None) -> list[dict]:
+        """The namespace's pods (those of the label ``selector``), as JSON."""
+        args = ["get", "pods", "-n", ns, "-o", "json", *(["-l", selector] if selector else [])]
+        return json.loads(self.kubectl(*args).stdout)["items"]
+
+    def events(self, ns: str) -> list[dict]:
+        """The namespace's events, as JSON."""
+        return json.loads(self.kubectl("get", "events", "-n", ns, "-o", "json").stdout)["items"]
 
     def wait_pod(self, name: str, ns: str, until, timeout: float = 120) -> dict:
         """Poll the pod until ``until(pod)`` is true; fail with its status and events if not."""

@@ -1,9 +1,13 @@
 """A real node (scripts/node-up) does what a cluster's node does: it becomes Ready, runs
 containers of a local image, gives pods addresses and DNS names their peers resolve, lets them
-reach this machine, and stops them with SIGTERM within the grace period."""
+reach this machine (Trainer's status server by its Service name, too), and stops them with
+SIGTERM within the grace period."""
 
 from __future__ import annotations
 
+import base64
+import ipaddress
+import re
 import socket
 import threading
 import time
@@ -127,7 +131,8 @@ def test_peers_behind_a_headless_service_resolve_and_reach_each_other(node: Node
     ips = {me: pod["status"]["podIP"] for me, pod in pods.items()}
     logs = {me: node.kubectl("logs", me, "-n", ns).stdout for me in ("a", "b")}
 
-    assert ips["a"] != ips["b"] and all(ip.startswith("10.87.") for ip in ips.values())
+    subnet = ipaddress.ip_network(node.subnet)
+    assert ips["a"] != ips["b"] and all(ipaddress.ip_address(ip) in subnet for ip in ips.values())
     for me, peer in (("a", "b"), ("b", "a")):
         assert pods[me]["status"]["phase"] == "Succeeded", logs[me]
         assert logs[me].splitlines() == [
@@ -307,3 +312,68 @@ def test_tfjob_and_jobset_pods_reach_each_other_by_the_names_their_controllers_g
             assert pod["status"]["phase"] == "Succeeded"
             logs = node.kubectl("logs", pod["metadata"]["name"], "-n", ns).stdout
             assert logs.splitlines() == expected
+
+
+# Trainer's status server by the name in KUBEFLOW_TRAINER_SERVER_URL: resolved, verified with
+# the CA Trainer hands to trainer pods, answered (403: a POST without a token); the same server
+# by the gateway's address is refused by the hostname check (verification is on).
+_TRAINER_STATUS = r"""
+import json, os, socket, ssl, urllib.error, urllib.request
+name, port, gateway = os.environ["NAME"], os.environ["PORT"], os.environ["GATEWAY"]
+print(socket.gethostbyname(name))
+context = ssl.create_default_context(cafile="/trainer-ca/ca.crt")
+path = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/x/trainjobs/x/status"
+for host in (name, gateway):
+    request = urllib.request.Request(f"https://{host}:{port}{path}", data=b"{}", method="POST")
+    try:
+        urllib.request.urlopen(request, context=context, timeout=10)
+        print(host, 200)
+    except urllib.error.HTTPError as exc:
+        print(host, exc.code, json.load(exc).get("reason"))
+    except urllib.error.URLError as exc:
+        print(host, type(exc.reason).__name__)
+"""
+
+
+def test_pod_reaches_trainers_status_server_by_its_service_name_over_verified_tls(
+    node: Node, image: str
+) -> None:
+    """scripts/node-up's headless Service: the name Trainer gives trainer pods resolves to the
+    node's gateway, where k8s-up's status server listens, and its certificate verifies with
+    Trainer's CA for that name (what a chief's progress reports need)."""
+    ca = node.kubectl(
+        "get", "secret", "kubeflow-trainer-webhook-cert", "-n", "kubeflow-system",
+        "-o", r"jsonpath={.data.ca\.crt}",
+    ).stdout  # fmt: skip
+    port = re.search(r"^TRAINER_STATUS_PORT=(\d+)$", (node.state_dir / "env").read_text(), re.M)
+    name = "kubeflow-trainer-controller-manager.kubeflow-system.svc"
+    ns = node.namespace()
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "trainer-ca"},
+        "data": {"ca.crt": base64.b64decode(ca).decode()},
+    }
+    env = {"NAME": name, "PORT": port.group(1), "GATEWAY": node.gateway}
+    pod = _pod(
+        "status-client",
+        image,
+        "",
+        volumes=[{"name": "ca", "configMap": {"name": "trainer-ca"}}],
+        container={
+            "command": ["python3", "-c", _TRAINER_STATUS],
+            "env": [{"name": k, "value": v} for k, v in env.items()],
+            "volumeMounts": [{"name": "ca", "mountPath": "/trainer-ca"}],
+        },
+    )
+    node.apply(ns, configmap, pod)
+
+    pod = node.wait_pod("status-client", ns, _phase("Succeeded", "Failed"), timeout=180)
+    logs = node.kubectl("logs", "status-client", "-n", ns).stdout
+
+    assert pod["status"]["phase"] == "Succeeded", logs
+    assert logs.splitlines() == [
+        node.gateway,
+        f"{name} 403 Forbidden",
+        f"{node.gateway} SSLCertVerificationError",
+    ]
