@@ -10,6 +10,9 @@ from shardtrain.errors import one_line
 from shardtrain.kubeflow.jobs.api import JobApi
 
 log = logging.getLogger(__name__)
+#: The most of a kubelet's termination message a failed job's one line carries (its end: runc
+#: puts the cause last).
+MESSAGE_LIMIT = 300
 
 
 class ChiefLogs:
@@ -81,7 +84,12 @@ class ChiefLogs:
 
 def failed_pod_detail(core: Any, pods: list[Any], namespace: str, container: str) -> str | None:
     """What the first of ``pods`` to fail said: ``pod P exited N: <its last log line>`` (the
-    trainer's one-line error), for a failed job's message; None when no pod failed."""
+    trainer's one-line error), for a failed job's message; None when no pod failed.
+
+    A reason of the kubelet's other than a plain ``Error`` (``OOMKilled``; ``StartError``, a
+    container that never ran) is named after the exit code; a container that logged nothing
+    (it never started) is described by the kubelet's message (runc's, e.g. ``exec:
+    "train": executable file not found``)."""
     failed = []
     for pod in pods:
         for status in (pod.status.container_statuses if pod.status else None) or ():
@@ -93,10 +101,15 @@ def failed_pod_detail(core: Any, pods: list[Any], namespace: str, container: str
     failed.sort(key=lambda f: (f[0] is None, f[0]))
     _, pod, done = failed[0]
     detail = f"pod {pod} exited {done.exit_code}"
+    if done.reason and done.reason not in ("Error", "Completed"):
+        detail += f" ({done.reason})"
+    said = " ".join(str(done.message or "").split())
     try:
         text = core.read_namespaced_pod_log(pod, namespace, container=container, tail_lines=5)
     except Exception as exc:  # the exit code alone still says more than nothing
         log.debug("cannot read the log of %s: %s", pod, one_line(exc))
-        return detail
+        text = ""
     lines = [line.strip() for line in str(text or "").splitlines() if line.strip()]
-    return f"{detail}: {lines[-1]}" if lines else detail
+    if lines:
+        return f"{detail}: {lines[-1]}"
+    return f"{detail}: {said[-MESSAGE_LIMIT:]}" if said else detail

@@ -120,6 +120,7 @@ def submit_and_wait(
         final, error = _wait(
             api, name, namespace, what, watch,
             timeout=wait_timeout, poll=poll_interval, request_timeout=request_timeout,
+            deleting=delete_after,
         )  # fmt: skip
     except KeyboardInterrupt:
         if logs:
@@ -225,22 +226,24 @@ def _wait(
     timeout: float,
     poll: float,
     request_timeout: int,
+    deleting: bool,
 ) -> tuple[Any, ShardtrainError | None]:
-    """The job once it has ended, or None and why the wait stopped without an end."""
+    """The job once it has ended, or None and why the wait stopped without an end (a timeout
+    says whether the job stays on the cluster, or is deleted next: ``deleting``)."""
     try:
         final = api.wait(
             name, namespace, timeout=timeout, poll=poll, callback=watch,
             request_timeout=request_timeout,
         )  # fmt: skip
     except TimeoutError as exc:
-        state = (
-            "it is still queued (suspended, never admitted by its queue) and"
-            if watch.queued
-            else "it"
-        )
+        queued = "still queued (suspended, never admitted by its queue)"
+        if deleting:
+            state = f"it was {queued}; deleted" if watch.queued else "deleted (--delete)"
+        else:
+            state = f"it is {queued} and" if watch.queued else "it"
+            state += " is still on the cluster"
         error: ShardtrainError = JobTimeoutError(
-            f"{what} did not end within {timeout:g}s; {state} is still on the cluster "
-            f"({one_line(exc)})"
+            f"{what} did not end within {timeout:g}s; {state} ({one_line(exc)})"
         )
         error.__cause__ = exc
         return None, error

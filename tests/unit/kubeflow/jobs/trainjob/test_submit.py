@@ -11,6 +11,7 @@ import pytest
 from kubernetes import client as k8s_client
 
 from shardtrain.kubeflow.jobs import trainjob
+from shardtrain.kubeflow.jobs.logs import failed_pod_detail
 from shardtrain.kubeflow.jobs.submit import JobFailedError
 from shardtrain.kubeflow.jobs.trainjob import submit as trainjob_submit
 
@@ -68,7 +69,7 @@ def test_other_warnings_do_not_end_the_wait():
         )  # fmt: skip
 
 
-def _failed_pod(name, code, finished):
+def _failed_pod(name, code, finished, reason=None, message=None):
     import datetime
 
     return k8s_client.V1Pod(
@@ -80,7 +81,7 @@ def _failed_pod(name, code, finished):
                     name="node", image="i", image_id="", ready=False, restart_count=0,
                     state=k8s_client.V1ContainerState(
                         terminated=k8s_client.V1ContainerStateTerminated(
-                            exit_code=code,
+                            exit_code=code, reason=reason, message=message,
                             finished_at=datetime.datetime(2026, 1, 1, 0, 0, finished),
                         )
                     ),
@@ -114,6 +115,42 @@ def test_a_failed_job_says_which_pod_failed_first_and_its_last_log_line():
     core.read_namespaced_pod_log.assert_called_once_with(
         "q3-node-0-1-a", "ns", container="node", tail_lines=5
     )
+
+
+RUNC = (
+    "failed to create containerd task: failed to create shim task: OCI runtime create failed: "
+    'runc create failed: unable to start container process: exec: "/no/such/train": stat '
+    "/no/such/train: no such file or directory"
+)
+
+
+@pytest.mark.parametrize(
+    ("pod", "log", "said"),
+    [
+        # A container that never ran (runc could not start it): no log, the kubelet's message.
+        (
+            _failed_pod("p", 128, 1, "StartError", RUNC),
+            "",
+            "pod p exited 128 (StartError): " + RUNC[-300:],
+        ),
+        # The kernel's OOM killer: the reason, then what the trainer last said.
+        (
+            _failed_pod("p", 137, 1, "OOMKilled"),
+            "step 40\n",
+            "pod p exited 137 (OOMKilled): step 40",
+        ),
+        # Our trainer's own error: its last line, no reason (the kubelet's plain "Error").
+        (_failed_pod("p", 1, 1, "Error"), "error: x\n", "pod p exited 1: error: x"),
+    ],
+)
+def test_a_failed_pod_is_described_by_the_kubelets_reason_and_message_when_it_logged_nothing(
+    pod, log, said
+):
+    """A pod whose command is not in the image exits 128 with an empty log: the one line
+    said only "exited 128"; the kubelet's reason and runc's message say why."""
+    core = mock.Mock()
+    core.read_namespaced_pod_log.return_value = log
+    assert failed_pod_detail(core, [pod], "ns", "node") == said
 
 
 def test_an_old_refusal_or_one_since_overcome_does_not_end_the_wait(monkeypatch):
