@@ -1,6 +1,10 @@
-"""What the training-job tests against the live control plane share (tests/integration/kubeflow/
-jobs/): a namespace with the trainer's service account and the storage Secret, a sharded quest
-dataset on MinIO, pods and their local processes, and what to print when a job misbehaves."""
+"""What the training-job tests against a live control plane share, with a node (tests/cluster)
+or without (tests/integration/kubeflow/jobs/): a namespace with the trainer's service account
+and the storage Secret, a sharded quest dataset on MinIO, the pipeline with its train step on
+the cluster, the launcher's kubeconfig, and what to print when a job misbehaves.
+
+``k8s`` below is either tier's handle (tests/conftest.py's ``ControlPlane``, tests/cluster's
+``Node``): what is used of it is ``kubectl``, ``namespace`` and ``kubeconfig``."""
 
 from __future__ import annotations
 
@@ -44,7 +48,9 @@ def shard_quest(minio, workdir: Path, bucket: str, rows: int, seed: int = 5) -> 
 def run_pipeline_on_cluster(k8s, minio, tmp_path: Path, monkeypatch, bucket: str, **more):
     """The whole csv_to_model pipeline under kfp.local on generated quest data in ``bucket``,
     its train step in cluster mode (a small 2-replica job) with a token bound to k8s/rbac's
-    Role only. Returns the namespace and the run."""
+    Role only. ``more`` are pipeline arguments besides (or instead of) these: on a real node
+    ``image`` (our image in its containerd; the default names a registry the node cannot
+    reach), and ``minio`` must be one the pods reach. Returns the namespace and the run."""
     from shardtrain.kubeflow import client
 
     ns = job_namespace(k8s, minio)
@@ -80,23 +86,11 @@ def get(k8s, kind: str, ns: str, name: str) -> dict | None:
     return json.loads(out.stdout) if out.returncode == 0 else None
 
 
-def pid_of(pod: dict | None) -> int | None:
-    """The local process of a running pod (the node agent reports it as its container ID)."""
-    if not pod or pod["status"].get("phase") != "Running":
-        return None
-    for status in pod["status"].get("containerStatuses", []):
-        cid = status.get("containerID", "")
-        if "running" in status.get("state", {}) and cid.startswith("local-process://"):
-            return int(cid.rsplit("/", 1)[1])
-    return None
-
-
 def describe(k8s, namespace: str, kinds: str = "pods,tfjobs") -> str:
-    """The namespace's pods and jobs and the node agent's log tail, for assertion messages."""
+    """The namespace's pods and jobs and its events' tail, for assertion messages."""
     pods = k8s.kubectl("get", kinds, "-n", namespace, "-o", "wide", check=False)
-    return (
-        f"\n{pods.stdout}{pods.stderr}\nnode agent log (tail):\n{k8s.node_log.read_text()[-3000:]}"
-    )
+    events = k8s.kubectl("get", "events", "-n", namespace, check=False)
+    return f"\n{pods.stdout}{pods.stderr}\n{events.stdout[-4000:]}"
 
 
 def launcher_kubeconfig(k8s, ns: str, path: Path) -> Path:

@@ -15,8 +15,9 @@ fixture points ``STORAGE_EMULATOR_HOST`` at it for one test only, because under 
 ``gs://`` no longer goes to TensorFlow (:func:`shardtrain.storage.tf_can_open`), which other
 tests of the session check. And the ``k8s`` fixture starts a real Kubernetes control plane
 (``scripts/k8s-up``: kube-apiserver, kube-controller-manager, the Kubeflow training operator,
-JobSet and Kubeflow Trainer) and a node agent (``shardtrain node run``) that runs their pods as
-local processes.
+JobSet, Kubeflow Trainer and Kueue) without a node: what the API server, the controllers and
+their webhooks do with our objects is tested here; pods that must run are run by a real kubelet
+in the cluster tier (``tests/cluster``, ``make test-cluster``).
 """
 
 from __future__ import annotations
@@ -147,12 +148,12 @@ def all_types(tmp_path_factory):
 
 @dataclass
 class ControlPlane:
-    """A live control plane (scripts/k8s-up) and node agent for this test session."""
+    """A live control plane (scripts/k8s-up) for this test session, without a node: the
+    controllers create pods and nothing runs them (they stay Pending). Tests whose pods must
+    run are in tests/cluster, on a real kubelet."""
 
     state_dir: Path
     kubeconfig: str
-    node_name: str
-    node_log: Path
 
     @property
     def kubectl_path(self) -> str:
@@ -188,17 +189,10 @@ class ControlPlane:
         return ns
 
 
-def _node_ready(plane: ControlPlane) -> bool:
-    out = plane.kubectl(
-        "get", "node", plane.node_name, "-o", "jsonpath={.status.conditions[0].status}", check=False
-    )
-    return out.returncode == 0 and out.stdout.strip() == "True"
-
-
 @pytest.fixture(scope="session")
 def k8s(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """A live control plane (kube-apiserver, kube-controller-manager, training operator, JobSet,
-    Trainer), and a node agent running their pods here.
+    Trainer, and Kueue as root) without a node.
 
     KUBECONFIG points at it for the session. The first session on a machine builds the
     binaries (scripts/install-k8s; ``make test`` does that before pytest starts).
@@ -212,52 +206,16 @@ def k8s(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
         subprocess.run([str(SCRIPTS / "k8s-down")], env=env, check=False)
         pytest.fail(f"scripts/k8s-up failed:\n{out.stderr}")
     sys.stderr.write(out.stderr)
-    kubeconfig = parse_exports(out.stdout)["KUBECONFIG"]
-    plane = ControlPlane(state, kubeconfig, "shardtrain-test-node", state / "node.log")
-    node_env = {
-        **os.environ,
-        "KUBECONFIG": kubeconfig,
-        "PYTHONPATH": os.pathsep.join(
-            p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH", "")) if p
-        ),
-    }
-    with open(plane.node_log, "wb") as log:
-        node = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "shardtrain.cli",
-                "node",
-                "run",
-                "--name",
-                plane.node_name,
-                "--log-dir",
-                str(state / "pods"),
-            ],
-            env=node_env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    plane = ControlPlane(state, parse_exports(out.stdout)["KUBECONFIG"])
     saved = os.environ.get("KUBECONFIG")
     try:
-        deadline = time.monotonic() + 60
-        while not _node_ready(plane):
-            if node.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the node agent did not start:\n{plane.node_log.read_text()}")
-            time.sleep(0.3)
-        os.environ["KUBECONFIG"] = kubeconfig
+        os.environ["KUBECONFIG"] = plane.kubeconfig
         yield plane
     finally:
         if saved is None:
             os.environ.pop("KUBECONFIG", None)
         else:
             os.environ["KUBECONFIG"] = saved
-        node.terminate()
-        try:
-            node.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            node.kill()
-            node.wait()
         subprocess.run([str(SCRIPTS / "k8s-down")], env=env, check=False)
 
 
@@ -273,8 +231,6 @@ _CONTROL_PLANE_FILES = frozenset(
         "jobs/test_kueue",
         "jobs/test_tfjob",
         "jobs/test_trainjob",
-        "jobs/test_trainjob_sdk",
-        "local/test_node_agent",
         "test_preflight",
         "test_serving_crd",
     )
