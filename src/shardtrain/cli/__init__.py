@@ -16,7 +16,6 @@ subject and are attached to the root group here:
 * :mod:`.trainjob`: ``trainjob render|submit`` (Kubeflow Trainer v2);
 * :mod:`.jobs`: ``tfjob render|submit`` (the training operator v1);
 * :mod:`.serve`: ``serve render`` (a KServe InferenceService of a published model);
-* :mod:`.node`: ``node run`` (a node agent for a local control plane);
 * :mod:`.pipeline`: ``pipeline params|compile|submit|run-local``, ``demo``.
 
 Start-up is paid by every command, and by every TFJob replica (each runs ``shardtrain
@@ -34,7 +33,7 @@ import sys
 import click
 
 from shardtrain import __version__
-from shardtrain.cli import data, jobs, node, pipeline, report, serve, train, trainjob
+from shardtrain.cli import data, jobs, pipeline, report, serve, train, trainjob
 from shardtrain.errors import ShardingStopped, ShardtrainError
 
 
@@ -63,7 +62,6 @@ cli.add_command(report.report_cmd)
 cli.add_command(trainjob.trainjob_group)
 cli.add_command(jobs.tfjob_group)
 cli.add_command(serve.serve_group)
-cli.add_command(node.node_group)
 cli.add_command(pipeline.pipeline_group)
 cli.add_command(pipeline.demo_cmd)
 

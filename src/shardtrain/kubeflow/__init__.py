@@ -3,8 +3,8 @@
 * :mod:`.jobs`: the training job APIs, one module per API (:mod:`.jobs.tfjob`, the one TFJob
   manifest generator, its rules and submit/wait), and the submit/wait/logs machinery they
   share; :mod:`.pods`: what every pod has in common (image, storage Secret, local commands).
-* :mod:`.local`: stand-ins for a cluster, for tests and runs on one machine: a job's replicas
-  as local processes (``run-local``) and a node agent for a local control plane.
+* :mod:`.local`: a job on one machine without a cluster: its replicas as local processes
+  (``run-local``).
 * :mod:`.components` and :mod:`.pipelines`: the KFP definitions themselves (signatures and
   the graph), each component body one call into :mod:`.steps`.
 * :mod:`.steps`: what each pipeline step does (the sharding steps before finalize in

@@ -426,7 +426,7 @@ def run_local(
 
     With ``cluster=True`` the train step runs as on a cluster instead (``local=False``): it
     submits the TFJob to the Kubernetes API of the step's environment (``KUBECONFIG``, e.g. the
-    local control plane of ``scripts/k8s-up`` with ``shardtrain node run``) and waits for it.
+    local control plane of ``scripts/k8s-up`` with a node of ``scripts/node-up``) and waits for it.
 
     Args:
         arguments: pipeline arguments (see :func:`parse_arguments`).

@@ -3,12 +3,12 @@
 * The project image (:data:`DEFAULT_IMAGE`, pinned to this version), its entrypoint and user.
 * The storage variables a pod reads from the storage Secret (:data:`STORAGE_ENV`), and the
   labels and annotations of every training pod.
-* :func:`local_argv`: a container command as a command line of this machine, for the local
-  stand-ins (``shardtrain run-local`` and the node agent) that run pods without the image.
+* :func:`local_argv`: a container command as a command line of this machine, for
+  ``shardtrain run-local``, which runs a job's replicas without the image.
 * :func:`quantity`: Kubernetes resource quantities (``500m``, ``16Gi``) as numbers.
 
 Used by the job generators (:mod:`shardtrain.kubeflow.jobs`), the pipeline components, and
-the local stand-ins (:mod:`shardtrain.kubeflow.local`).
+``run-local`` (:mod:`shardtrain.kubeflow.local`).
 """
 
 from __future__ import annotations

@@ -248,9 +248,6 @@ TRAINJOB_NUM_NODES_ENV = "SHARDTRAIN_NUM_NODES"
 #: ``mlPolicy.jax``) sets it to ``trainer.numNodes``; plainML writes no count at all.
 TRAINER_NUM_NODES_ENV = "JAX_NUM_PROCESSES"
 COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
-#: Where a stand-in for cluster DNS (the local node agent) maps ``host:port`` names to the
-#: addresses that reach them: a JSON object, applied to every derived address when set.
-LOCAL_ADDRESSES_ENV = "SHARDTRAIN_LOCAL_ADDRESSES"
 
 
 def _trainjob_int(env: Mapping[str, str], name: str, low: int) -> int:
@@ -313,7 +310,6 @@ def tf_config_from_trainjob(environ: Mapping[str, str]) -> str | None:
     TrainJob, however submitted, e.g. by the Kubeflow SDK's ``num_nodes`` alone), or
     :data:`TRAINJOB_NUM_NODES_ENV` for a runtime that gives none; both set must agree.
     Node 0 is the chief, node ``i`` worker ``i - 1``; a one-node job is local (None).
-    :data:`LOCAL_ADDRESSES_ENV`, when set, maps each address to the one that reaches it.
 
     Raises:
         ConfigError: a variable is missing or out of range (one line naming it).
@@ -342,13 +338,6 @@ def tf_config_from_trainjob(environ: Mapping[str, str]) -> str | None:
     if nodes == 1:
         return None
     addresses = trainjob_node_addresses(name, replicated_job, job_index, nodes)
-    local = environ.get(LOCAL_ADDRESSES_ENV)
-    if local:
-        try:
-            table = json.loads(local)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{LOCAL_ADDRESSES_ENV} is not JSON: {exc.msg}") from exc
-        addresses = [str(table.get(a, a)) for a in addresses]
     task = {"type": "chief", "index": 0} if index == 0 else {"type": "worker", "index": index - 1}
     cluster = {"chief": addresses[:1], "worker": addresses[1:]}
     return json.dumps({"cluster": cluster, "task": task})

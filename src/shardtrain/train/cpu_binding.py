@@ -1,14 +1,13 @@
-"""CPU binding of training replicas that share a host (local runs and the test cluster).
+"""CPU binding of training replicas that share a host (local runs).
 
-``shardtrain run-local`` and the local control plane's node agent put every replica of a job
-on ``127.0.0.1``. Every step of a chief + worker job waits twice for the peer (the gradient
-all-reduce and the loss/stop vote, each a gRPC round trip through several threads of both
-processes). With both processes' thread pools free to run on every core, each hand-off waits
-for the scheduler to find a core; a replica kept to its own cores finds its threads where it
-left them, and TensorFlow sizes its thread pools from the CPUs a process may use, so the pools
-shrink to match. The cost: a bound replica cannot move to an idle core when something else
-(another job, other tests) is busy on its own. The measurements are in
-``benchmarks/RESULTS.md`` ("Multi-worker").
+``shardtrain run-local`` puts every replica of a job on ``127.0.0.1``. Every step of a chief +
+worker job waits twice for the peer (the gradient all-reduce and the loss/stop vote, each a gRPC
+round trip through several threads of both processes). With both processes' thread pools free to
+run on every core, each hand-off waits for the scheduler to find a core; a replica kept to its
+own cores finds its threads where it left them, and TensorFlow sizes its thread pools from the
+CPUs a process may use, so the pools shrink to match. The cost: a bound replica cannot move to
+an idle core when something else (another job, other tests) is busy on its own. The measurements
+are in ``benchmarks/RESULTS.md`` ("Multi-worker").
 
 On a real cluster the pods of a job each have their own host name, so nothing is bound there.
 :func:`keep_to_host_share` is called by :func:`shardtrain.train.cluster.make_strategy` before

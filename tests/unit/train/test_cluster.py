@@ -374,17 +374,6 @@ def test_the_node_count_comes_from_trainer_without_any_variable_of_ours():
     assert resolve_role({**_NODE, "JOB_COMPLETION_INDEX": "1"}).num_workers == 2
 
 
-def test_the_local_address_table_stands_in_for_cluster_dns():
-    table = {
-        "quest-node-0-0.quest:2222": "127.0.0.1:4000",
-        "quest-node-0-1.quest:2222": "127.0.0.1:4001",
-    }
-    env = {**_NODE, "JOB_COMPLETION_INDEX": "1", "SHARDTRAIN_LOCAL_ADDRESSES": json.dumps(table)}
-    role = resolve_role(env)
-    assert role.cluster == {"chief": ["127.0.0.1:4000"], "worker": ["127.0.0.1:4001"]}
-    assert role.tf_config_for_collective["task"] == {"type": "worker", "index": 0}
-
-
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -394,7 +383,6 @@ def test_the_local_address_table_stands_in_for_cluster_dns():
         ({"JOB_COMPLETION_INDEX": "x"}, "JOB_COMPLETION_INDEX='x'"),
         ({"JOB_COMPLETION_INDEX": "2"}, "JOB_COMPLETION_INDEX=2 but SHARDTRAIN_NUM_NODES=2"),
         ({"SHARDTRAIN_REPLICATED_JOB": ""}, "SHARDTRAIN_REPLICATED_JOB is not set"),
-        ({"SHARDTRAIN_LOCAL_ADDRESSES": "{"}, "SHARDTRAIN_LOCAL_ADDRESSES is not JSON"),
     ],
 )
 def test_a_broken_trainjob_environment_is_one_line(change, message):
