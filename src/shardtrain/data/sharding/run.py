@@ -128,12 +128,17 @@ def _compare_existing(config: ShardConfig, plan: Plan) -> str | None:
     meta_uri = storage.join(config.output, METADATA_NAME)
     existing_plan = _read_document(plan_uri, documents.PLAN)
     if existing_plan is None:
-        occupied = storage.exists(meta_uri) or any(
-            not _is_lease(config.output, u) for u in storage.walk_files(config.output)
-        )
-        if occupied:
-            # Another worker of the same job wrote its plan (then files) since we looked.
+        files = [u for u in storage.walk_files(config.output) if not _is_lease(config.output, u)]
+        occupied = storage.exists(meta_uri) or bool(files)
+        # Another worker of the same job wrote its plan (then files) since we looked, or is
+        # writing it now: its temporary file is renamed into place within moments.
+        in_flight = any(_PLAN_TEMPORARY.search(u) for u in files)
+        deadline = time.monotonic() + (PLAN_IN_FLIGHT_WAIT if in_flight else 0.0)
+        while occupied:
             existing_plan = _read_document(plan_uri, documents.PLAN)
+            if existing_plan is not None or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
     if existing_plan is None:
         if occupied:
             _read_metadata(meta_uri)  # a damaged dataset says so, and what gets out
@@ -182,6 +187,12 @@ def _compare_existing(config: ShardConfig, plan: Plan) -> str | None:
         f"(plan {existing_plan.get('fingerprint')} vs {plan.fingerprint}); "
         "use another --output or pass --overwrite"
     )
+
+
+#: Another worker's plan being written (``storage.open``'s temporary file of a local write).
+_PLAN_TEMPORARY = re.compile(rf"/{re.escape(PLAN_NAME)}\.tmp-[0-9a-f]{{12}}$")
+#: How long a plan seen in flight is waited for before the output counts as foreign.
+PLAN_IN_FLIGHT_WAIT = 10.0
 
 
 def _is_lease(output: str, uri: str) -> bool:

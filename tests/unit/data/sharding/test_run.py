@@ -166,3 +166,32 @@ def test_truncated_or_corrupt_gzip_source_is_one_line_naming_the_file(tmp_path):
     src.write_bytes(bytes(flipped))
     with pytest.raises(DataError, match=rf"^{src}: corrupt gzip file: .* compressed bytes read"):
         sharding.shard(_config([src], tmp_path / "ds2", max_bad_fraction=1.0))
+
+
+def test_a_plan_another_worker_is_writing_is_waited_for_not_taken_for_foreign_files(tmp_path):
+    """Two workers of one job start on an empty output: the first's ``_plan.json`` is still its
+    temporary file (a local write is renamed into place) when the second looks. That is a
+    dataset in progress, not a foreign folder: the second waits for the plan and goes on (it
+    failed with "not empty and not a shardtrain dataset in progress": seen in a suite run)."""
+    import threading
+
+    csv = tmp_path / "q.csv"
+    datagen.generate_quest_logs(str(csv), 200, seed=3)
+    out = tmp_path / "out"
+    out.mkdir()
+    config = _config([csv], out, key="attempt_id", num_workers=2, worker_index=1)
+    plan = sharding.build_plan(config)
+    in_flight = out / f"{sharding.PLAN_NAME}.tmp-0123456789ab"
+    in_flight.write_text('{"fingerp')
+
+    def first_worker_finishes_its_write() -> None:
+        storage.write_json(str(out / sharding.PLAN_NAME), plan.to_dict())
+        in_flight.unlink()
+
+    later = threading.Timer(0.5, first_worker_finishes_its_write)
+    later.start()
+    try:
+        published, complete = sharding.publish_plan(config)
+    finally:
+        later.join()
+    assert not complete and published.fingerprint == plan.fingerprint
