@@ -183,3 +183,21 @@ def assert_checkpointed_on_sigterm(terminated: dict, log: str) -> None:
     assert terminated["exitCode"] == 143, (terminated, log[-3000:])
     assert "received SIGTERM: checkpointing after the current step" in log, log[-3000:]
     assert re.search(r"stopped at step \d+ on a signal; checkpoint written", log), log[-3000:]
+
+
+def assert_every_node_restarted(
+    node: Node, ns: str, name: str, lost: dict, image: str, kinds: str
+) -> list[dict]:
+    """JobSet ``name`` restarted (its failure policy recreated every node after ``lost``'s
+    failure): ``lost`` is gone and every pod now is of a later restart attempt, of our image.
+    Returns the pods."""
+    jobset = node.get("jobset", name, ns)
+    assert jobset["status"]["restarts"] >= 1, jobset["status"]
+    pods = node.pods(ns)
+    assert lost["metadata"]["uid"] not in {p["metadata"]["uid"] for p in pods}
+    assert pods and all(
+        p["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] != "0" for p in pods
+    ), describe(node, ns, kinds)
+    for pod in pods:
+        assert_runs_our_image(pod, node, image)
+    return pods

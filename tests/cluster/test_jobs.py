@@ -17,6 +17,7 @@ from pathlib import Path
 from cluster.jobs import (
     INDEX,
     assert_checkpointed_on_sigterm,
+    assert_every_node_restarted,
     assert_runs_our_image,
     cli,
     common_args,
@@ -102,15 +103,7 @@ def test_a_trainjob_node_deleted_with_a_grace_period_checkpoints_exits_143_and_t
     assert_checkpointed_on_sigterm(terminated, worker_log)
     assert code == 0, text[-5000:] + describe(node, ns, kinds)
     assert f"TrainJob {ns}/pre succeeded" in text
-    jobset = node.get("jobset", "pre", ns)
-    assert jobset["status"]["restarts"] >= 1, jobset["status"]
-    pods = node.pods(ns)
-    assert first["metadata"]["uid"] not in {p["metadata"]["uid"] for p in pods}
-    assert pods and all(
-        p["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] != "0" for p in pods
-    ), describe(node, ns, kinds)
-    for pod in pods:
-        assert_runs_our_image(pod, node, image)
+    assert_every_node_restarted(node, ns, "pre", first, image, kinds)
     assert "restored checkpoint step" in text, text[-3000:]
     metrics = storage.read_json(storage.join(model_dir, "eval", "metrics.json"))
     assert metrics["step"] == PREEMPT_STEPS

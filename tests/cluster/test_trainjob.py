@@ -23,6 +23,7 @@ import pytest
 
 from cluster.jobs import (
     INDEX,
+    assert_every_node_restarted,
     assert_runs_our_image,
     cli,
     common_args,
@@ -195,15 +196,7 @@ def test_a_node_sigkilled_exits_137_every_node_restarts_and_the_job_resumes_to_i
     assert chief_end["exitCode"] in (143, 200), chief_end
     assert code == 0, text[-5000:] + describe(node, ns, KINDS)
     assert f"TrainJob {ns}/lost succeeded" in text
-    jobset = node.get("jobset", "lost", ns)
-    assert jobset["status"]["restarts"] >= 1, jobset["status"]
-    pods = node.pods(ns)
-    assert first["metadata"]["uid"] not in {p["metadata"]["uid"] for p in pods}
-    assert pods and all(
-        p["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] != "0" for p in pods
-    ), describe(node, ns, KINDS)
-    for pod in pods:
-        assert_runs_our_image(pod, node, image)
+    for pod in assert_every_node_restarted(node, ns, "lost", first, image, KINDS):
         assert _terminated(pod)["exitCode"] == 0, pod["status"]
     step = int(re.search(r"restored checkpoint step (\d+)", text).group(1))
     assert 20 <= step < KILL_STEPS, text[-3000:]
