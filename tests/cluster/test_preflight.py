@@ -10,7 +10,7 @@ tests/integration/kubeflow/test_preflight.py.
 
 from __future__ import annotations
 
-import json
+import re
 
 from cluster.jobs import cli, describe
 from cluster.nodes import Node
@@ -44,7 +44,7 @@ def test_without_the_preflight_a_missing_secret_key_leaves_a_trainjob_that_looks
         assert f"TrainJob {ns}/pf did not end within 45s" in out.stderr
         trainjobs = node.kubectl("get", "trainjobs", "-n", ns, "-o", "name").stdout.split()
         assert trainjobs == ["trainjob.trainer.kubeflow.org/pf"]
-        pods = json.loads(node.kubectl("get", "pods", "-n", ns, "-o", "json").stdout)["items"]
+        pods = node.pods(ns)
         assert len(pods) == 2, describe(node, ns, KINDS)
         for pod in pods:
             # On the real node, its image there: only the Secret stops it.
@@ -54,5 +54,14 @@ def test_without_the_preflight_a_missing_secret_key_leaves_a_trainjob_that_looks
             waiting = state.get("waiting", {})
             assert waiting.get("reason") == "CreateContainerConfigError", state
             assert "AWS_SECRET_ACCESS_KEY" in waiting.get("message", ""), waiting
+            # The submit said so while it waited, naming the pod and the key: it looked hung
+            # only as long as no one read its output.
+            said = re.search(
+                rf"^TrainJob {ns}/pf: pod {pod['metadata']['name']} "
+                r"CreateContainerConfigError: .*AWS_SECRET_ACCESS_KEY",
+                out.stdout,
+                re.M,
+            )
+            assert said, out.stdout
     finally:
         node.kubectl("delete", "trainjob", "pf", "-n", ns, "--wait=false", check=False)

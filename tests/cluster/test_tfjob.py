@@ -284,6 +284,11 @@ def test_a_job_needing_a_gpu_the_node_lacks_outlasts_the_wait_and_the_scheduler_
     assert proc.returncode == 1, text
     assert f"TFJob {ns}/stuck did not end within 10s" in proc.stderr.strip().splitlines()[-1]
     assert f"deleted TFJob {ns}/stuck" in proc.stdout, text
+    # Said while it waited: the scheduler's reason (not a silent wait until the timeout).
+    assert (
+        f"TFJob {ns}/stuck: pod stuck-chief-0 not scheduled: 0/1 nodes are available: "
+        "1 Insufficient nvidia.com/gpu"
+    ) in proc.stdout, text
     assert node.get("tfjob", "stuck", ns) is None
     said = [
         e["message"]

@@ -40,6 +40,9 @@ class JobApi(Protocol):
     def is_queued(self, job: Any) -> bool:
         """True while the job waits in a queue (no pods, neither running nor failed)."""
 
+    def pods(self, name: str, namespace: str) -> list[Any]:
+        """Every pod of the job (kubernetes client V1Pods)."""
+
     def chief_pods(self, name: str, namespace: str) -> list[Any]:
         """The pods of the replica that decides the job (the chief)."""
 

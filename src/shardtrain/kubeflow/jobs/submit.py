@@ -22,6 +22,7 @@ from typing import Any, TextIO
 from shardtrain.errors import ConfigError, ShardtrainError, one_line
 from shardtrain.kubeflow.jobs.api import JobApi
 from shardtrain.kubeflow.jobs.logs import ChiefLogs
+from shardtrain.kubeflow.jobs.pending import PendingPods
 from shardtrain.kubeflow.jobs.queue import QueueWatch
 from shardtrain.kubeflow.jobs.status import (
     Condition,
@@ -113,12 +114,19 @@ def submit_and_wait(
         + (" (queue time included)" if api.is_queued(job) else ""),
     )
     watch = QueueWatch(what, api.is_queued, out)
+    pending = PendingPods(what, lambda: api.pods(name, namespace), out)
+
+    def after_each_poll(job: Any) -> None:
+        watch(job)
+        if not watch.queued:  # a queued job has no pods
+            pending(job)
+
     logs = ChiefLogs(api, name, namespace, poll_interval, out) if stream_logs else None
     if logs:
         logs.start()
     try:
         final, error = _wait(
-            api, name, namespace, what, watch,
+            api, name, namespace, what, watch, after_each_poll,
             timeout=wait_timeout, poll=poll_interval, request_timeout=request_timeout,
             deleting=delete_after,
         )  # fmt: skip
@@ -222,6 +230,7 @@ def _wait(
     namespace: str,
     what: str,
     watch: QueueWatch,
+    callback: Any,
     *,
     timeout: float,
     poll: float,
@@ -232,7 +241,7 @@ def _wait(
     says whether the job stays on the cluster, or is deleted next: ``deleting``)."""
     try:
         final = api.wait(
-            name, namespace, timeout=timeout, poll=poll, callback=watch,
+            name, namespace, timeout=timeout, poll=poll, callback=callback,
             request_timeout=request_timeout,
         )  # fmt: skip
     except TimeoutError as exc:

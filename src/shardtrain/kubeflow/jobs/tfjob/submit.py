@@ -113,6 +113,9 @@ class TFJobApi:
     def is_queued(self, job: Any) -> bool:
         return is_queued(job)
 
+    def pods(self, name: str, namespace: str) -> list[Any]:
+        return self.client.get_job_pods(name=name, namespace=namespace)
+
     def chief_pods(self, name: str, namespace: str) -> list[Any]:
         return self.client.get_job_pods(name=name, namespace=namespace, is_master=True)
 

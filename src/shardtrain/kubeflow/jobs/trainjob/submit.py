@@ -198,6 +198,9 @@ class TrainJobApi:
             ),
         ).items  # fmt: skip
 
+    def pods(self, name: str, namespace: str) -> list[Any]:
+        return self._pods(name, namespace)
+
     def chief_pods(self, name: str, namespace: str) -> list[Any]:
         return [
             p
